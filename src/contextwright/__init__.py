@@ -1,0 +1,53 @@
+"""contextwright: a context engine for LLM agents.
+
+Every model call gets a context window computed from scratch out of independent records, packed into
+a token budget by section priority, with a trace of what went in and why.
+"""
+
+from .assembly import Assembly
+from .budget import Budget
+from .candidates import SECTIONS, Candidate, Item
+from .engine import Engine
+from .errors import (
+    BudgetError,
+    ContextOverflow,
+    ContextwrightError,
+    MissingExtra,
+    NotFound,
+    RuleError,
+    StoreError,
+    ValidationError,
+)
+from .ports import Query
+from .records import KINDS, Record
+from .roles import Agent, RoleProfile
+from .tokens import MODELS, ModelSpec, TokenCounter, register_model
+from .trace import Trace
+
+__all__ = [
+    "KINDS",
+    "MODELS",
+    "SECTIONS",
+    "Agent",
+    "Assembly",
+    "Budget",
+    "BudgetError",
+    "Candidate",
+    "ContextOverflow",
+    "ContextwrightError",
+    "Engine",
+    "Item",
+    "MissingExtra",
+    "ModelSpec",
+    "NotFound",
+    "Query",
+    "Record",
+    "RoleProfile",
+    "RuleError",
+    "StoreError",
+    "TokenCounter",
+    "Trace",
+    "ValidationError",
+    "register_model",
+]
+__version__ = "0.1.0"

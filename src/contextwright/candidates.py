@@ -1,0 +1,79 @@
+"""What flows through the assemble pipeline: candidates from sources, and the items packed from them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .records import Record
+
+SECTIONS = (
+    "state",
+    "warnings",
+    "constraints",
+    "knowledge",
+    "history",
+    "suggestions",
+    "working_memory",
+)
+SECTION_RANK = {name: i for i, name in enumerate(SECTIONS)}
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One thing a source proposes for the window: a record (or a tool call with its result), or a
+    synthetic item (the task, a warning, a KV value) with `key` as its identity."""
+
+    key: str
+    section: str
+    source: str
+    text: str
+    records: tuple[Record, ...] = ()
+    score: float = 0.0
+    components: dict[str, float] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+    pinned: bool = False
+    tokens: int = 0
+    created_at: float = 0.0
+    content_hash: str = ""
+    sources: list[str] = field(default_factory=list)
+    # The record this one is shown beside (a superseded decision beside its replacement).
+    beside: str | None = None
+
+    @property
+    def record(self) -> Record | None:
+        return self.records[0] if self.records else None
+
+    @property
+    def record_ids(self) -> list[str]:
+        return [r.id for r in self.records]
+
+
+@dataclass(slots=True)
+class Item:
+    """A candidate that made it into the window, possibly truncated."""
+
+    candidate: Candidate
+    text: str
+    tokens: int
+    truncated: bool = False
+    omitted: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.candidate
+        return {
+            "key": c.key,
+            "section": c.section,
+            "source": c.source,
+            "sources": list(c.sources or [c.source]),
+            "record_ids": c.record_ids,
+            "kind": c.record.kind if c.record else "synthetic",
+            "author": c.record.author if c.record else None,
+            "text": self.text,
+            "tokens": self.tokens,
+            "score": round(c.score, 4),
+            "components": {k: round(v, 4) for k, v in sorted(c.components.items())},
+            "reasons": list(c.reasons),
+            "truncated": self.truncated,
+            "omitted_tokens": self.omitted,
+        }

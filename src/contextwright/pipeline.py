@@ -1,0 +1,141 @@
+"""The steps of one assemble call between the sources and the packer: run the sources concurrently
+under a deadline, merge and dedupe their candidates, score them, and turn the packer's decisions
+into the trace. Everything but `run_sources` is pure."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import Executor, Future
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from .candidates import SECTION_RANK, Candidate
+from .packing import Decision
+from .sources import Source, SourceContext
+from .trace import SourceRun
+
+
+def run_sources(
+    sources: Sequence[Source], ctx: SourceContext, pool: Executor | None, deadline_s: float
+) -> tuple[list[Candidate], list[SourceRun]]:
+    """Every source runs; a slow or failing one becomes a warning, never a failed call."""
+
+    def timed(src: Source) -> tuple[list[Candidate], float]:
+        t0 = time.perf_counter()
+        found = src.run(ctx)
+        return found, (time.perf_counter() - t0) * 1000
+
+    runs: list[SourceRun] = []
+    found: list[Candidate] = []
+    if pool is None or len(sources) <= 1:
+        for src in sources:
+            try:
+                cands, ms = timed(src)
+                runs.append(SourceRun(src.name, ms, len(cands)))
+                found.extend(cands)
+            except Exception as exc:  # a broken source must not fail the call
+                runs.append(SourceRun(src.name, 0.0, 0, error=f"{type(exc).__name__}: {exc}"))
+        return found, runs
+    start = time.perf_counter()
+    futures: list[tuple[Source, Future[tuple[list[Candidate], float]]]] = [
+        (src, pool.submit(timed, src)) for src in sources
+    ]
+    for src, fut in futures:
+        left = max(deadline_s - (time.perf_counter() - start), 0.0)
+        try:
+            cands, ms = fut.result(timeout=left)
+            runs.append(SourceRun(src.name, ms, len(cands)))
+            found.extend(cands)
+        except FutureTimeout:
+            fut.cancel()
+            runs.append(
+                SourceRun(
+                    src.name,
+                    deadline_s * 1000,
+                    0,
+                    error=f"deadline of {deadline_s * 1000:.0f} ms passed",
+                )
+            )
+        except Exception as exc:
+            runs.append(SourceRun(src.name, 0.0, 0, error=f"{type(exc).__name__}: {exc}"))
+    return found, runs
+
+
+def _absorb(into: Candidate, other: Candidate) -> None:
+    for name, value in other.components.items():
+        if value > into.components.get(name, float("-inf")):
+            into.components[name] = value
+    for reason in other.reasons:
+        if reason not in into.reasons:
+            into.reasons.append(reason)
+    for src in other.sources or [other.source]:
+        if src not in into.sources:
+            into.sources.append(src)
+    into.pinned = into.pinned or other.pinned
+
+
+def _prefer(a: Candidate, b: Candidate) -> bool:
+    """Does `b` decide the merged candidate's section and text? History keeps a conversation
+    whole; otherwise the higher-priority section wins."""
+    if a.section == "history" or b.section == "history":
+        return b.section == "history" and a.section != "history"
+    return SECTION_RANK[b.section] < SECTION_RANK[a.section]
+
+
+def merge(candidates: Sequence[Candidate]) -> tuple[list[Candidate], list[Decision]]:
+    """One candidate per record (and per content hash): components take the best value, reasons
+    and sources are unioned. Returns the merged list and the duplicates it dropped."""
+    by_key: dict[str, Candidate] = {}
+    alias: dict[
+        str, str
+    ] = {}  # record id -> key of the candidate holding it (a tool pair holds two)
+    for c in sorted(candidates, key=lambda c: -len(c.records)):
+        key = alias.get(c.key, c.key)
+        seen = by_key.get(key)
+        if seen is None:
+            by_key[key] = c
+            for rid in c.record_ids:
+                alias[rid] = key
+            if not c.sources:
+                c.sources = [c.source]
+            continue
+        if _prefer(seen, c) and len(c.records) >= len(seen.records):
+            _absorb(c, seen)
+            c.sources = list(dict.fromkeys([*c.sources, *seen.sources]))
+            by_key[key] = c
+        else:
+            _absorb(seen, c)
+    merged: list[Candidate] = []
+    dropped: list[Decision] = []
+    by_hash: dict[str, Candidate] = {}
+    for c in sorted(by_key.values(), key=lambda c: (SECTION_RANK[c.section], c.key)):
+        if c.content_hash and c.section != "history":
+            first = by_hash.get(c.content_hash)
+            if first is not None:
+                _absorb(first, c)
+                dropped.append(Decision(c, False, f"duplicate content of {first.key}", c.tokens))
+                continue
+            by_hash[c.content_hash] = c
+        merged.append(c)
+    return merged, dropped
+
+
+def decision_dict(d: Decision) -> dict[str, object]:
+    c = d.candidate
+    r = c.record
+    return {
+        "key": c.key,
+        "record_ids": c.record_ids,
+        "kind": r.kind if r else "synthetic",
+        "author": r.author if r else None,
+        "section": c.section,
+        "source": c.source,
+        "sources": list(c.sources or [c.source]),
+        "score": round(c.score, 4),
+        "components": {k: round(v, 4) for k, v in sorted(c.components.items())},
+        "reasons": list(c.reasons),
+        "decision": "truncated" if d.truncated else ("kept" if d.kept else "dropped"),
+        "reason": d.reason,
+        "tokens": d.tokens,
+        "preview": c.text[:160],
+    }

@@ -1,0 +1,138 @@
+"""The contract between the engine and its adapters, as Protocols. Nothing here does anything."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .records import Record
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A filtered read of one project's records, as one agent may see them.
+
+    `agent=None` reads without a visibility filter; only administrative paths (export, the
+    record browser with an admin key) do that. Every assemble path passes the agent.
+    """
+
+    project: str
+    agent: str | None
+    kinds: tuple[str, ...] | None = None
+    session: str | None = None
+    author: str | None = None
+    statuses: tuple[str, ...] | None = None
+    addressed_to: str | None = None  # @mention or `to`
+    pinned: bool | None = None
+    tag: str | None = None
+    milestone: str | None = None
+    since: float | None = None
+    before: float | None = None
+    limit: int = 50
+    newest_first: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    record: Record
+    score: float
+
+
+class Store(Protocol):
+    """Durable records, their status facts, edges, key-values, vectors and traces."""
+
+    url: str
+
+    def add_many(self, records: Sequence[Record]) -> list[Record]:
+        """Store all in one transaction; an id already stored is returned as stored (idempotent)."""
+
+    def get_many(self, ids: Sequence[str]) -> list[Record]: ...
+
+    def query(self, q: Query) -> list[Record]: ...
+
+    def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
+        """Full-text relevance (BM25); higher score is better."""
+
+    def set_status(self, record_id: str, status: str, by: str, at: float, note: str = "") -> None:
+        """Append a status fact; the record's effective status follows the latest fact."""
+
+    def status_history(self, record_id: str) -> list[dict[str, Any]]: ...
+
+    def replies_to(self, ids: Sequence[str], agent: str | None) -> list[Record]: ...
+
+    def superseded_by(self, ids: Sequence[str]) -> dict[str, str]:
+        """Map of record id -> id of the record that superseded it."""
+
+    def version(self, project: str) -> int:
+        """Increases with every write to the project; cache keys include it."""
+
+    def projects(self) -> list[str]: ...
+
+    def agents(self, project: str) -> list[str]: ...
+
+    def count(self, project: str | None = None) -> int: ...
+
+    # Edges of the knowledge graph and between records (task -> dependency, ...).
+    def add_edges(self, project: str, edges: Iterable[tuple[str, str, str]]) -> None: ...
+
+    def edges(
+        self,
+        project: str,
+        *,
+        src: str | None = None,
+        dst: str | None = None,
+        kind: str | None = None,
+    ) -> list[tuple[str, str, str]]: ...
+
+    # Key-value memory, per project.
+    def kv_set(self, project: str, key: str, value: str, at: float) -> None: ...
+
+    def kv_get(self, project: str, key: str) -> str | None: ...
+
+    def kv_list(self, project: str, prefix: str = "") -> dict[str, str]: ...
+
+    # Traces and other JSON documents (agents, sessions), by collection and id.
+    def put_doc(
+        self,
+        collection: str,
+        doc_id: str,
+        project: str,
+        data: dict[str, Any],
+        at: float,
+        key: str | None = None,
+    ) -> None: ...
+
+    def get_doc(self, collection: str, doc_id: str) -> dict[str, Any] | None: ...
+
+    def list_docs(
+        self, collection: str, project: str, *, key: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+class Tokenizer(Protocol):
+    def count(self, text: str) -> int: ...
+
+    def count_many(self, texts: Sequence[str]) -> list[int]: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Iterable[int]) -> str: ...
+
+
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        """A float32 array of shape (len(texts), dim), rows L2-normalized."""
+
+
+class Summarizer(Protocol):
+    name: str
+
+    def summarize(
+        self, texts: Sequence[str], *, max_tokens: int, instructions: str = ""
+    ) -> str: ...

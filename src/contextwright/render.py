@@ -1,0 +1,291 @@
+"""Render packed sections into a provider's message format, and count that format exactly.
+
+OpenAI chat: one system message with every section but history, then history as chat messages
+(tool calls as `tool_calls` with their `tool` results right after). Token counts follow OpenAI's
+published rule for chat models: 3 tokens per message, 1 more per `name`, 3 to prime the reply.
+Anthropic: `system` plus alternating user/assistant messages with tool_use/tool_result blocks; its
+tokenizer is not public, so the model registry's margin covers the difference. Markdown: one text.
+A tool call and its result are one packing unit, so no format ever sees one without the other.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .candidates import SECTIONS, Candidate, Item
+from .errors import ValidationError
+from .ports import Tokenizer
+from .records import Record
+
+FORMATS = ("openai", "anthropic", "markdown")
+TITLES = {
+    "state": "State",
+    "warnings": "Warnings",
+    "constraints": "Constraints",
+    "knowledge": "Knowledge",
+    "history": "History",
+    "suggestions": "Suggestions",
+    "working_memory": "Working memory",
+}
+PER_MESSAGE = 3  # OpenAI: <|start|>{role/name}\n{content}<|end|>
+PER_NAME = 1
+REPLY_PRIMING = 3
+TOOL_CALL_OVERHEAD = 8  # OpenAI does not publish this; measured against reported usage, rounded up
+ANTHROPIC_PER_MESSAGE = 4
+ANTHROPIC_PER_BLOCK = 10
+
+
+def check_format(fmt: object) -> str:
+    if fmt not in FORMATS:
+        raise ValidationError("format", fmt, f"use one of {', '.join(FORMATS)}")
+    return str(fmt)
+
+
+@dataclass
+class Rendered:
+    format: str
+    messages: list[dict[str, Any]]
+    system: str = ""
+    text: str = ""
+    tokens: int = 0
+    payload: Any = field(default=None)
+
+
+def header(agent: str) -> str:
+    return f"# Context for {agent}\n"
+
+
+def section_heading(section: str) -> str:
+    return f"\n## {TITLES[section]}\n"
+
+
+def tool_call_id(call: Record) -> str:
+    return str(call.meta.get("call_id") or f"call_{call.id[-12:]}")
+
+
+def tool_call_parts(call: Record) -> tuple[str, str]:
+    """(function name, JSON arguments) of a tool_call record; falls back to its content."""
+    name = str(call.meta.get("name") or call.meta.get("tool") or "tool")
+    args = call.meta.get("arguments")
+    if args is None:
+        return name, json.dumps({"input": call.content})
+    return name, args if isinstance(args, str) else json.dumps(args, sort_keys=True)
+
+
+def is_own(record: Record, agent: str) -> bool:
+    return record.author == agent
+
+
+def _history_messages_openai(item: Item, agent: str) -> list[dict[str, Any]]:
+    c = item.candidate
+    recs = c.records
+    if recs and recs[0].kind == "tool_call":
+        call = recs[0]
+        name, args = tool_call_parts(call)
+        out: list[dict[str, Any]] = [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": tool_call_id(call),
+                        "type": "function",
+                        "function": {"name": name, "arguments": args},
+                    }
+                ],
+            }
+        ]
+        result_text = item.text if len(recs) > 1 else "[no result recorded]"
+        out.append({"role": "tool", "tool_call_id": tool_call_id(call), "content": result_text})
+        return out
+    if recs and is_own(recs[0], agent):
+        return [{"role": "assistant", "content": item.text}]
+    author = recs[0].author if recs else "context"
+    return [{"role": "user", "name": _safe_name(author), "content": item.text}]
+
+
+def _safe_name(name: str) -> str:
+    # OpenAI names allow [a-zA-Z0-9_-]{1,64}
+    cleaned = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)
+    return cleaned[:64] or "user"
+
+
+def count_openai(messages: Sequence[Mapping[str, Any]], counter: Tokenizer) -> int:
+    total = REPLY_PRIMING
+    for m in messages:
+        total += PER_MESSAGE
+        for key, value in m.items():
+            if key == "tool_calls":
+                for call in value:
+                    fn = call["function"]
+                    total += (
+                        TOOL_CALL_OVERHEAD
+                        + counter.count(fn["name"])
+                        + counter.count(fn["arguments"])
+                    )
+            elif isinstance(value, str):
+                total += counter.count(value)
+                if key == "name":
+                    total += PER_NAME
+    return total
+
+
+def count_anthropic(system: str, messages: Sequence[Mapping[str, Any]], counter: Tokenizer) -> int:
+    total = counter.count(system) if system else 0
+    for m in messages:
+        total += ANTHROPIC_PER_MESSAGE
+        content = m["content"]
+        if isinstance(content, str):
+            total += counter.count(content)
+            continue
+        for block in content:
+            total += ANTHROPIC_PER_BLOCK
+            if block["type"] == "text":
+                total += counter.count(block["text"])
+            elif block["type"] == "tool_use":
+                total += counter.count(block["name"]) + counter.count(json.dumps(block["input"]))
+            else:
+                total += counter.count(block["content"])
+    return total
+
+
+def system_text(
+    agent: str, sections: Mapping[str, Sequence[Item]], *, include_history: bool
+) -> str:
+    parts = [header(agent)]
+    for name in SECTIONS:
+        items = sections.get(name) or []
+        if not items or (name == "history" and not include_history):
+            continue
+        parts.append(section_heading(name))
+        if name == "history":
+            parts.extend(markdown_history_line(i, agent) + "\n" for i in items)
+        else:
+            parts.extend(i.text + "\n" for i in items)
+    return "".join(parts)
+
+
+def markdown_history_line(item: Item, agent: str) -> str:
+    c = item.candidate
+    recs = c.records
+    if recs and recs[0].kind == "tool_call":
+        name, args = tool_call_parts(recs[0])
+        return f"- **{recs[0].author}** called `{name}({args})` → {item.text}"
+    who = recs[0].author if recs else "context"
+    return f"- **{who}**: {item.text}"
+
+
+def _anthropic_messages(items: Sequence[Item], agent: str) -> list[dict[str, Any]]:
+    turns: list[tuple[str, dict[str, Any]]] = []
+    for item in items:
+        recs = item.candidate.records
+        if recs and recs[0].kind == "tool_call":
+            call = recs[0]
+            name, args = tool_call_parts(call)
+            try:
+                parsed = json.loads(args)
+            except ValueError:
+                parsed = {"input": args}
+            use_id = "toolu_" + tool_call_id(call)
+            turns.append(
+                ("assistant", {"type": "tool_use", "id": use_id, "name": name, "input": parsed})
+            )
+            result = item.text if len(recs) > 1 else "[no result recorded]"
+            turns.append(
+                ("user", {"type": "tool_result", "tool_use_id": use_id, "content": result})
+            )
+        elif recs and is_own(recs[0], agent):
+            turns.append(("assistant", {"type": "text", "text": item.text}))
+        else:
+            who = recs[0].author if recs else "context"
+            turns.append(("user", {"type": "text", "text": f"[{who}] {item.text}"}))
+    messages: list[dict[str, Any]] = []
+    for role, block in turns:
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].append(block)
+        else:
+            messages.append({"role": role, "content": [block]})
+    if messages and messages[0]["role"] != "user":
+        messages.insert(
+            0, {"role": "user", "content": [{"type": "text", "text": "[conversation so far]"}]}
+        )
+    return messages
+
+
+def render(
+    sections: Mapping[str, Sequence[Item]], agent: str, fmt: str, counter: Tokenizer
+) -> Rendered:
+    history = list(sections.get("history") or [])
+    if fmt == "markdown":
+        text = system_text(agent, sections, include_history=True)
+        return Rendered(
+            fmt,
+            [{"role": "user", "content": text}],
+            text=text,
+            tokens=counter.count(text),
+            payload=text,
+        )
+    system = system_text(agent, sections, include_history=False)
+    if fmt == "openai":
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+        for item in history:
+            messages.extend(_history_messages_openai(item, agent))
+        return Rendered(
+            fmt, messages, system=system, tokens=count_openai(messages, counter), payload=messages
+        )
+    anth = _anthropic_messages(history, agent)
+    payload = {"system": system, "messages": anth}
+    return Rendered(
+        fmt, anth, system=system, tokens=count_anthropic(system, anth, counter), payload=payload
+    )
+
+
+def unit_cost(c: Candidate, fmt: str, agent: str, counter: Tokenizer) -> int:
+    """Tokens one candidate adds to the rendered window (close to exact; verified after packing)."""
+    body = c.tokens
+    if c.section != "history":
+        return body + 1  # its line's newline
+    recs = c.records
+    if fmt == "markdown":
+        who = recs[0].author if recs else "context"
+        extra = 6 + counter.count(who)
+        if recs and recs[0].kind == "tool_call":
+            name, args = tool_call_parts(recs[0])
+            extra += 6 + counter.count(name) + counter.count(args)
+        return body + extra
+    if recs and recs[0].kind == "tool_call":
+        name, args = tool_call_parts(recs[0])
+        call_cost = counter.count(name) + counter.count(args)
+        if fmt == "openai":
+            return (
+                2 * PER_MESSAGE
+                + TOOL_CALL_OVERHEAD
+                + call_cost
+                + counter.count(tool_call_id(recs[0]))
+                + body
+            )
+        return 2 * (ANTHROPIC_PER_MESSAGE + ANTHROPIC_PER_BLOCK) + call_cost + 8 + body
+    if fmt == "openai":
+        if recs and is_own(recs[0], agent):
+            return PER_MESSAGE + 1 + body
+        who = _safe_name(recs[0].author if recs else "context")
+        return PER_MESSAGE + 1 + PER_NAME + counter.count(who) + body
+    who = recs[0].author if recs else "context"
+    return ANTHROPIC_PER_MESSAGE + ANTHROPIC_PER_BLOCK + counter.count(f"[{who}] ") + body
+
+
+def fixed_cost(agent: str, fmt: str, counter: Tokenizer) -> int:
+    """Tokens the format spends before any item: the header and the message envelope."""
+    base = counter.count(header(agent))
+    if fmt == "openai":
+        return base + REPLY_PRIMING + PER_MESSAGE + 1
+    if fmt == "anthropic":
+        return base + ANTHROPIC_PER_MESSAGE + ANTHROPIC_PER_BLOCK + 8
+    return base
+
+
+def heading_cost(section: str, counter: Tokenizer) -> int:
+    return counter.count(section_heading(section))

@@ -1,0 +1,179 @@
+"""Agents and role profiles: which kinds and sources matter to a role, its default budget and
+complexity. A reviewer and a developer see different things because their profiles weigh differently."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ValidationError
+
+
+@dataclass(frozen=True)
+class RoleProfile:
+    name: str
+    # Weight per record kind, 0..1; kinds not named get `default_kind_weight`.
+    kind_weights: Mapping[str, float] = field(default_factory=dict)
+    # Multiplier per source; 0 turns a source off for the role.
+    source_weights: Mapping[str, float] = field(default_factory=dict)
+    default_kind_weight: float = 0.5
+    default_model: str = "gpt-4o"
+    default_window: int = 8_000
+    complexity: str = "normal"
+
+    def kind_weight(self, kind: str) -> float:
+        return float(self.kind_weights.get(kind, self.default_kind_weight))
+
+    def source_weight(self, source: str) -> float:
+        return float(self.source_weights.get(source, 1.0))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind_weights": dict(self.kind_weights),
+            "source_weights": dict(self.source_weights),
+            "default_kind_weight": self.default_kind_weight,
+            "default_model": self.default_model,
+            "default_window": self.default_window,
+            "complexity": self.complexity,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RoleProfile:
+        if not isinstance(data, Mapping):
+            raise ValidationError("profile", data, "give an object with name, kind_weights, ...")
+        known = {
+            "name",
+            "kind_weights",
+            "source_weights",
+            "default_kind_weight",
+            "default_model",
+            "default_window",
+            "complexity",
+        }
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValidationError(
+                f"profile.{unknown[0]}", data[unknown[0]], f"use {', '.join(sorted(known))}"
+            )
+        name = data.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValidationError("profile.name", name, "name the role, e.g. 'reviewer'")
+        for key in ("kind_weights", "source_weights"):
+            weights = data.get(key, {})
+            if not isinstance(weights, Mapping) or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 10
+                for v in weights.values()
+            ):
+                raise ValidationError(
+                    f"profile.{key}", weights, "give {name: weight} with weights from 0 to 10"
+                )
+        complexity = data.get("complexity", "normal")
+        if complexity not in ("easy", "normal", "complex"):
+            raise ValidationError("profile.complexity", complexity, "use easy, normal or complex")
+        return cls(
+            name=name,
+            kind_weights=dict(data.get("kind_weights", {})),
+            source_weights=dict(data.get("source_weights", {})),
+            default_kind_weight=float(data.get("default_kind_weight", 0.5)),
+            default_model=str(data.get("default_model", "gpt-4o")),
+            default_window=int(data.get("default_window", 8_000)),
+            complexity=complexity,
+        )
+
+
+def _profile(
+    name: str, weights: dict[str, float], sources: dict[str, float] | None = None
+) -> RoleProfile:
+    return RoleProfile(name=name, kind_weights=weights, source_weights=sources or {})
+
+
+ROLE_PROFILES: dict[str, RoleProfile] = {
+    p.name: p
+    for p in (
+        _profile("default", {}),
+        _profile(
+            "developer",
+            {
+                "task": 1.0,
+                "decision": 0.9,
+                "pattern": 1.0,
+                "gotcha": 1.0,
+                "artifact": 0.9,
+                "file": 0.9,
+                "tool_result": 0.7,
+                "handoff": 0.9,
+                "constraint": 1.0,
+                "question": 0.7,
+                "message": 0.5,
+                "note": 0.4,
+                "preference": 0.6,
+            },
+        ),
+        _profile(
+            "reviewer",
+            {
+                "decision": 1.0,
+                "artifact": 1.0,
+                "constraint": 1.0,
+                "gotcha": 0.9,
+                "pattern": 0.9,
+                "handoff": 0.9,
+                "question": 0.8,
+                "task": 0.7,
+                "tool_result": 0.4,
+                "message": 0.5,
+                "note": 0.5,
+            },
+        ),
+        _profile(
+            "researcher",
+            {
+                "question": 1.0,
+                "note": 0.9,
+                "memory": 0.9,
+                "decision": 0.8,
+                "artifact": 0.7,
+                "message": 0.6,
+                "task": 0.6,
+                "tool_result": 0.6,
+                "file": 0.5,
+            },
+        ),
+        _profile(
+            "pm",
+            {
+                "task": 1.0,
+                "decision": 1.0,
+                "question": 1.0,
+                "handoff": 0.9,
+                "message": 0.7,
+                "preference": 0.8,
+                "constraint": 0.8,
+                "tool_call": 0.1,
+                "tool_result": 0.1,
+                "file": 0.2,
+                "pattern": 0.3,
+            },
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Agent:
+    id: str
+    role: str = "default"
+    profile: RoleProfile = field(default_factory=lambda: ROLE_PROFILES["default"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "role": self.role, "profile": self.profile.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Agent:
+        return cls(id=data["id"], role=data["role"], profile=RoleProfile.from_dict(data["profile"]))
+
+
+def profile_for(role: str) -> RoleProfile:
+    return ROLE_PROFILES.get(role, RoleProfile(name=role))

@@ -1,0 +1,262 @@
+"""Sources: retrieval pipelines that each return scored candidates for one section.
+
+A source reads the store and nothing else, and says why it picked each candidate. They run
+concurrently (see pipeline.py); each is a small class so that a role profile, a rule or a caller
+can switch one off by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .candidates import Candidate
+from .ports import Query, Store, Tokenizer
+from .records import Record
+from .roles import RoleProfile
+from .scoring import item_prefix
+
+HISTORY_KINDS = ("message", "tool_call", "tool_result", "summary", "note")
+KNOWLEDGE_KINDS = (
+    "decision",
+    "artifact",
+    "handoff",
+    "memory",
+    "summary",
+    "file",
+    "note",
+    "preference",
+    "message",
+)
+SECTION_BY_KIND = {
+    "state": "state",
+    "constraint": "constraints",
+    "pattern": "constraints",
+    "preference": "constraints",
+    "gotcha": "warnings",
+}
+
+
+@dataclass
+class SourceContext:
+    store: Store
+    counter: Tokenizer
+    project: str
+    agent: str
+    role: RoleProfile
+    task: str
+    session: str | None
+    now: float
+    milestone: str | None = None
+    terms: Sequence[str] = ()
+    options: dict[str, Any] = field(default_factory=dict)
+    limits: dict[str, int] = field(default_factory=dict)
+
+    def limit(self, source: str, default: int) -> int:
+        return int(self.limits.get(source, default))
+
+
+class Source(Protocol):
+    name: str
+
+    def run(self, ctx: SourceContext) -> list[Candidate]: ...
+
+
+def record_candidate(
+    r: Record, ctx: SourceContext, source: str, section: str, reason: str, **components: float
+) -> Candidate:
+    if section == "history":
+        text, tokens = r.content, r.tokens
+    else:
+        prefix = item_prefix(r)
+        text, tokens = f"{prefix} {r.content}", ctx.counter.count(prefix) + r.tokens + 1
+    return Candidate(
+        key=r.id,
+        section=section,
+        source=source,
+        text=text,
+        records=(r,),
+        components=dict(components),
+        reasons=[reason],
+        pinned=r.pinned,
+        tokens=tokens,
+        created_at=r.created_at,
+        content_hash=r.content_hash,
+        sources=[source],
+    )
+
+
+def section_for(r: Record, default: str) -> str:
+    return SECTION_BY_KIND.get(r.kind, default)
+
+
+class HistorySource:
+    """The agent's session: its recent turns, with each tool call joined to its result."""
+
+    name = "history"
+
+    def run(self, ctx: SourceContext) -> list[Candidate]:
+        limit = ctx.limit(self.name, 60)
+        if ctx.session:
+            q = Query(ctx.project, ctx.agent, kinds=HISTORY_KINDS, session=ctx.session, limit=limit)
+        else:
+            q = Query(ctx.project, ctx.agent, kinds=HISTORY_KINDS, author=ctx.agent, limit=limit)
+        records = [r for r in ctx.store.query(q) if r.status != "compacted"]
+        return pair_tool_calls(records, ctx, self.name)
+
+
+def pair_tool_calls(records: list[Record], ctx: SourceContext, source: str) -> list[Candidate]:
+    """Tool call + result become one candidate (never split); a result whose call is outside the
+    window fetches its call; a call without a result stays a call alone."""
+    calls = {r.id: r for r in records if r.kind == "tool_call"}
+    results = {r.reply_to: r for r in records if r.kind == "tool_result" and r.reply_to}
+    missing = [cid for cid in results if cid not in calls]
+    if missing:
+        calls.update({r.id: r for r in ctx.store.get_many(missing) if r.kind == "tool_call"})
+    n = len(records)
+    out: list[Candidate] = []
+    for rank, r in enumerate(records):  # newest first
+        recency_rank = 1.0 - rank / max(n, 1)
+        if r.kind == "tool_result" and r.reply_to in calls:
+            continue  # joined to its call below
+        if r.kind == "tool_call":
+            result = results.get(r.id)
+            c = record_candidate(
+                r, ctx, source, "history", "recent turn in this session", history=recency_rank
+            )
+            if result is not None:
+                c.records = (r, result)
+                c.text, c.tokens = result.content, result.tokens
+                c.created_at = max(r.created_at, result.created_at)
+                c.pinned = r.pinned or result.pinned
+                c.content_hash = result.content_hash
+            else:
+                c.text, c.tokens = f"{r.content}", r.tokens
+            out.append(c)
+            continue
+        reason = "recent turn in this session"
+        out.append(record_candidate(r, ctx, source, "history", reason, history=recency_rank))
+    for c in out:
+        c.components["prior"] = 2.0
+    return out
+
+
+class AddressedSource:
+    """Records that @mention this agent or were sent to it directly, from any peer."""
+
+    name = "addressed"
+
+    def run(self, ctx: SourceContext) -> list[Candidate]:
+        q = Query(ctx.project, ctx.agent, addressed_to=ctx.agent, limit=ctx.limit(self.name, 25))
+        out = []
+        for r in ctx.store.query(q):
+            if r.author == ctx.agent or r.kind in ("tool_call", "tool_result"):
+                continue
+            how = "direct message to you" if ctx.agent in r.to else f"@mentions {ctx.agent}"
+            out.append(
+                record_candidate(r, ctx, self.name, section_for(r, "knowledge"), how, prior=1.0)
+            )
+        return out
+
+
+class OpenItemsSource:
+    """Unresolved tasks and outstanding questions in the project."""
+
+    name = "open_items"
+
+    def run(self, ctx: SourceContext) -> list[Candidate]:
+        q = Query(
+            ctx.project,
+            ctx.agent,
+            kinds=("task", "question"),
+            statuses=("open",),
+            limit=ctx.limit(self.name, 20),
+        )
+        out = []
+        for r in ctx.store.query(q):
+            mine = ctx.agent in r.to or ctx.agent in r.mentions
+            section = "state" if r.kind == "task" and mine else "knowledge"
+            reason = f"open {r.kind}" + (" assigned to you" if mine else " in the project")
+            out.append(record_candidate(r, ctx, self.name, section, reason, prior=0.5))
+        return out
+
+
+class FullTextSource:
+    """BM25 full-text relevance to the task text; weak matches become suggestions."""
+
+    name = "fulltext"
+
+    def run(self, ctx: SourceContext) -> list[Candidate]:
+        if not ctx.task.strip():
+            return []
+        hits = ctx.store.search_text(ctx.project, ctx.agent, ctx.task, ctx.limit(self.name, 40))
+        if not hits:
+            return []
+        top = hits[0].score or 1.0
+        out = []
+        for h in hits:
+            r = h.record
+            if r.kind in ("tool_call",):
+                continue
+            rel = max(h.score, 0.0) / top
+            section = section_for(r, "knowledge" if rel >= 0.35 else "suggestions")
+            reason = f"matches the task (bm25 {h.score:.2f})"
+            out.append(
+                record_candidate(r, ctx, self.name, section, reason, relevance=round(rel, 6))
+            )
+        return out
+
+
+class PinnedSource:
+    """Pinned records and standing constraints and state: always considered, packed first."""
+
+    name = "pinned"
+
+    def run(self, ctx: SourceContext) -> list[Candidate]:
+        limit = ctx.limit(self.name, 40)
+        seen: dict[str, Record] = {}
+        for r in ctx.store.query(Query(ctx.project, ctx.agent, pinned=True, limit=limit)):
+            seen[r.id] = r
+        for r in ctx.store.query(
+            Query(ctx.project, ctx.agent, kinds=("constraint", "state"), limit=limit)
+        ):
+            seen.setdefault(r.id, r)
+        out = []
+        for r in seen.values():
+            if r.status in ("superseded", "resolved", "cancelled"):
+                continue
+            section = section_for(r, "constraints")
+            reason = "pinned" if r.pinned else f"standing {r.kind}"
+            out.append(record_candidate(r, ctx, self.name, section, reason, prior=2.0))
+        return out
+
+
+class DecisionsSource:
+    """The project's decisions in force (superseded ones are left out by the status filter)."""
+
+    name = "decisions"
+
+    def run(self, ctx: SourceContext) -> list[Candidate]:
+        q = Query(
+            ctx.project,
+            ctx.agent,
+            kinds=("decision",),
+            statuses=("active",),
+            limit=ctx.limit(self.name, 15),
+        )
+        return [
+            record_candidate(r, ctx, self.name, "knowledge", "decision in force", prior=0.5)
+            for r in ctx.store.query(q)
+        ]
+
+
+def default_sources() -> list[Source]:
+    return [
+        HistorySource(),
+        AddressedSource(),
+        OpenItemsSource(),
+        FullTextSource(),
+        PinnedSource(),
+        DecisionsSource(),
+    ]

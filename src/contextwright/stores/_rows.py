@@ -1,0 +1,245 @@
+"""Row <-> Record conversion and FTS query building, shared by the SQL stores."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ..records import Record
+
+STOPWORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "s",
+        "t",
+        "don",
+        "let",
+        "lets",
+        "ll",
+        "ve",
+        "re",
+        "d",
+        "m",
+        "o",
+        "y",
+        "also",
+        "get",
+        "got",
+        "would",
+        "could",
+        "should",
+        "might",
+        "must",
+        "shall",
+        "may",
+        "please",
+        "thanks",
+        "thank",
+        "ok",
+        "okay",
+        "yes",
+        "yeah",
+        "hi",
+        "hey",
+    ]
+)
+
+_WORD_RE = re.compile(r"[A-Za-z0-9_]+")
+
+
+def query_terms(text: str, limit: int = 32) -> list[str]:
+    """Lowercased words worth matching: no stopwords, no 1-letter words, first occurrence order."""
+    seen: dict[str, None] = {}
+    for word in _WORD_RE.findall(text.lower()):
+        if len(word) > 1 and word not in STOPWORDS:
+            seen.setdefault(word, None)
+        if len(seen) >= limit:
+            break
+    return list(seen)
+
+
+def fts_match(text: str) -> str | None:
+    terms = query_terms(text)
+    return " OR ".join(f'"{t}"' for t in terms) if terms else None
+
+
+COLUMNS = (
+    "id, project, milestone, session, author, kind, recipients, visibility, mentions, tags, refs, "
+    "current_status, supersedes, reply_to, pinned, created_at, content, tokens, content_hash, meta"
+)
+
+
+def record_to_row(r: Record) -> tuple[Any, ...]:
+    return (
+        r.id,
+        r.project,
+        r.milestone,
+        r.session,
+        r.author,
+        r.kind,
+        json.dumps(list(r.to)),
+        r.visibility,
+        json.dumps(list(r.mentions)),
+        json.dumps(list(r.tags)),
+        json.dumps(list(r.refs)),
+        r.status,
+        r.supersedes,
+        r.reply_to,
+        int(r.pinned),
+        r.created_at,
+        r.content,
+        r.tokens,
+        r.content_hash,
+        json.dumps(dict(r.meta)),
+    )
+
+
+def row_to_record(row: Any) -> Record:
+    return Record(
+        id=row[0],
+        project=row[1],
+        milestone=row[2],
+        session=row[3],
+        author=row[4],
+        kind=row[5],
+        to=tuple(json.loads(row[6])),
+        visibility=row[7],
+        mentions=tuple(json.loads(row[8])),
+        tags=tuple(json.loads(row[9])),
+        refs=tuple(json.loads(row[10])),
+        status=row[11],
+        supersedes=row[12],
+        reply_to=row[13],
+        pinned=bool(row[14]),
+        created_at=float(row[15]),
+        content=row[16],
+        tokens=int(row[17]),
+        content_hash=row[18],
+        meta=json.loads(row[19]) if isinstance(row[19], str) else (row[19] or {}),
+    )

@@ -1,0 +1,242 @@
+"""An in-process store for tests and ephemeral use; passes the same contract suite as SQLite."""
+
+from __future__ import annotations
+
+import copy
+import math
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..ports import Hit, Query
+from ..records import Record
+from ._rows import _WORD_RE, STOPWORDS, query_terms
+
+
+class MemoryStore:
+    url = "memory://"
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._records: dict[str, Record] = {}
+        self._seq: dict[str, int] = {}
+        self._status: dict[str, str | None] = {}
+        self._facts: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
+        self._versions: Counter[str] = Counter()
+        self._edges: set[tuple[str, str, str, str]] = set()
+        self._kv: dict[tuple[str, str], str] = {}
+        self._docs: dict[tuple[str, str], tuple[str, str | None, float, dict[str, Any]]] = {}
+        self._terms: dict[str, Counter[str]] = {}
+
+    def _current(self, r: Record) -> Record:
+        status = self._status.get(r.id, r.status)
+        return r if status == r.status else replace(r, status=status)
+
+    def add_many(self, records: Sequence[Record]) -> list[Record]:
+        with self._lock:
+            out = []
+            for r in records:
+                if r.id in self._records:
+                    out.append(self._current(self._records[r.id]))
+                    continue
+                self._records[r.id] = r
+                self._seq[r.id] = len(self._seq)
+                self._terms[r.id] = Counter(_all_words(r.content))
+                if r.supersedes:
+                    self._set(r.supersedes, "superseded", r.author, r.created_at, f"by {r.id}")
+                    self._edges.add((r.project, r.id, r.supersedes, "supersedes"))
+                self._versions[r.project] += 1
+                out.append(r)
+            return out
+
+    def _time_sort(self, records: list[Record], newest_first: bool) -> list[Record]:
+        # (created_at, insertion order): the same order SQLite gives by (created_at, rid).
+        return sorted(records, key=lambda r: (r.created_at, self._seq[r.id]), reverse=newest_first)
+
+    def get_many(self, ids: Sequence[str]) -> list[Record]:
+        with self._lock:
+            return [self._current(self._records[i]) for i in ids if i in self._records]
+
+    def _matches(self, r: Record, q: Query) -> bool:
+        if r.project != q.project:
+            return False
+        if q.agent is not None and not r.visible_to(q.agent):
+            return False
+        status = self._status.get(r.id, r.status)
+        checks = (
+            q.kinds is None or r.kind in q.kinds,
+            q.statuses is None or status in q.statuses,
+            q.session is None or r.session == q.session,
+            q.author is None or r.author == q.author,
+            q.milestone is None or r.milestone == q.milestone,
+            q.pinned is None or r.pinned == q.pinned,
+            q.since is None or r.created_at >= q.since,
+            q.before is None or r.created_at < q.before,
+            q.addressed_to is None or q.addressed_to in r.to or q.addressed_to in r.mentions,
+            q.tag is None or q.tag in r.tags,
+        )
+        return all(checks)
+
+    def query(self, q: Query) -> list[Record]:
+        with self._lock:
+            found = [self._current(r) for r in self._records.values() if self._matches(r, q)]
+        return self._time_sort(found, q.newest_first)[: q.limit]
+
+    def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
+        terms = query_terms(text)
+        if not terms or limit <= 0:
+            return []
+        with self._lock:
+            docs = [
+                r
+                for r in self._records.values()
+                if r.project == project and (agent is None or r.visible_to(agent))
+            ]
+            n = len(docs) or 1
+            avg = sum(sum(self._terms[r.id].values()) for r in docs) / n or 1.0
+            df = {t: sum(1 for r in docs if t in self._terms[r.id]) for t in terms}
+            hits = []
+            for r in docs:
+                tf = self._terms[r.id]
+                length = sum(tf.values())
+                score = 0.0
+                for t in terms:
+                    f = tf.get(t, 0)
+                    if f:
+                        idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+                        score += idf * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * length / avg))
+                if score > 0:
+                    hits.append(Hit(self._current(r), score))
+        hits.sort(key=lambda h: (-h.score, h.record.id))
+        return hits[:limit]
+
+    def _set(self, record_id: str, status: str, by: str, at: float, note: str) -> bool:
+        if record_id not in self._records:
+            return False
+        self._status[record_id] = status
+        self._facts[record_id].append({"status": status, "by": by, "at": at, "note": note})
+        return True
+
+    def set_status(self, record_id: str, status: str, by: str, at: float, note: str = "") -> None:
+        with self._lock:
+            if self._set(record_id, status, by, at, note):
+                self._versions[self._records[record_id].project] += 1
+
+    def status_history(self, record_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(f) for f in self._facts.get(record_id, [])]
+
+    def replies_to(self, ids: Sequence[str], agent: str | None) -> list[Record]:
+        wanted = set(ids)
+        with self._lock:
+            found = [
+                self._current(r)
+                for r in self._records.values()
+                if r.reply_to in wanted and (agent is None or r.visible_to(agent))
+            ]
+        return self._time_sort(found, newest_first=False)
+
+    def superseded_by(self, ids: Sequence[str]) -> dict[str, str]:
+        wanted = set(ids)
+        with self._lock:
+            pairs = sorted(
+                (r.created_at, r.supersedes, r.id)
+                for r in self._records.values()
+                if r.supersedes in wanted
+            )
+        return {old: new for _, old, new in pairs if old is not None}
+
+    def version(self, project: str) -> int:
+        with self._lock:
+            return self._versions[project]
+
+    def projects(self) -> list[str]:
+        with self._lock:
+            return sorted(p for p, v in self._versions.items() if v)
+
+    def agents(self, project: str) -> list[str]:
+        with self._lock:
+            return sorted({r.author for r in self._records.values() if r.project == project})
+
+    def count(self, project: str | None = None) -> int:
+        with self._lock:
+            return sum(1 for r in self._records.values() if project is None or r.project == project)
+
+    def add_edges(self, project: str, edges: Iterable[tuple[str, str, str]]) -> None:
+        rows = [(project, s, d, k) for s, d, k in edges]
+        with self._lock:
+            self._edges.update(rows)
+            if rows:
+                self._versions[project] += 1
+
+    def edges(
+        self,
+        project: str,
+        *,
+        src: str | None = None,
+        dst: str | None = None,
+        kind: str | None = None,
+    ) -> list[tuple[str, str, str]]:
+        with self._lock:
+            found = [
+                (s, d, k)
+                for p, s, d, k in self._edges
+                if p == project and src in (None, s) and dst in (None, d) and kind in (None, k)
+            ]
+        return sorted(found, key=lambda e: (e[0], e[2], e[1]))
+
+    def kv_set(self, project: str, key: str, value: str, at: float) -> None:
+        with self._lock:
+            self._kv[(project, key)] = value
+            self._versions[project] += 1
+
+    def kv_get(self, project: str, key: str) -> str | None:
+        with self._lock:
+            return self._kv.get((project, key))
+
+    def kv_list(self, project: str, prefix: str = "") -> dict[str, str]:
+        with self._lock:
+            return {
+                k: v
+                for (p, k), v in sorted(self._kv.items())
+                if p == project and k.startswith(prefix)
+            }
+
+    def put_doc(
+        self,
+        collection: str,
+        doc_id: str,
+        project: str,
+        data: dict[str, Any],
+        at: float,
+        key: str | None = None,
+    ) -> None:
+        with self._lock:
+            self._docs[(collection, doc_id)] = (project, key, at, copy.deepcopy(data))
+
+    def get_doc(self, collection: str, doc_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            found = self._docs.get((collection, doc_id))
+            return None if found is None else copy.deepcopy(found[3])
+
+    def list_docs(
+        self, collection: str, project: str, *, key: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = [
+                (at, copy.deepcopy(data))
+                for (c, _), (p, k, at, data) in self._docs.items()
+                if c == collection and p == project and (key is None or k == key)
+            ]
+        rows.sort(key=lambda row: -row[0])
+        return [data for _, data in rows[:limit]]
+
+    def close(self) -> None:
+        pass
+
+
+def _all_words(text: str) -> list[str]:
+    """Every non-stopword occurrence (BM25 needs term frequencies, not unique terms)."""
+    return [w for w in _WORD_RE.findall(text.lower()) if len(w) > 1 and w not in STOPWORDS]

@@ -1,0 +1,487 @@
+"""The default store: one SQLite file, WAL, FTS5 (BM25) and named migrations recorded in a table.
+
+Each thread gets its own connection (sources run on a thread pool); writes are serialized by one
+lock and run in a single transaction, so a rejected batch leaves the file exactly as it was.
+`current_status` is the only column that changes after insert: it is derived from the append-only
+`status_facts` table, kept beside the record so that "open questions" is an indexed read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ..errors import StoreError
+from ..ports import Hit, Query
+from ..records import Record
+from ._rows import COLUMNS, fts_match, record_to_row, row_to_record
+
+# A migration is a name and a SQL script; each runs once, in its own transaction, and is recorded.
+Migration = tuple[str, str]
+
+
+M001_RECORDS = """
+        CREATE TABLE records (
+            rid INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            project TEXT NOT NULL, milestone TEXT, session TEXT, author TEXT NOT NULL,
+            kind TEXT NOT NULL, recipients TEXT NOT NULL, visibility TEXT NOT NULL,
+            mentions TEXT NOT NULL, tags TEXT NOT NULL, refs TEXT NOT NULL,
+            current_status TEXT, supersedes TEXT, reply_to TEXT, pinned INTEGER NOT NULL,
+            created_at REAL NOT NULL, content TEXT NOT NULL, tokens INTEGER NOT NULL,
+            content_hash TEXT NOT NULL, meta TEXT NOT NULL
+        );
+        CREATE INDEX records_project_time ON records(project, created_at);
+        CREATE INDEX records_session_time ON records(project, session, created_at);
+        CREATE INDEX records_kind_time ON records(project, kind, created_at);
+        CREATE INDEX records_author_time ON records(project, author, created_at);
+        CREATE INDEX records_status ON records(project, current_status, kind)
+            WHERE current_status IS NOT NULL;
+        CREATE INDEX records_pinned ON records(project, pinned) WHERE pinned = 1;
+        CREATE INDEX records_reply ON records(reply_to) WHERE reply_to IS NOT NULL;
+        CREATE INDEX records_supersedes ON records(supersedes) WHERE supersedes IS NOT NULL;
+        CREATE TABLE addressing (
+            name TEXT NOT NULL, how TEXT NOT NULL, rid INTEGER NOT NULL,
+            PRIMARY KEY (name, how, rid)
+        ) WITHOUT ROWID;
+        CREATE TABLE record_tags (
+            tag TEXT NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (tag, rid)
+        ) WITHOUT ROWID;
+        CREATE TABLE status_facts (
+            seq INTEGER PRIMARY KEY, record_id TEXT NOT NULL, status TEXT NOT NULL,
+            by TEXT NOT NULL, at REAL NOT NULL, note TEXT NOT NULL DEFAULT ''
+        );
+        CREATE INDEX status_facts_record ON status_facts(record_id, seq);
+        CREATE VIRTUAL TABLE records_fts USING fts5(
+            content, content='records', content_rowid='rid', tokenize='porter unicode61'
+        );
+        CREATE TABLE project_versions (project TEXT PRIMARY KEY, version INTEGER NOT NULL);
+"""
+
+
+M002_EDGES_KV_DOCS = """
+        CREATE TABLE edges (
+            project TEXT NOT NULL, src TEXT NOT NULL, dst TEXT NOT NULL, kind TEXT NOT NULL,
+            PRIMARY KEY (project, src, kind, dst)
+        ) WITHOUT ROWID;
+        CREATE INDEX edges_dst ON edges(project, dst, kind);
+        CREATE TABLE kv (
+            project TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, at REAL NOT NULL,
+            PRIMARY KEY (project, key)
+        ) WITHOUT ROWID;
+        CREATE TABLE docs (
+            collection TEXT NOT NULL, id TEXT NOT NULL, project TEXT NOT NULL, key TEXT,
+            at REAL NOT NULL, data TEXT NOT NULL, PRIMARY KEY (collection, id)
+        );
+        CREATE INDEX docs_by_key ON docs(collection, project, key, at);
+"""
+
+
+MIGRATIONS: list[Migration] = [
+    ("m001_records", M001_RECORDS),
+    ("m002_edges_kv_docs", M002_EDGES_KV_DOCS),
+]
+
+VISIBLE = (
+    "(r.visibility = 'project' OR r.author = :agent OR (r.visibility = 'direct' AND EXISTS "
+    "(SELECT 1 FROM addressing a WHERE a.name = :agent AND a.how = 'to' AND a.rid = r.rid)))"
+)
+SELECT = "SELECT " + ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(",")) + " FROM records r"
+
+
+class SQLiteStore:
+    def __init__(self, path: str, *, migrations: Sequence[Migration] = MIGRATIONS) -> None:
+        self.path = path
+        self.url = f"sqlite:///{path}"
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._all: list[sqlite3.Connection] = []
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise StoreError(f"cannot open {self.url}: directory {directory!r} does not exist")
+        try:
+            conn = self._conn()
+            conn.execute("PRAGMA journal_mode=WAL")
+            self._migrate(conn, migrations)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {self.url}: {exc}") from exc
+
+    # -- connections and migrations -------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA busy_timeout=10000")
+            conn.execute("PRAGMA cache_size=-65536")
+            conn.execute("PRAGMA temp_store=MEMORY")
+            self._local.conn = conn
+            with self._write_lock:
+                self._all.append(conn)
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection, migrations: Sequence[Migration]) -> None:
+        with self._write_lock:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+            )
+            done = {row[0] for row in conn.execute("SELECT name FROM migrations")}
+            for name, script in migrations:
+                if name in done:
+                    continue
+                try:
+                    conn.executescript(
+                        f"BEGIN IMMEDIATE;\n{script}\n"
+                        f"INSERT INTO migrations VALUES ('{name}', datetime('now'));\nCOMMIT;"
+                    )
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+
+    def applied_migrations(self) -> list[str]:
+        return [r[0] for r in self._conn().execute("SELECT name FROM migrations ORDER BY rowid")]
+
+    def _write(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        conn = self._conn()
+        with self._write_lock:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot write {self.url}: {exc}") from exc
+            try:
+                result = fn(conn)
+                conn.execute("COMMIT")
+                return result
+            except sqlite3.Error as exc:
+                conn.execute("ROLLBACK")
+                raise StoreError(f"cannot write {self.url}: {exc}") from exc
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    @staticmethod
+    def _bump(conn: sqlite3.Connection, projects: Iterable[str]) -> None:
+        conn.executemany(
+            "INSERT INTO project_versions VALUES (?, 1) "
+            "ON CONFLICT(project) DO UPDATE SET version = version + 1",
+            [(p,) for p in set(projects)],
+        )
+
+    # -- records --------------------------------------------------------------------------------
+
+    def add_many(self, records: Sequence[Record]) -> list[Record]:
+        if not records:
+            return []
+
+        def write(conn: sqlite3.Connection) -> list[Record]:
+            ids = [r.id for r in records]
+            existing = {r.id: r for r in self._get_many(conn, ids)}
+            out: list[Record] = []
+            fresh: list[Record] = []
+            seen: set[str] = set()
+            for r in records:
+                if r.id in existing:
+                    out.append(existing[r.id])
+                elif r.id in seen:
+                    out.append(next(f for f in fresh if f.id == r.id))
+                else:
+                    seen.add(r.id)
+                    fresh.append(r)
+                    out.append(r)
+            if not fresh:
+                return out
+            placeholders = ", ".join("?" * 20)
+            for r in fresh:
+                cur = conn.execute(
+                    f"INSERT INTO records ({COLUMNS}) VALUES ({placeholders})", record_to_row(r)
+                )
+                rid = cur.lastrowid
+                conn.execute(
+                    "INSERT INTO records_fts(rowid, content) VALUES (?, ?)", (rid, r.content)
+                )
+                addressing = [(n, "to", rid) for n in r.to] + [
+                    (n, "mention", rid) for n in r.mentions
+                ]
+                if addressing:
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO addressing VALUES (?, ?, ?)", addressing
+                    )
+                if r.tags:
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO record_tags VALUES (?, ?)",
+                        [(t, rid) for t in r.tags],
+                    )
+                if r.supersedes:
+                    self._status(
+                        conn, r.supersedes, "superseded", r.author, r.created_at, f"by {r.id}"
+                    )
+                    conn.execute(
+                        "INSERT OR IGNORE INTO edges VALUES (?, ?, ?, 'supersedes')",
+                        (r.project, r.id, r.supersedes),
+                    )
+            self._bump(conn, (r.project for r in fresh))
+            return out
+
+        result: list[Record] = self._write(write)
+        return result
+
+    def _get_many(self, conn: sqlite3.Connection, ids: Sequence[str]) -> list[Record]:
+        out: list[Record] = []
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            marks = ", ".join("?" * len(chunk))
+            out.extend(
+                row_to_record(row)
+                for row in conn.execute(f"{SELECT} WHERE r.id IN ({marks})", chunk)
+            )
+        order = {rid: n for n, rid in enumerate(ids)}
+        out.sort(key=lambda r: order.get(r.id, 0))
+        return out
+
+    def get_many(self, ids: Sequence[str]) -> list[Record]:
+        return self._get_many(self._conn(), list(ids))
+
+    def query(self, q: Query) -> list[Record]:
+        where = ["r.project = :project"]
+        params: dict[str, Any] = {"project": q.project, "agent": q.agent, "limit": q.limit}
+        join = ""
+        if q.agent is not None:
+            where.append(VISIBLE)
+        if q.kinds is not None:
+            marks = ", ".join(f":k{i}" for i in range(len(q.kinds)))
+            where.append(f"r.kind IN ({marks})")
+            params.update({f"k{i}": k for i, k in enumerate(q.kinds)})
+        if q.statuses is not None:
+            marks = ", ".join(f":s{i}" for i in range(len(q.statuses)))
+            where.append(f"r.current_status IN ({marks})")
+            params.update({f"s{i}": s for i, s in enumerate(q.statuses)})
+        for name in ("session", "author", "milestone"):
+            value = getattr(q, name)
+            if value is not None:
+                where.append(f"r.{name} = :{name}")
+                params[name] = value
+        if q.pinned is not None:
+            where.append("r.pinned = :pinned")
+            params["pinned"] = int(q.pinned)
+        if q.since is not None:
+            where.append("r.created_at >= :since")
+            params["since"] = q.since
+        if q.before is not None:
+            where.append("r.created_at < :before")
+            params["before"] = q.before
+        if q.addressed_to is not None:
+            join += " JOIN (SELECT DISTINCT rid FROM addressing WHERE name = :addr) ad ON ad.rid = r.rid"
+            params["addr"] = q.addressed_to
+        if q.tag is not None:
+            join += " JOIN record_tags tg ON tg.rid = r.rid AND tg.tag = :tag"
+            params["tag"] = q.tag
+        order = "DESC" if q.newest_first else "ASC"
+        sql = f"{SELECT}{join} WHERE {' AND '.join(where)} ORDER BY r.created_at {order}, r.rid {order} LIMIT :limit"
+        return [row_to_record(row) for row in self._conn().execute(sql, params)]
+
+    def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
+        match = fts_match(text)
+        if match is None or limit <= 0:
+            return []
+        visible = f" AND {VISIBLE}" if agent is not None else ""
+        sql = (
+            f"SELECT {', '.join(f'r.{c.strip()}' for c in COLUMNS.split(','))}, f.score FROM "
+            "(SELECT rowid, bm25(records_fts) AS score FROM records_fts WHERE records_fts MATCH :m "
+            "ORDER BY score LIMIT :wide) f JOIN records r ON r.rid = f.rowid "
+            f"WHERE r.project = :project{visible} ORDER BY f.score LIMIT :limit"
+        )
+        params = {"m": match, "project": project, "agent": agent, "limit": limit, "wide": limit * 8}
+        try:
+            rows = self._conn().execute(sql, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"full-text search failed for {text[:80]!r}: {exc}") from exc
+        return [Hit(row_to_record(row[:-1]), -float(row[-1])) for row in rows]
+
+    def _status(
+        self, conn: sqlite3.Connection, record_id: str, status: str, by: str, at: float, note: str
+    ) -> None:
+        conn.execute(
+            "INSERT INTO status_facts (record_id, status, by, at, note) VALUES (?, ?, ?, ?, ?)",
+            (record_id, status, by, at, note),
+        )
+        conn.execute("UPDATE records SET current_status = ? WHERE id = ?", (status, record_id))
+
+    def set_status(self, record_id: str, status: str, by: str, at: float, note: str = "") -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            row = conn.execute("SELECT project FROM records WHERE id = ?", (record_id,)).fetchone()
+            if row is None:
+                return
+            self._status(conn, record_id, status, by, at, note)
+            self._bump(conn, [row[0]])
+
+        self._write(write)
+
+    def status_history(self, record_id: str) -> list[dict[str, Any]]:
+        rows = self._conn().execute(
+            "SELECT status, by, at, note FROM status_facts WHERE record_id = ? ORDER BY seq",
+            (record_id,),
+        )
+        return [{"status": s, "by": b, "at": a, "note": n} for s, b, a, n in rows]
+
+    def replies_to(self, ids: Sequence[str], agent: str | None) -> list[Record]:
+        if not ids:
+            return []
+        marks = ", ".join(f":i{n}" for n in range(len(ids)))
+        params: dict[str, Any] = {f"i{n}": i for n, i in enumerate(ids)}
+        params["agent"] = agent
+        visible = f" AND {VISIBLE}" if agent is not None else ""
+        sql = f"{SELECT} WHERE r.reply_to IN ({marks}){visible} ORDER BY r.created_at"
+        return [row_to_record(row) for row in self._conn().execute(sql, params)]
+
+    def superseded_by(self, ids: Sequence[str]) -> dict[str, str]:
+        if not ids:
+            return {}
+        marks = ", ".join("?" * len(ids))
+        rows = self._conn().execute(
+            f"SELECT supersedes, id FROM records WHERE supersedes IN ({marks}) ORDER BY created_at",
+            list(ids),
+        )
+        return {old: new for old, new in rows}
+
+    def version(self, project: str) -> int:
+        row = (
+            self._conn()
+            .execute("SELECT version FROM project_versions WHERE project = ?", (project,))
+            .fetchone()
+        )
+        return int(row[0]) if row else 0
+
+    def projects(self) -> list[str]:
+        return [
+            r[0]
+            for r in self._conn().execute("SELECT project FROM project_versions ORDER BY project")
+        ]
+
+    def agents(self, project: str) -> list[str]:
+        rows = self._conn().execute(
+            "SELECT DISTINCT author FROM records WHERE project = ? ORDER BY author", (project,)
+        )
+        return [r[0] for r in rows]
+
+    def count(self, project: str | None = None) -> int:
+        if project is None:
+            return int(self._conn().execute("SELECT count(*) FROM records").fetchone()[0])
+        return int(
+            self._conn()
+            .execute("SELECT count(*) FROM records WHERE project = ?", (project,))
+            .fetchone()[0]
+        )
+
+    # -- edges, kv, docs ------------------------------------------------------------------------
+
+    def add_edges(self, project: str, edges: Iterable[tuple[str, str, str]]) -> None:
+        rows = [(project, s, d, k) for s, d, k in edges]
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.executemany("INSERT OR IGNORE INTO edges VALUES (?, ?, ?, ?)", rows)
+            self._bump(conn, [project])
+
+        if rows:
+            self._write(write)
+
+    def edges(
+        self,
+        project: str,
+        *,
+        src: str | None = None,
+        dst: str | None = None,
+        kind: str | None = None,
+    ) -> list[tuple[str, str, str]]:
+        where, params = ["project = ?"], [project]
+        for col, value in (("src", src), ("dst", dst), ("kind", kind)):
+            if value is not None:
+                where.append(f"{col} = ?")
+                params.append(value)
+        sql = (
+            f"SELECT src, dst, kind FROM edges WHERE {' AND '.join(where)} ORDER BY src, kind, dst"
+        )
+        return [(s, d, k) for s, d, k in self._conn().execute(sql, params)]
+
+    def kv_set(self, project: str, key: str, value: str, at: float) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO kv VALUES (?, ?, ?, ?) ON CONFLICT(project, key) "
+                "DO UPDATE SET value = excluded.value, at = excluded.at",
+                (project, key, value, at),
+            )
+            self._bump(conn, [project])
+
+        self._write(write)
+
+    def kv_get(self, project: str, key: str) -> str | None:
+        row = (
+            self._conn()
+            .execute("SELECT value FROM kv WHERE project = ? AND key = ?", (project, key))
+            .fetchone()
+        )
+        return None if row is None else str(row[0])
+
+    def kv_list(self, project: str, prefix: str = "") -> dict[str, str]:
+        rows = self._conn().execute(
+            "SELECT key, value FROM kv WHERE project = ? AND substr(key, 1, ?) = ? ORDER BY key",
+            (project, len(prefix), prefix),
+        )
+        return {k: v for k, v in rows}
+
+    def put_doc(
+        self,
+        collection: str,
+        doc_id: str,
+        project: str,
+        data: dict[str, Any],
+        at: float,
+        key: str | None = None,
+    ) -> None:
+        payload = json.dumps(data, separators=(",", ":"), default=str)
+        self._write(
+            lambda conn: conn.execute(
+                "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(collection, id) DO UPDATE "
+                "SET project = excluded.project, key = excluded.key, at = excluded.at, data = excluded.data",
+                (collection, doc_id, project, key, at, payload),
+            )
+        )
+
+    def get_doc(self, collection: str, doc_id: str) -> dict[str, Any] | None:
+        row = (
+            self._conn()
+            .execute("SELECT data FROM docs WHERE collection = ? AND id = ?", (collection, doc_id))
+            .fetchone()
+        )
+        return None if row is None else dict(json.loads(row[0]))
+
+    def list_docs(
+        self, collection: str, project: str, *, key: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        if key is None:
+            rows = self._conn().execute(
+                "SELECT data FROM docs WHERE collection = ? AND project = ? ORDER BY at DESC LIMIT ?",
+                (collection, project, limit),
+            )
+        else:
+            rows = self._conn().execute(
+                "SELECT data FROM docs WHERE collection = ? AND project = ? AND key = ? "
+                "ORDER BY at DESC LIMIT ?",
+                (collection, project, key, limit),
+            )
+        return [dict(json.loads(r[0])) for r in rows]
+
+    def close(self) -> None:
+        with self._write_lock:
+            for conn in self._all:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+            self._all.clear()
+        self._local = threading.local()

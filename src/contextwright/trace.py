@@ -1,0 +1,85 @@
+"""The assembly trace: which sources ran and how long each took, every candidate with its score
+components and what became of it (kept, dropped, truncated) and why, tokens per section, and the
+total latency. It also keeps the request, so that an assembly can be replayed with another budget
+or other rules. Persisted in the store's `traces` collection; read back by id."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class SourceRun:
+    name: str
+    ms: float
+    candidates: int
+    error: str | None = None
+    cache: str = "off"  # "hit", "miss" or "off"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "ms": round(self.ms, 3),
+            "candidates": self.candidates,
+            "error": self.error,
+            "cache": self.cache,
+        }
+
+
+@dataclass
+class Trace:
+    id: str
+    project: str
+    agent: str
+    created_at: float
+    request: dict[str, Any]
+    budget: dict[str, Any]
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    items: list[dict[str, Any]] = field(default_factory=list)
+    sections: dict[str, int] = field(default_factory=dict)
+    tokens: int = 0
+    warnings: list[str] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    latency_ms: float = 0.0
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "project": self.project,
+            "agent": self.agent,
+            "created_at": self.created_at,
+            "request": self.request,
+            "budget": self.budget,
+            "sources": self.sources,
+            "items": self.items,
+            "sections": self.sections,
+            "tokens": self.tokens,
+            "warnings": self.warnings,
+            "timings_ms": self.timings_ms,
+            "latency_ms": self.latency_ms,
+            "notes": self.notes,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Trace:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+    @property
+    def kept(self) -> list[dict[str, Any]]:
+        return [i for i in self.items if i["decision"] != "dropped"]
+
+    @property
+    def dropped(self) -> list[dict[str, Any]]:
+        return [i for i in self.items if i["decision"] == "dropped"]
+
+    def summary(self) -> str:
+        kept, dropped = len(self.kept), len(self.dropped)
+        truncated = sum(1 for i in self.items if i["decision"] == "truncated")
+        srcs = ", ".join(f"{s['name']} {s['ms']:.1f}ms/{s['candidates']}" for s in self.sources)
+        return (
+            f"trace {self.id}: {self.tokens}/{self.budget.get('available')} tokens, "
+            f"{kept} kept ({truncated} truncated), {dropped} dropped, {self.latency_ms:.1f} ms; "
+            f"sources: {srcs}"
+        )
