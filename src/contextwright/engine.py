@@ -12,25 +12,36 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from . import actions
 from .assembly import Assembly
 from .budget import Budget
+from .cache import SourceCache
 from .candidates import Candidate
-from .errors import NotFound, ValidationError
+from .errors import BudgetError, NotFound, ValidationError, _short
 from .ids import new_id
 from .packing import Decision, drop_last, pack
 from .pipeline import decision_dict, merge, run_sources
-from .ports import Query, Store, Tokenizer
-from .records import MAX_NAME_CHARS, STATUSES, Record, build_record, parse_mentions
+from .ports import Embedder, Query, Store, Tokenizer
+from .records import MAX_NAME_CHARS, STATUSES, Record, build_record
+from .references import validate_refs
 from .render import check_format, render
 from .roles import Agent, RoleProfile, profile_for
-from .scoring import ScoringConfig, finish
+from .rules import Facts, RuleSet, coerce_rules, task_kind
+from .scoring import ScoringConfig
+from .selection import select
 from .sources import Source, SourceContext, default_sources
 from .stores import open_store
 from .stores._rows import query_terms
+from .tasks import TaskBoard
 from .tokens import default_counter
 from .trace import Trace
+from .vectors import Vectors
+
+if TYPE_CHECKING:
+    from .sessions import SessionManager
 
 MAX_TASK_CHARS = 20_000
 # Per-source caps as a fraction of the available budget; one verbose source cannot crowd out the rest.
@@ -58,6 +69,9 @@ class Engine:
         workers: int = 4,
         clock: Callable[[], float] = time.time,
         persist_traces: bool = True,
+        rules: RuleSet | str | Path | Sequence[Any] | None = None,
+        cache_ttl_s: float = 30.0,
+        embedder: Embedder | str | None = None,
     ) -> None:
         self.store = store
         self.counter: Tokenizer = counter or default_counter()
@@ -73,6 +87,16 @@ class Engine:
             else None
         )
         self._known_agents: set[tuple[str, str]] = set()
+        # Context rules (rules.py) and the per-process source cache (cache.py).
+        self._rules_arg = rules
+        self.rules: RuleSet = coerce_rules(rules)
+        self.cache = SourceCache(ttl_s=cache_ttl_s)
+        # Vectors on with an embedder (or its name: "minilm"); see vectors.py.
+        self.vectors = Vectors(self, embedder)
+        # Tasks and computed context (tasks/); the `computed` source runs when assemble names a task.
+        self.tasks = TaskBoard(self)
+        if sources is None:
+            self.sources.append(self.tasks.source)
 
     @classmethod
     def open(cls, url: str = "sqlite:///contextwright.db", **kwargs: Any) -> Engine:
@@ -81,6 +105,7 @@ class Engine:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+        self.vectors.close()
         self.store.close()
 
     def __enter__(self) -> Engine:
@@ -94,7 +119,9 @@ class Engine:
     def add(self, **fields: Any) -> Record:
         """Validate and store one record; returns it as stored (an existing id returns the original)."""
         record = build_record(fields, self.counter.count, now=self.clock())
-        return self.store.add_many([record])[0]
+        stored = self.store.add_many([record])[0]
+        self.vectors.notify()
+        return stored
 
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[Record]:
         """Validate every item first, then store them all in one transaction, or none."""
@@ -106,13 +133,19 @@ class Engine:
             try:
                 built.append(build_record(item, self.counter.count, now=now))
             except ValidationError as exc:
+                # The message reads "{field}={value} {problem}: {fix}"; keep the problem whole.
+                start = len(f"{exc.field}={_short(exc.value)} ")
+                problem = exc.message[start : len(exc.message) - len(exc.fix) - 2] or None
                 raise ValidationError(
-                    f"records[{i}].{exc.field}",
-                    exc.value,
-                    exc.fix,
-                    problem=exc.message.split(": ")[0].split(" ", 1)[-1] if exc.message else None,
+                    f"records[{i}].{exc.field}", exc.value, exc.fix, problem=problem
                 ) from exc
-        return self.store.add_many(built)
+        stored = self.store.add_many(built)
+        self.vectors.notify()
+        return stored
+
+    def wait_for_embeddings(self, timeout: float | None = None) -> bool:
+        """Block until every stored record is searchable by vector (True at once without vectors)."""
+        return self.vectors.wait(timeout)
 
     def get(self, record_id: str) -> Record:
         _check_name("id", record_id)
@@ -249,6 +282,27 @@ class Engine:
             for d in self.store.list_docs("traces", project, key=agent, limit=limit)
         ]
 
+    def complete_task(self, task_id: str, handoff: Any, *, by: str | None = None) -> Record:
+        """Complete a task with its structured handoff (YAML, JSON or a mapping); see tasks/."""
+        return self.tasks.complete(task_id, handoff, by=by).task
+
+    def replay(self, trace_id: str, **overrides: Any) -> Assembly:
+        """Run a stored assembly again with another budget, sources or rules (see replay.py)."""
+        from .replay import replay
+
+        return replay(self, trace_id, **overrides)
+
+    @property
+    def sessions(self) -> SessionManager:
+        """Each agent's running session: compaction, pruning, memory flush, reset, overflow
+        recovery (sessions/). Created on first use; it adds the `session` source."""
+        manager = self.__dict__.get("_sessions")
+        if manager is None:
+            from .sessions import SessionManager
+
+            manager = self.__dict__["_sessions"] = SessionManager(self)
+        return manager
+
     # -- assemble -------------------------------------------------------------------------------
 
     def assemble(
@@ -264,11 +318,22 @@ class Engine:
         working_memory: Sequence[str] = (),
         sources: Sequence[str] | None = None,
         limits: Mapping[str, int] | None = None,
+        include_superseded: bool = False,
+        task_kind: str | None = None,
+        rules: RuleSet | str | Path | Sequence[Any] | None = None,
+        task_id: str | None = None,
     ) -> Assembly:
-        """Compute `agent`'s context window from scratch, packed into `budget`, with its trace."""
+        """Compute `agent`'s context window from scratch, packed into `budget`, with its trace.
+
+        `include_superseded` shows superseded records beside their replacements; `task_kind`
+        (review, bug, ...) is what rules match as `kind`, guessed from the task when absent;
+        `rules` replaces the engine's rules for this call; `task_id` adds that task's computed
+        context (tasks/) and makes its objective the task text when `task` is empty."""
         t0 = time.perf_counter()
         _check_name("project", project)
         _check_name("agent", agent)
+        if task_id is not None:
+            task = self.tasks.task_text(project, task_id, task)
         if not isinstance(task, str):
             raise ValidationError("task", task, "give the task as text")
         if len(task) > MAX_TASK_CHARS:
@@ -288,6 +353,16 @@ class Engine:
         )
         if session is not None:
             _check_name("session", session)
+        if milestone is not None:
+            _check_name("milestone", milestone)
+        if limits is not None and (
+            not isinstance(limits, Mapping)
+            or not all(
+                isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10_000
+                for v in limits.values()
+            )
+        ):
+            raise ValidationError("limits", limits, "give {source name: count from 0 to 10000}")
         if isinstance(working_memory, str) or not all(isinstance(w, str) for w in working_memory):
             raise ValidationError("working_memory", working_memory, "give a list of strings")
         active = self._select_sources(sources)
@@ -305,10 +380,22 @@ class Engine:
             terms=query_terms(task),
             limits=dict(limits or {}),
         )
+        if task_id is not None:
+            ctx.options["task_id"] = task_id
         warnings = self._validate_refs(project, agent, task)
+        warnings.extend(self.vectors.warnings())
         t_validate = time.perf_counter()
 
-        found, runs = run_sources(active, ctx, self._pool, self.deadline_s)
+        ruleset = self.rules if rules is None else coerce_rules(rules)
+        kind = self._task_kind(task, task_kind)
+        rule = ruleset.first_match(
+            Facts(task, agent, agent_obj.role, project, kind, milestone or "", session or "")
+        )
+        ruled, rule_warnings = actions.includes(rule, ctx, ruleset.root)
+        warnings.extend(rule_warnings)
+
+        found, runs = run_sources(active, ctx, self._pool, self.deadline_s, cache=self.cache)
+        found.extend(ruled)
         t_sources = time.perf_counter()
         for run in runs:
             if run.error:
@@ -317,39 +404,22 @@ class Engine:
                 )
 
         merged, duplicates = merge(found)
-        kept: list[Candidate] = []
-        excluded: list[Decision] = list(duplicates)
-        superseded = self.store.superseded_by(
-            [c.key for c in merged if c.record and c.record.status == "superseded"]
+        # Rules, chains, then bm25 + vector signals fused into relevance, and scores (selection.py).
+        kept, left_out = select(
+            merged,
+            ctx,
+            rule=rule,
+            include_superseded=bool(include_superseded),
+            config=self.scoring,
+            role=agent_obj.profile,
         )
-        for c in merged:
-            r = c.record
-            if r is not None and r.status == "superseded":
-                excluded.append(
-                    Decision(
-                        c,
-                        False,
-                        f"superseded by {superseded.get(r.id, 'a later record')}",
-                        c.tokens,
-                    )
-                )
-                continue
-            kept.append(
-                finish(
-                    c,
-                    now=now,
-                    agent=agent,
-                    role=agent_obj.profile,
-                    config=self.scoring,
-                    milestone=milestone,
-                    session=session,
-                )
-            )
+        excluded: list[Decision] = [*duplicates, *left_out]
         kept.extend(self._synthetic(task, warnings, working_memory))
         t_merge = time.perf_counter()
 
         available = bud.available
         caps = {name: int(frac * available) for name, frac in self.source_caps.items()}
+        caps.update(actions.caps(rule))
         packed = pack(
             kept,
             available=available,
@@ -365,6 +435,13 @@ class Engine:
             packed, "exact count of the rendered window over budget"
         ):
             rendered = render(packed.sections, agent, fmt, self.counter)
+        if rendered.tokens > available:  # only the task is left, and it alone does not fit
+            raise BudgetError(
+                f"the budget leaves {available} tokens, too few for even the state section "
+                f"(it needs {rendered.tokens}); raise budget.window or lower budget.reserve",
+                available=available,
+                needed=rendered.tokens,
+            )
         t_render = time.perf_counter()
 
         sections = {n: items for n, items in packed.sections.items()}
@@ -385,6 +462,9 @@ class Engine:
                 "working_memory": list(working_memory),
                 "sources": [s.name for s in active],
                 "limits": dict(limits or {}),
+                "include_superseded": bool(include_superseded),
+                "task_kind": task_kind,
+                "rules": rules if isinstance(rules, str | list) else None,
             },
             budget=bud.to_dict(),
             sources=[r.to_dict() for r in runs],
@@ -400,6 +480,13 @@ class Engine:
                 "render": _ms(t_pack, t_render),
             },
         )
+        self.vectors.annotate(trace)
+        trace.notes["rule"] = None if rule is None else rule.to_dict()
+        trace.notes["rules_evaluated"] = len(ruleset)
+        trace.notes["task_kind"] = kind
+        if task_id is not None:
+            trace.request["task_id"] = task_id
+            trace.notes["computed"] = ctx.options.get("notes", {}).get("computed")
         trace.latency_ms = _ms(t0, time.perf_counter())
         if self.persist_traces:
             self.store.put_doc("traces", trace.id, project, trace.to_dict(), now, key=agent)
@@ -427,29 +514,31 @@ class Engine:
                 raise ValidationError("sources", n, f"use source names: {', '.join(by_name)}")
         return [by_name[n] for n in names]
 
+    def reload_rules(self) -> RuleSet:
+        """Read the rules directory again (after an edit); keeps the old rules if invalid."""
+        source = self.rules.directory if self.rules.directory is not None else self._rules_arg
+        self.rules = coerce_rules(source)
+        return self.rules
+
+    @staticmethod
+    def _task_kind(task: str, given: str | None) -> str:
+        if given is None:
+            return task_kind(task)
+        return _check_name("task_kind", given)
+
     def _validate_refs(self, project: str, agent: str, task: str) -> list[str]:
         """@references in the task that resolve to nothing become warnings, never silence."""
-        warnings = []
-        for ref in parse_mentions(task):
-            if ref.startswith("kv:"):
-                if self.store.kv_get(project, ref[3:]) is None:
-                    warnings.append(f"@{ref}: no KV key {ref[3:]!r} in project {project!r}")
-                continue
-            if self.store.kv_get(project, ref) is not None or self._is_known(project, ref):
-                continue
-            if self.store.get_many([ref.removeprefix("rec:")]):
-                continue
-            if "/" in ref or "." in ref:
-                if self.store.query(
-                    Query(project, agent, kinds=("file", "artifact"), tag=ref.lower(), limit=1)
-                ):
-                    continue
-                warnings.append(
-                    f"@{ref}: no file or artifact {ref!r} is known in project {project!r}"
-                )
-            else:
-                warnings.append(f"@{ref}: not an agent, KV key or record id in project {project!r}")
-        return warnings
+        return [
+            str(u)
+            for u in validate_refs(
+                self.store,
+                project,
+                agent,
+                task,
+                is_agent=lambda name: self._is_known(project, name),
+                root=self.rules.root,
+            )
+        ]
 
     def _synthetic(
         self, task: str, warnings: Sequence[str], working: Sequence[str]

@@ -60,20 +60,25 @@ def truncate_text(text: str, max_tokens: int, counter: Tokenizer) -> tuple[str, 
     if cut is None:
         space = head.rfind(" ")
         cut = space if space >= len(head) // 2 else len(head)
-    head = head[:cut].rstrip()
-    kept = counter.count(head)
-    omitted = total - kept
+    # A cut inside a multi-byte character decodes to U+FFFD; never show half a character.
+    head = head[:cut].rstrip().rstrip("\ufffd").rstrip()
+    omitted = total - counter.count(head)
     out = head + marker(omitted)
-    # A cut mid-token can re-tokenize one longer; shave words until it fits.
-    while counter.count(out) > max_tokens and " " in head:
-        head = head[: head.rfind(" ")]
+    # A cut mid-token can re-tokenize longer; shave words (or tokens, for text without spaces)
+    # until it fits.
+    while counter.count(out) > max_tokens and head:
+        if " " in head:
+            head = head[: head.rfind(" ")].rstrip()
+        else:
+            head = counter.decode(counter.encode(head)[:-1]).rstrip("\ufffd")
         omitted = total - counter.count(head)
         out = head + marker(omitted)
     return out, counter.count(out), omitted
 
 
 def order_key(c: Candidate) -> tuple[int, float, float, str]:
-    return (0 if c.pinned else 1, -c.score, -c.created_at, c.key)
+    # The task goes first: nothing else in `state` may crowd it out.
+    return (-1 if c.key == "task" else 0 if c.pinned else 1, -c.score, -c.created_at, c.key)
 
 
 def pack(
@@ -89,6 +94,13 @@ def pack(
     source_caps = source_caps or {}
     section_caps = section_caps or {}
     remaining = available - fixed_cost(agent, fmt, counter)
+    if remaining < 0:
+        raise BudgetError(
+            f"the budget leaves {available} tokens, fewer than the {fmt} format's own envelope "
+            f"needs ({available - remaining}); raise budget.window or lower budget.reserve",
+            available=available,
+            needed=available - remaining,
+        )
     by_section: dict[str, list[Candidate]] = {name: [] for name in SECTIONS}
     for c in candidates:
         by_section[c.section].append(c)
@@ -116,7 +128,8 @@ def pack(
             else:
                 oversized = not sections[name] or c.pinned or name == "state"
                 overhead = cost - c.tokens
-                if oversized and room_src - overhead >= MIN_TRUNCATE:
+                # The task is never cut: a window without the whole task is a budget error.
+                if oversized and c.key != "task" and room_src - overhead >= MIN_TRUNCATE:
                     text, body, omitted = truncate_text(c.text, room_src - overhead, counter)
                     cost = body + overhead
                     sections[name].append(Item(c, text, cost, truncated=True, omitted=omitted))

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
+from .cache import SourceCache
 from .candidates import SECTION_RANK, Candidate
 from .packing import Decision
 from .sources import Source, SourceContext
@@ -16,13 +17,22 @@ from .trace import SourceRun
 
 
 def run_sources(
-    sources: Sequence[Source], ctx: SourceContext, pool: Executor | None, deadline_s: float
+    sources: Sequence[Source],
+    ctx: SourceContext,
+    pool: Executor | None,
+    deadline_s: float,
+    cache: SourceCache | None = None,
 ) -> tuple[list[Candidate], list[SourceRun]]:
-    """Every source runs; a slow or failing one becomes a warning, never a failed call."""
+    """Every source runs; a slow or failing one becomes a warning, never a failed call. Sources
+    that opt in go through `cache`; each run records "hit", "miss" or "off"."""
+    status: dict[str, str] = {}
 
     def timed(src: Source) -> tuple[list[Candidate], float]:
         t0 = time.perf_counter()
-        found = src.run(ctx)
+        if cache is None:
+            found = src.run(ctx)
+        else:
+            found, status[src.name] = cache.run(src, ctx)
         return found, (time.perf_counter() - t0) * 1000
 
     runs: list[SourceRun] = []
@@ -31,7 +41,7 @@ def run_sources(
         for src in sources:
             try:
                 cands, ms = timed(src)
-                runs.append(SourceRun(src.name, ms, len(cands)))
+                runs.append(SourceRun(src.name, ms, len(cands), cache=status.get(src.name, "off")))
                 found.extend(cands)
             except Exception as exc:  # a broken source must not fail the call
                 runs.append(SourceRun(src.name, 0.0, 0, error=f"{type(exc).__name__}: {exc}"))
@@ -44,7 +54,7 @@ def run_sources(
         left = max(deadline_s - (time.perf_counter() - start), 0.0)
         try:
             cands, ms = fut.result(timeout=left)
-            runs.append(SourceRun(src.name, ms, len(cands)))
+            runs.append(SourceRun(src.name, ms, len(cands), cache=status.get(src.name, "off")))
             found.extend(cands)
         except FutureTimeout:
             fut.cancel()

@@ -112,6 +112,23 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+class VectorStore(Store, Protocol):
+    """A store that also keeps one vector per record per embedding model (see docs/vectors.md)."""
+
+    def unembedded(self, model: str, limit: int) -> list[Record]:
+        """Oldest records first that have no vector from `model` yet."""
+
+    def unembedded_count(self, model: str) -> int: ...
+
+    def put_vectors(self, model: str, rows: Sequence[tuple[str, Any]]) -> None:
+        """(record id, float32 vector) pairs; ids that no longer exist are skipped."""
+
+    def vector_search(
+        self, project: str, agent: str | None, vector: Any, limit: int, model: str
+    ) -> list[Hit]:
+        """Nearest records by cosine that `agent` may see; higher score is better."""
+
+
 class Tokenizer(Protocol):
     def count(self, text: str) -> int: ...
 

@@ -8,6 +8,8 @@ token count and the @mentions.
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import re
 import time
 from collections.abc import Mapping
@@ -148,7 +150,7 @@ def _name(data: Mapping[str, Any], key: str, *, required: bool, fix: str) -> str
     return value
 
 
-def _names(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
+def _names(data: Mapping[str, Any], key: str, *, agents: bool = False) -> tuple[str, ...]:
     value = data.get(key)
     if value is None:
         return ()
@@ -171,8 +173,35 @@ def _names(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
                 item,
                 f"each item must be a non-empty string of at most {MAX_NAME_CHARS} characters",
             )
+        if agents and not _NAME_RE.match(item):
+            raise ValidationError(
+                f"{key}[{i}]",
+                item,
+                "name one agent per item, with letters, digits and _ . : / -",
+            )
         out.setdefault(item, None)
     return tuple(out)
+
+
+def _check_json(key: str, value: Any) -> None:
+    """Stores keep `meta` as JSON: only str keys and JSON values survive every store unchanged."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValidationError(f"{key}.{k!r}", k, "use text keys in meta")
+            _check_json(f"{key}.{k}", v)
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            _check_json(f"{key}[{i}]", v)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValidationError(key, value, "use a finite number (JSON has no NaN or infinity)")
+    elif value is not None and not isinstance(value, str | int | float | bool):
+        raise ValidationError(
+            key,
+            value,
+            "use JSON values: text, numbers, true/false, null, lists and objects",
+            problem=f"cannot be stored as JSON ({type(value).__name__})",
+        )
 
 
 def build_record(
@@ -189,7 +218,7 @@ def build_record(
             "give a mapping of field names to values",
             problem=f"must be an object, not {type(data).__name__}",
         )
-    unknown = sorted(set(data) - _INPUT_FIELDS)
+    unknown = sorted(set(data) - _INPUT_FIELDS, key=str)
     if unknown:
         raise ValidationError(
             unknown[0],
@@ -224,7 +253,7 @@ def build_record(
     visibility = data.get("visibility", "project")
     if visibility not in VISIBILITIES:
         raise ValidationError("visibility", visibility, f"use one of {', '.join(VISIBILITIES)}")
-    to = _names(data, "to")
+    to = _names(data, "to", agents=True)
     if visibility == "direct" and not to:
         raise ValidationError(
             "to", [], "a direct record needs at least one recipient in 'to'", problem="is empty"
@@ -240,6 +269,7 @@ def build_record(
     meta = data.get("meta") or {}
     if not isinstance(meta, Mapping):
         raise ValidationError("meta", meta, "give an object of extra fields")
+    _check_json("meta", meta)
     created = data.get("created_at")
     if created is None:
         created_at = time.time() if now is None else now
@@ -262,7 +292,7 @@ def build_record(
         to=to,
         visibility=visibility,
         mentions=parse_mentions(content),
-        tags=tuple(t.lower() for t in _names(data, "tags")),
+        tags=tuple(dict.fromkeys(t.lower() for t in _names(data, "tags"))),
         refs=_names(data, "refs"),
         status=status,
         supersedes=_name(
@@ -276,5 +306,6 @@ def build_record(
         content=content,
         tokens=int(count_tokens(content)),
         content_hash=content_hash(content),
-        meta=dict(meta),
+        # A JSON round trip: every store gives back the same meta (lists, not tuples).
+        meta=json.loads(json.dumps(dict(meta))),
     )

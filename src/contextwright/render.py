@@ -36,6 +36,7 @@ REPLY_PRIMING = 3
 TOOL_CALL_OVERHEAD = 8  # OpenAI does not publish this; measured against reported usage, rounded up
 ANTHROPIC_PER_MESSAGE = 4
 ANTHROPIC_PER_BLOCK = 10
+NO_RESULT = "[no result recorded]"
 
 
 def check_format(fmt: object) -> str:
@@ -98,7 +99,7 @@ def _history_messages_openai(item: Item, agent: str) -> list[dict[str, Any]]:
                 ],
             }
         ]
-        result_text = item.text if len(recs) > 1 else "[no result recorded]"
+        result_text = item.text if len(recs) > 1 else NO_RESULT
         out.append({"role": "tool", "tool_call_id": tool_call_id(call), "content": result_text})
         return out
     if recs and is_own(recs[0], agent):
@@ -193,7 +194,7 @@ def _anthropic_messages(items: Sequence[Item], agent: str) -> list[dict[str, Any
             turns.append(
                 ("assistant", {"type": "tool_use", "id": use_id, "name": name, "input": parsed})
             )
-            result = item.text if len(recs) > 1 else "[no result recorded]"
+            result = item.text if len(recs) > 1 else NO_RESULT
             turns.append(
                 ("user", {"type": "tool_result", "tool_use_id": use_id, "content": result})
             )
@@ -259,9 +260,11 @@ def unit_cost(c: Candidate, fmt: str, agent: str, counter: Tokenizer) -> int:
     if recs and recs[0].kind == "tool_call":
         name, args = tool_call_parts(recs[0])
         call_cost = counter.count(name) + counter.count(args)
+        if len(recs) == 1:  # rendered with a placeholder result, not its own text
+            body = counter.count(NO_RESULT)
         if fmt == "openai":
             return (
-                2 * PER_MESSAGE
+                2 * (PER_MESSAGE + 1)  # two messages, each with a one-token role
                 + TOOL_CALL_OVERHEAD
                 + call_cost
                 + counter.count(tool_call_id(recs[0]))

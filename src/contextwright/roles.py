@@ -100,8 +100,8 @@ ROLE_PROFILES: dict[str, RoleProfile] = {
                 "decision": 0.9,
                 "pattern": 1.0,
                 "gotcha": 1.0,
-                "artifact": 0.9,
-                "file": 0.9,
+                "artifact": 0.7,  # a reviewer reads artifacts; a developer reads the code
+                "file": 1.0,
                 "tool_result": 0.7,
                 "handoff": 0.9,
                 "constraint": 1.0,

@@ -113,7 +113,20 @@ def pair_tool_calls(records: list[Record], ctx: SourceContext, source: str) -> l
     results = {r.reply_to: r for r in records if r.kind == "tool_result" and r.reply_to}
     missing = [cid for cid in results if cid not in calls]
     if missing:
-        calls.update({r.id: r for r in ctx.store.get_many(missing) if r.kind == "tool_call"})
+        # get_many reads by id without a visibility filter: apply it here.
+        calls.update(
+            {
+                r.id: r
+                for r in ctx.store.get_many(missing)
+                if r.kind == "tool_call" and r.project == ctx.project and r.visible_to(ctx.agent)
+            }
+        )
+    unanswered = [cid for cid in calls if cid not in results]
+    if unanswered:
+        # A result outside the window (another session or author) still travels with its call.
+        for r in ctx.store.replies_to(unanswered, ctx.agent):
+            if r.kind == "tool_result" and r.project == ctx.project and r.reply_to:
+                results.setdefault(r.reply_to, r)
     n = len(records)
     out: list[Candidate] = []
     for rank, r in enumerate(records):  # newest first
@@ -183,9 +196,11 @@ class OpenItemsSource:
 
 
 class FullTextSource:
-    """BM25 full-text relevance to the task text; weak matches become suggestions."""
+    """BM25 full-text relevance to the task text; weak matches become suggestions. Leaves the
+    `bm25` signal (score / best score) that scoring.fuse_relevance turns into `relevance`."""
 
     name = "fulltext"
+    cacheable = True  # the most expensive read: its results go through the TTL cache
 
     def run(self, ctx: SourceContext) -> list[Candidate]:
         if not ctx.task.strip():
@@ -197,14 +212,12 @@ class FullTextSource:
         out = []
         for h in hits:
             r = h.record
-            if r.kind in ("tool_call",):
-                continue
+            if r.kind in ("tool_call", "tool_result"):
+                continue  # a tool result alone would split it from its call; history pairs them
             rel = max(h.score, 0.0) / top
             section = section_for(r, "knowledge" if rel >= 0.35 else "suggestions")
             reason = f"matches the task (bm25 {h.score:.2f})"
-            out.append(
-                record_candidate(r, ctx, self.name, section, reason, relevance=round(rel, 6))
-            )
+            out.append(record_candidate(r, ctx, self.name, section, reason, bm25=round(rel, 6)))
         return out
 
 
@@ -226,6 +239,8 @@ class PinnedSource:
         for r in seen.values():
             if r.status in ("superseded", "resolved", "cancelled"):
                 continue
+            if r.kind in ("tool_call", "tool_result"):
+                continue  # pinned tool pairs come whole through history, never one half alone
             section = section_for(r, "constraints")
             reason = "pinned" if r.pinned else f"standing {r.kind}"
             out.append(record_candidate(r, ctx, self.name, section, reason, prior=2.0))
@@ -252,6 +267,8 @@ class DecisionsSource:
 
 
 def default_sources() -> list[Source]:
+    from .kv import KVSource  # kv.py builds on this module
+
     return [
         HistorySource(),
         AddressedSource(),
@@ -259,4 +276,5 @@ def default_sources() -> list[Source]:
         FullTextSource(),
         PinnedSource(),
         DecisionsSource(),
+        KVSource(),
     ]

@@ -73,9 +73,18 @@ def model_spec(name: str) -> ModelSpec:
 
 def register_model(name: str, window: int, reserve: int, margin: float = 0.1) -> ModelSpec:
     """Add a model to the registry; unknown tokenizers should keep a margin above zero."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValidationError("model", name, "name the model, e.g. 'my-model-8b'")
+    for key, value in (("window", window), ("reserve", reserve)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValidationError(key, value, "give a whole number of tokens")
     if window <= 0 or reserve < 0 or reserve >= window:
         raise ValidationError("window", window, "window must be positive and larger than reserve")
-    spec = _spec(name, window, reserve, margin, "custom; cl100k + margin")
+    if not isinstance(margin, int | float) or isinstance(margin, bool) or not 0.0 <= margin <= 1.0:
+        raise ValidationError(
+            "margin", margin, "give a safety margin from 0.0 to 1.0 (0.1 = count 10% over)"
+        )
+    spec = _spec(name, window, reserve, float(margin), "custom; cl100k + margin")
     MODELS[name] = spec
     return spec
 

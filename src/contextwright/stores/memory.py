@@ -13,9 +13,10 @@ from typing import Any
 from ..ports import Hit, Query
 from ..records import Record
 from ._rows import _WORD_RE, STOPWORDS, query_terms
+from ._vectors import MemoryVectors
 
 
-class MemoryStore:
+class MemoryStore(MemoryVectors):
     url = "memory://"
 
     def __init__(self) -> None:
@@ -37,6 +38,7 @@ class MemoryStore:
     def add_many(self, records: Sequence[Record]) -> list[Record]:
         with self._lock:
             out = []
+            fresh = []
             for r in records:
                 if r.id in self._records:
                     out.append(self._current(self._records[r.id]))
@@ -44,11 +46,14 @@ class MemoryStore:
                 self._records[r.id] = r
                 self._seq[r.id] = len(self._seq)
                 self._terms[r.id] = Counter(_all_words(r.content))
+                self._versions[r.project] += 1
+                fresh.append(r)
+                out.append(r)
+            # After the whole batch, so that a record may supersede one later in the same batch.
+            for r in fresh:
                 if r.supersedes:
                     self._set(r.supersedes, "superseded", r.author, r.created_at, f"by {r.id}")
                     self._edges.add((r.project, r.id, r.supersedes, "supersedes"))
-                self._versions[r.project] += 1
-                out.append(r)
             return out
 
     def _time_sort(self, records: list[Record], newest_first: bool) -> list[Record]:

@@ -19,7 +19,8 @@ from typing import Any
 from ..errors import StoreError
 from ..ports import Hit, Query
 from ..records import Record
-from ._rows import COLUMNS, fts_match, record_to_row, row_to_record
+from ._rows import COLUMNS, fts_match, query_terms, record_to_row, row_to_record
+from .sqlite_vectors import M003_VECTORS, SQLiteVectors
 
 # A migration is a name and a SQL script; each runs once, in its own transaction, and is recorded.
 Migration = tuple[str, str]
@@ -85,6 +86,12 @@ M002_EDGES_KV_DOCS = """
 MIGRATIONS: list[Migration] = [
     ("m001_records", M001_RECORDS),
     ("m002_edges_kv_docs", M002_EDGES_KV_DOCS),
+    ("m003_vectors", M003_VECTORS),
+    # Pinned records newest first is read on every assemble: keep it one short index range.
+    (
+        "m004_pinned_by_time",
+        "CREATE INDEX records_pinned_time ON records(project, created_at) WHERE pinned = 1;",
+    ),
 ]
 
 VISIBLE = (
@@ -92,15 +99,30 @@ VISIBLE = (
     "(SELECT 1 FROM addressing a WHERE a.name = :agent AND a.how = 'to' AND a.rid = r.rid)))"
 )
 SELECT = "SELECT " + ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(",")) + " FROM records r"
+# Full-text words found in more records than this are left out of the BM25 query.
+COMMON_DF = 2000
 
 
-class SQLiteStore:
+def _union_kinds(join: str, where: str, n: int, order: str) -> str:
+    """`kind IN (...) ORDER BY created_at LIMIT n` as one ordered index range per kind, merged.
+    SQLite would otherwise walk the whole project in time order looking for a rare kind."""
+    one = (
+        "SELECT * FROM (" + SELECT.replace(" FROM records r", ", r.rid AS rid_ FROM records r")
+        + f"{join} WHERE {where} AND r.kind = :k{{i}} "
+        f"ORDER BY r.created_at {order}, r.rid {order} LIMIT :limit)"
+    )
+    parts = " UNION ALL ".join(one.format(i=i) for i in range(n))
+    return f"SELECT * FROM ({parts}) ORDER BY created_at {order}, rid_ {order} LIMIT :limit"
+
+
+class SQLiteStore(SQLiteVectors):
     def __init__(self, path: str, *, migrations: Sequence[Migration] = MIGRATIONS) -> None:
         self.path = path
         self.url = f"sqlite:///{path}"
         self._local = threading.local()
         self._write_lock = threading.RLock()
         self._all: list[sqlite3.Connection] = []
+        self._df: dict[str, tuple[int, int]] = {}  # word -> (records with it, max rid then)
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             raise StoreError(f"cannot open {self.url}: directory {directory!r} does not exist")
@@ -219,6 +241,8 @@ class SQLiteStore:
                         "INSERT OR IGNORE INTO record_tags VALUES (?, ?)",
                         [(t, rid) for t in r.tags],
                     )
+            # After the whole batch, so that a record may supersede one later in the same batch.
+            for r in fresh:
                 if r.supersedes:
                     self._status(
                         conn, r.supersedes, "superseded", r.author, r.created_at, f"by {r.id}"
@@ -255,10 +279,20 @@ class SQLiteStore:
         join = ""
         if q.agent is not None:
             where.append(VISIBLE)
+        # Several kinds and nothing narrower: one index range per kind, merged (see _union_kinds).
+        per_kind = (
+            q.kinds is not None
+            and len(q.kinds) > 1
+            and all(
+                getattr(q, f) is None
+                for f in ("session", "author", "statuses", "addressed_to", "tag", "pinned")
+            )
+        )
         if q.kinds is not None:
-            marks = ", ".join(f":k{i}" for i in range(len(q.kinds)))
-            where.append(f"r.kind IN ({marks})")
             params.update({f"k{i}": k for i, k in enumerate(q.kinds)})
+            if not per_kind:
+                marks = ", ".join(f":k{i}" for i in range(len(q.kinds)))
+                where.append(f"r.kind IN ({marks})")
         if q.statuses is not None:
             marks = ", ".join(f":s{i}" for i in range(len(q.statuses)))
             where.append(f"r.current_status IN ({marks})")
@@ -269,8 +303,8 @@ class SQLiteStore:
                 where.append(f"r.{name} = :{name}")
                 params[name] = value
         if q.pinned is not None:
-            where.append("r.pinned = :pinned")
-            params["pinned"] = int(q.pinned)
+            # A literal, not a parameter, so that the partial index on pinned rows can be used.
+            where.append(f"r.pinned = {int(q.pinned)}")
         if q.since is not None:
             where.append("r.created_at >= :since")
             params["since"] = q.since
@@ -278,25 +312,42 @@ class SQLiteStore:
             where.append("r.created_at < :before")
             params["before"] = q.before
         if q.addressed_to is not None:
-            join += " JOIN (SELECT DISTINCT rid FROM addressing WHERE name = :addr) ad ON ad.rid = r.rid"
             params["addr"] = q.addressed_to
+            if self._dense_addressing(q.addressed_to, q.limit):
+                where.append("r.rid IN (SELECT rid FROM addressing WHERE name = :addr)")
+            else:
+                join += " JOIN (SELECT DISTINCT rid FROM addressing WHERE name = :addr) ad ON ad.rid = r.rid"
         if q.tag is not None:
             join += " JOIN record_tags tg ON tg.rid = r.rid AND tg.tag = :tag"
             params["tag"] = q.tag
         order = "DESC" if q.newest_first else "ASC"
-        sql = f"{SELECT}{join} WHERE {' AND '.join(where)} ORDER BY r.created_at {order}, r.rid {order} LIMIT :limit"
+        if per_kind and q.kinds is not None:
+            sql = _union_kinds(join, " AND ".join(where), len(q.kinds), order)
+        else:
+            sql = f"{SELECT}{join} WHERE {' AND '.join(where)} ORDER BY r.created_at {order}, r.rid {order} LIMIT :limit"
         return [row_to_record(row) for row in self._conn().execute(sql, params)]
+
+    def _dense_addressing(self, name: str, limit: int) -> bool:
+        """Is `name` addressed often enough that walking the newest records and stopping at
+        `limit` beats sorting every record addressed to it? (Both are exact; only speed differs.)"""
+        conn = self._conn()
+        n = conn.execute("SELECT count(*) FROM addressing WHERE name = ?", (name,)).fetchone()[0]
+        total = conn.execute("SELECT max(rid) FROM records").fetchone()[0] or 0
+        return bool(4 * n * n > limit * total)
 
     def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
         match = fts_match(text)
         if match is None or limit <= 0:
             return []
+        match = self._selective_match(query_terms(text)) or match
         visible = f" AND {VISIBLE}" if agent is not None else ""
+        # BM25 ranks the newest `wide` matches: on a large store the cost stays bounded whatever
+        # the words, and a small store (fewer matches than `wide`) is ranked whole.
         sql = (
             f"SELECT {', '.join(f'r.{c.strip()}' for c in COLUMNS.split(','))}, f.score FROM "
             "(SELECT rowid, bm25(records_fts) AS score FROM records_fts WHERE records_fts MATCH :m "
-            "ORDER BY score LIMIT :wide) f JOIN records r ON r.rid = f.rowid "
-            f"WHERE r.project = :project{visible} ORDER BY f.score LIMIT :limit"
+            "ORDER BY rowid DESC LIMIT :wide) f JOIN records r ON r.rid = f.rowid "
+            f"WHERE r.project = :project{visible} ORDER BY f.score, r.rid DESC LIMIT :limit"
         )
         params = {"m": match, "project": project, "agent": agent, "limit": limit, "wide": limit * 8}
         try:
@@ -305,9 +356,37 @@ class SQLiteStore:
             raise StoreError(f"full-text search failed for {text[:80]!r}: {exc}") from exc
         return [Hit(row_to_record(row[:-1]), -float(row[-1])) for row in rows]
 
+    def _selective_match(self, terms: Sequence[str]) -> str | None:
+        """Leave out words found in more than COMMON_DF records (the idea of Lucene's common-terms
+        cutoff): BM25 must read every posting of every word, and a word that common says little
+        about relevance. The rarest word is always kept. Small stores are never affected."""
+        if not terms:
+            return None
+        conn = self._conn()
+        top = conn.execute("SELECT max(rid) FROM records").fetchone()[0] or 0
+        if top <= COMMON_DF:
+            return None
+        freq: dict[str, int] = {}
+        for t in terms:
+            cached = self._df.get(t)
+            if cached is None or top > cached[1] * 1.2:  # recount after 20% growth
+                phrase = '"' + t.replace('"', "") + '"'
+                n = conn.execute(
+                    "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?", (phrase,)
+                ).fetchone()[0]
+                cached = self._df[t] = (int(n), top)
+            freq[t] = cached[0]
+        keep = [t for t in terms if 0 < freq[t] <= COMMON_DF]
+        if not keep:
+            rarest = min((t for t in terms if freq[t] > 0), key=lambda t: freq[t], default=None)
+            keep = [rarest] if rarest else list(terms)
+        return " OR ".join(f'"{t}"' for t in keep)
+
     def _status(
         self, conn: sqlite3.Connection, record_id: str, status: str, by: str, at: float, note: str
     ) -> None:
+        if conn.execute("SELECT 1 FROM records WHERE id = ?", (record_id,)).fetchone() is None:
+            return  # a fact about no record (as in the memory store): nothing to record
         conn.execute(
             "INSERT INTO status_facts (record_id, status, by, at, note) VALUES (?, ?, ?, ?, ?)",
             (record_id, status, by, at, note),

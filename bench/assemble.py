@@ -1,0 +1,344 @@
+"""Benchmark of the assemble hot path on SQLite: latency (p50/p99), batched ingest rate, file size
+and peak RSS, at several project sizes, with baselines measured in the same run.
+
+    .venv/bin/python bench/assemble.py [--sizes 10000,100000] [--calls 200] [--json]
+
+Each size runs in its own child process, so that its peak RSS is its own. The machine may be
+noisy (other processes), so two baselines are measured beside the engine in the same process:
+
+- `queries`: the bare store reads that the default sources make, run one after another, with no
+  scoring, packing, rendering or trace;
+- `last_n`: a naive window, the newest 60 records the agent may see, joined into one text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from contextwright import Budget, Engine
+from contextwright.ports import Query
+
+PROJECT = "bench"
+AGENTS = [
+    ("rhea", "researcher"),
+    ("dev", "developer"),
+    ("dana", "developer"),
+    ("rex", "reviewer"),
+    ("pam", "pm"),
+    ("ops", "default"),
+    ("quinn", "reviewer"),
+    ("ravi", "researcher"),
+]
+TOPICS = [
+    "login flow",
+    "session tokens",
+    "rate limiter",
+    "billing export",
+    "search index",
+    "onboarding email",
+    "audit log",
+    "cache invalidation",
+    "payment webhook",
+    "dark mode",
+    "csv import",
+    "password reset",
+    "retry policy",
+    "feature flags",
+    "database migration",
+    "mobile layout",
+    "api pagination",
+    "error budget",
+    "release notes",
+    "load test",
+]
+VERBS = ["fix", "review", "ship", "investigate", "document", "refactor", "measure", "test"]
+DETAILS = [
+    "The p95 went up after the last deploy.",
+    "We need a decision before Friday.",
+    "Customers on the EU cluster see it first.",
+    "The fix touches two services and the shared client.",
+    "I could not reproduce it locally with the seed data.",
+    "The old behaviour is still behind a flag.",
+    "Logs show a timeout at the gateway after 30 seconds.",
+    "This blocks the release checklist.",
+    "The spec says the token must rotate on every refresh.",
+    "We agreed to keep backwards compatibility for one minor version.",
+]
+TOOLS = ["run_tests", "grep", "read_file", "http_get", "sql_query"]
+BUDGET = Budget(model="gpt-4o", window=8000, reserve=1000)
+
+
+SYLLABLES = ["ka", "lo", "mi", "ten", "ras", "vo", "pel", "dri", "zun", "fa", "gor", "bi", "shu", "nex"]
+
+
+def _vocabulary(size: int = 4000, seed: int = 3) -> list[str]:
+    """Pseudo-words standing in for a real team's long tail (names of services, tables, flags)."""
+    rng = random.Random(seed)
+    words: dict[str, None] = {}
+    while len(words) < size:
+        words.setdefault("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))), None)
+    return list(words)
+
+
+VOCAB = _vocabulary()
+# Zipf weights: a few words are everywhere, most are rare, as in real text.
+ZIPF = [1.0 / (rank + 10) for rank in range(len(VOCAB))]
+
+
+def _words(rng: random.Random, k: int) -> str:
+    return " ".join(rng.choices(VOCAB, weights=ZIPF, k=k))
+
+
+def _sentence(rng: random.Random) -> str:
+    topic = rng.choice(TOPICS)
+    return (
+        f"{rng.choice(VERBS).capitalize()} the {topic} in {_words(rng, 2)}: "
+        f"{rng.choice(DETAILS)} See {_words(rng, 3)}."
+    )
+
+
+def generate(n: int, seed: int = 7) -> list[dict[str, Any]]:
+    """`n` records of a team's month: messages, tool calls with large results, questions,
+    decisions (some superseding older ones), tasks, handoffs and pinned constraints."""
+    rng = random.Random(seed)
+    start = 1_760_000_000.0
+    step = 30 * 86_400 / n
+    out: list[dict[str, Any]] = []
+    decisions: list[str] = []
+    names = [a for a, _ in AGENTS]
+    for i in range(n):
+        author = rng.choice(names)
+        at = start + i * step
+        rid = f"b{i:07d}"
+        session = f"{author}-d{int(i * step // 86_400)}"
+        base: dict[str, Any] = {
+            "id": rid,
+            "project": PROJECT,
+            "author": author,
+            "created_at": at,
+            "session": session,
+        }
+        roll = rng.random()
+        if i < 12:
+            base.update(kind="constraint", pinned=True, content=f"Always: {_sentence(rng)}")
+        elif roll < 0.08 and out and out[-1]["kind"] != "tool_call":
+            tool = rng.choice(TOOLS)
+            base.update(
+                kind="tool_call",
+                content=f"{tool} {rng.choice(TOPICS)}",
+                meta={"name": tool, "arguments": {"q": rng.choice(TOPICS)}},
+            )
+        elif out and out[-1]["kind"] == "tool_call":
+            lines = [f"{k:03d} {_sentence(rng)}" for k in range(rng.randint(10, 40))]
+            base.update(
+                kind="tool_result",
+                author=out[-1]["author"],
+                session=out[-1]["session"],
+                reply_to=out[-1]["id"],
+                content="\n".join(lines),
+            )
+        elif roll < 0.13:
+            base.update(kind="question", content=f"Question: how should we {_sentence(rng)}?")
+        elif roll < 0.17:
+            base["kind"] = "decision"
+            base["content"] = f"Decision: {_sentence(rng)}"
+            if decisions and rng.random() < 0.4:
+                base["supersedes"] = decisions.pop(rng.randrange(len(decisions)))
+            decisions.append(rid)
+        elif roll < 0.20:
+            base.update(kind="task", content=f"Task: {_sentence(rng)}", to=[rng.choice(names)])
+        elif roll < 0.22:
+            peer = rng.choice(names)
+            base.update(
+                kind="handoff",
+                to=[peer],
+                content=f"@{peer} handing off the {rng.choice(TOPICS)}. {_sentence(rng)}",
+            )
+        elif roll < 0.30:
+            peer = rng.choice(names)
+            base.update(
+                kind="message", to=[peer], visibility="direct", content=f"{_sentence(rng)}"
+            )
+        elif roll < 0.40:
+            peer = rng.choice(names)
+            base.update(kind="message", content=f"@{peer} {_sentence(rng)} {_sentence(rng)}")
+        else:
+            base.update(kind=rng.choice(["message", "message", "note"]), content=_sentence(rng))
+        out.append(base)
+    return out
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
+    return round(ordered[k], 3)
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    return {
+        "p50": _pct(values, 50),
+        "p99": _pct(values, 99),
+        "mean": round(statistics.fmean(values), 3),
+    }
+
+
+def _requests(calls: int, seed: int = 11) -> list[tuple[str, str, str]]:
+    rng = random.Random(seed)
+    return [
+        (
+            rng.choice(AGENTS)[0],
+            f"{rng.choice(VERBS)} the {rng.choice(TOPICS)} in {_words(rng, 2)}",
+            f"d{rng.randrange(30)}",
+        )
+        for _ in range(calls)
+    ]
+
+
+def _baseline_queries(engine: Engine, agent: str, task: str, session: str) -> None:
+    s = engine.store
+    s.query(Query(PROJECT, agent, kinds=("message", "tool_call", "tool_result"), session=session))
+    s.query(Query(PROJECT, agent, addressed_to=agent, limit=25))
+    s.query(Query(PROJECT, agent, kinds=("task", "question"), statuses=("open",), limit=20))
+    s.search_text(PROJECT, agent, task, 40)
+    s.query(Query(PROJECT, agent, pinned=True, limit=40))
+    s.query(Query(PROJECT, agent, kinds=("constraint", "state"), limit=40))
+    s.query(Query(PROJECT, agent, kinds=("decision",), statuses=("active",), limit=15))
+
+
+def _baseline_last_n(engine: Engine, agent: str) -> str:
+    return "\n".join(r.content for r in engine.store.query(Query(PROJECT, agent, limit=60)))
+
+
+def run_one(n: int, calls: int, workdir: str) -> dict[str, Any]:
+    path = os.path.join(workdir, f"bench-{n}.db")
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+    engine = Engine.open(f"sqlite:///{path}")
+    for name, role in AGENTS:
+        engine.register_agent(PROJECT, name, role)
+    records = generate(n)
+    t0 = time.perf_counter()
+    for i in range(0, n, 1000):
+        engine.add_many(records[i : i + 1000])
+    ingest_s = time.perf_counter() - t0
+    del records
+    conn = engine.store._conn()  # type: ignore[attr-defined]
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size = os.path.getsize(path)
+
+    reqs = _requests(calls)
+    for agent, task, day in reqs[:10]:  # warm the page cache and the token cache
+        engine.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
+    full: list[float] = []
+    queries: list[float] = []
+    last_n: list[float] = []
+    tokens: list[int] = []
+    for agent, task, day in reqs:
+        session = f"{agent}-{day}"
+        t = time.perf_counter()
+        result = engine.assemble(PROJECT, agent, task, BUDGET, session=session)
+        full.append((time.perf_counter() - t) * 1000)
+        tokens.append(result.tokens)
+        assert result.tokens <= result.available
+        t = time.perf_counter()
+        _baseline_queries(engine, agent, task, session)
+        queries.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        _baseline_last_n(engine, agent)
+        last_n.append((time.perf_counter() - t) * 1000)
+    engine.close()
+    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {
+        "records": n,
+        "calls": calls,
+        "assemble_ms": _stats(full),
+        "baseline_queries_ms": _stats(queries),
+        "baseline_last_n_ms": _stats(last_n),
+        "window_tokens_p50": int(statistics.median(tokens)),
+        "available": BUDGET.available,
+        "ingest_records_per_s": round(n / ingest_s),
+        "ingest_s": round(ingest_s, 2),
+        "file_mb": round(size / 1e6, 1),
+        "peak_rss_mb": round(rss_kb / 1024, 1),
+    }
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "sqlite": __import__("sqlite3").sqlite_version,
+        "platform": platform.platform(),
+    }
+
+
+def _print(report: dict[str, Any]) -> None:
+    m = report["machine"]
+    print(f"machine: {m['nproc']} cpu · {m['cpu']} · python {m['python']} · sqlite {m['sqlite']}")
+    head = (
+        f"{'records':>8} {'p50 ms':>8} {'p99 ms':>8} {'queries p50':>12} {'last-N p50':>11} "
+        f"{'ingest/s':>9} {'file MB':>8} {'RSS MB':>7}"
+    )
+    print(head)
+    for r in report["results"]:
+        print(
+            f"{r['records']:>8} {r['assemble_ms']['p50']:>8.2f} {r['assemble_ms']['p99']:>8.2f} "
+            f"{r['baseline_queries_ms']['p50']:>12.2f} {r['baseline_last_n_ms']['p50']:>11.2f} "
+            f"{r['ingest_records_per_s']:>9} {r['file_mb']:>8.1f} {r['peak_rss_mb']:>7.1f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated record counts")
+    parser.add_argument("--calls", type=int, default=200, help="assemble calls per size")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--dir", help="where the database files go (default: a temp dir)")
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(run_one(args.one, args.calls, args.dir)))
+        return
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    results = []
+    with tempfile.TemporaryDirectory(prefix="cw-bench-") as tmp:
+        workdir = args.dir or tmp
+        for n in sizes:
+            cmd = [sys.executable, __file__, "--one", str(n), "--calls", str(args.calls)]
+            out = subprocess.run(
+                [*cmd, "--dir", workdir], check=True, capture_output=True, text=True
+            )
+            results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            if not args.json:
+                print(f"... {n} records done", file=sys.stderr)
+    report = {"machine": machine(), "results": results}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print(report)
+
+
+if __name__ == "__main__":
+    main()

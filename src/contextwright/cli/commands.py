@@ -1,0 +1,179 @@
+"""Data commands: add, import, assemble, trace show."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from ..budget import Budget
+from ..errors import ValidationError
+from ..importers import FORMATS, read_file, store_rows, validate_rows
+from ..records import KINDS, VISIBILITIES
+from ..render import FORMATS as RENDER_FORMATS
+from . import State, cli, emit, pass_state
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+
+
+@cli.command()
+@click.option("--project", "-p", required=True, help="Project name.")
+@click.option("--author", "-a", required=True, help="Agent or person who wrote it.")
+@click.option("--kind", "-k", type=click.Choice(KINDS), default="message", show_default=True)
+@click.option("--to", multiple=True, help="Recipient (repeat for several).")
+@click.option("--visibility", type=click.Choice(VISIBILITIES), default=None)
+@click.option("--tag", "tags", multiple=True, help="Tag (repeat for several).")
+@click.option("--session", default=None)
+@click.option("--pinned", is_flag=True)
+@click.argument("content", required=False)
+@json_option
+@pass_state
+def add(
+    state: State,
+    project: str,
+    author: str,
+    kind: str,
+    to: tuple[str, ...],
+    visibility: str | None,
+    tags: tuple[str, ...],
+    session: str | None,
+    pinned: bool,
+    content: str | None,
+    as_json: bool,
+) -> None:
+    """Store one record. CONTENT is the text ('-' or nothing reads stdin)."""
+    if content is None or content == "-":
+        content = sys.stdin.read()
+    fields: dict[str, Any] = {
+        "project": project,
+        "author": author,
+        "kind": kind,
+        "content": content,
+        "to": list(to) or None,
+        "visibility": visibility,
+        "tags": list(tags) or None,
+        "session": session,
+        "pinned": pinned,
+    }
+    record = state.engine.add(**{k: v for k, v in fields.items() if v is not None})
+    emit(record.to_dict(), as_json, record.id)
+
+
+@cli.command("import")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--project", "-p", required=True, help="Project to import into.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="jsonl",
+    show_default=True,
+    help="jsonl (one record per line), openai (chat export) or locomo.",
+)
+@click.option("--batch", default=500, show_default=True, type=click.IntRange(1, 10_000))
+@json_option
+@pass_state
+def import_(state: State, path: str, project: str, fmt: str, batch: int, as_json: bool) -> None:
+    """Import records from a file, with a progress bar. A malformed file stores nothing."""
+    rows = read_file(path, fmt, project)
+    validate_rows(rows)
+    with click.progressbar(
+        length=len(rows), label=f"importing {len(rows)} records", file=sys.stderr
+    ) as bar:
+        stored = store_rows(state.engine, rows, batch=batch, progress=bar.update)
+    emit({"imported": stored, "project": project}, as_json, f"imported {stored} records")
+
+
+def _budget(budget: str | None, model: str, reserve: int | None) -> Budget | None:
+    if budget is None:
+        return None
+    try:
+        window = int(budget)
+    except ValueError:
+        raise ValidationError("--budget", budget, "give the window in tokens, e.g. 4000") from None
+    return Budget(model=model, window=window, reserve=reserve)
+
+
+@cli.command()
+@click.option("--project", "-p", required=True)
+@click.option("--agent", "-a", required=True)
+@click.option("--task", "-t", default="", help="What the agent is about to do.")
+@click.option("--budget", "-b", default=None, help="Window in tokens (default: the role's).")
+@click.option("--model", default="gpt-4o", show_default=True)
+@click.option("--reserve", type=int, default=None, help="Tokens reserved for the response.")
+@click.option("--format", "fmt", type=click.Choice(RENDER_FORMATS), default="markdown")
+@click.option("--session", default=None)
+@json_option
+@pass_state
+def assemble(
+    state: State,
+    project: str,
+    agent: str,
+    task: str,
+    budget: str | None,
+    model: str,
+    reserve: int | None,
+    fmt: str,
+    session: str | None,
+    as_json: bool,
+) -> None:
+    """Assemble an agent's context window and print it (then its trace summary on stderr)."""
+    result = state.engine.assemble(
+        project, agent, task, _budget(budget, model, reserve), fmt, session=session
+    )
+    if as_json:
+        emit(result.to_dict(), True)
+        return
+    if fmt == "markdown":
+        click.echo(result.text)
+    else:
+        click.echo(json.dumps(result.payload, indent=2, ensure_ascii=False))
+    click.echo(result.trace.summary(), err=True)
+
+
+@cli.group()
+def trace() -> None:
+    """Inspect assembly traces."""
+
+
+@trace.command("show")
+@click.argument("trace_id")
+@json_option
+@pass_state
+def trace_show(state: State, trace_id: str, as_json: bool) -> None:
+    """Show one trace: sources, what was kept or dropped, and why."""
+    t = state.engine.trace(trace_id)
+    if as_json:
+        emit(t.to_dict(), True)
+        return
+    lines = [t.summary(), f"task: {t.request.get('task', '')!r}", "sections:"]
+    lines += [f"  {name:<15} {tokens:>6} tokens" for name, tokens in t.sections.items()]
+    lines.append("items:")
+    for item in t.items:
+        comps = " ".join(f"{k}={v}" for k, v in item["components"].items())
+        lines.append(
+            f"  {item['decision']:<9} {item['section']:<13} {item['tokens']:>5}t "
+            f"score={item['score']:<7} {item['reason']}  [{comps}]  {item['preview'][:60]!r}"
+        )
+    click.echo("\n".join(lines))
+
+
+@trace.command("list")
+@click.option("--project", "-p", required=True)
+@click.option("--agent", "-a", default=None)
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
+@json_option
+@pass_state
+def trace_list(state: State, project: str, agent: str | None, limit: int, as_json: bool) -> None:
+    """List recent traces of a project (optionally one agent's)."""
+    traces = state.engine.traces(project, agent, limit)
+    emit(
+        [
+            {"id": t.id, "agent": t.agent, "tokens": t.tokens, "task": t.request.get("task")}
+            for t in traces
+        ],
+        as_json,
+        "\n".join(t.summary() for t in traces) or "no traces",
+    )

@@ -1,0 +1,148 @@
+"""Operations commands: session gauge|compact|reset, rules check, bench recall."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from . import State, cli, emit, pass_state
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+session_args = [
+    click.option("--project", "-p", required=True),
+    click.option("--agent", "-a", required=True),
+    click.argument("session"),
+]
+
+
+def with_session_args(fn: Any) -> Any:
+    for decorate in reversed(session_args):
+        fn = decorate(fn)
+    return fn
+
+
+@cli.group()
+def session() -> None:
+    """An agent's running session: gauge, compact, reset."""
+
+
+@session.command("gauge")
+@with_session_args
+@click.option("--budget", "-b", type=click.IntRange(1), default=None, help="Window in tokens.")
+@json_option
+@pass_state
+def session_gauge(
+    state: State, project: str, agent: str, session: str, budget: int | None, as_json: bool
+) -> None:
+    """Tokens the session uses against its window, with the 70% compaction hint."""
+    g = state.engine.sessions.gauge(project, agent, session, budget)
+    emit(g.to_dict(), as_json, g.bar())
+
+
+@session.command("compact")
+@with_session_args
+@click.option("--keep", type=click.IntRange(4, 8), default=None, help="Turns kept verbatim.")
+@json_option
+@pass_state
+def session_compact(
+    state: State, project: str, agent: str, session: str, keep: int | None, as_json: bool
+) -> None:
+    """Flush memory, then summarize all but the last turns of the session."""
+    done = state.engine.sessions.compact(project, agent, session, keep=keep)
+    data = done.to_dict()
+    emit(
+        data,
+        as_json,
+        f"compacted {data.get('replaced', 0)} records: {data.get('tokens_before')} -> "
+        f"{data.get('tokens_after')} tokens (summary {data.get('summary_id')})",
+    )
+
+
+@session.command("reset")
+@with_session_args
+@click.option("--new-session", default=None, help="Name of the new session.")
+@json_option
+@pass_state
+def session_reset(
+    state: State, project: str, agent: str, session: str, new_session: str | None, as_json: bool
+) -> None:
+    """Start a new session with a transfer summary of this one."""
+    done = state.engine.sessions.reset(project, agent, session, new_session=new_session)
+    data = done.to_dict()
+    emit(data, as_json, f"new session {data.get('new_session')}")
+
+
+@cli.group()
+def rules() -> None:
+    """Context rules."""
+
+
+@rules.command("check")
+@click.argument("directory", type=click.Path(file_okay=False))
+@json_option
+def rules_check(directory: str, as_json: bool) -> None:
+    """Check every rules file in DIRECTORY; lists every problem with its file, field and fix."""
+    import os
+
+    from ..errors import ValidationError
+    from ..rules import check_rules, load_rules
+
+    if not os.path.isdir(directory):
+        raise ValidationError("DIRECTORY", directory, "give an existing directory of *.json rules")
+    problems = check_rules(directory)
+    if problems:
+        emit(
+            [p.to_dict() for p in problems],
+            as_json,
+            "\n".join(p.message for p in problems),
+        )
+        sys.exit(1)
+    loaded = load_rules(directory)
+    emit(
+        {"rules": [r.to_dict() for r in loaded.rules], "problems": []},
+        as_json,
+        f"{len(loaded)} rules OK in {directory}",
+    )
+
+
+@cli.group()
+def bench() -> None:
+    """Benchmarks (recall on real conversations)."""
+
+
+@bench.command("recall")
+@click.option(
+    "--dataset", type=click.Choice(["locomo"]), default="locomo", show_default=True
+)
+@click.option("--path", required=True, type=click.Path(dir_okay=False), help="The dataset file.")
+@click.option("--budgets", default="500,1000,2000,4000", show_default=True)
+@click.option("--methods", default=None, help="Comma-separated (default: all).")
+@click.option("--embedder", default="minilm", show_default=True, help="minilm, hash or none.")
+@click.option("--conversations", type=click.IntRange(1), default=None)
+@click.option("--questions", type=click.IntRange(1), default=None, help="Per conversation.")
+@json_option
+def bench_recall(
+    dataset: str,
+    path: str,
+    budgets: str,
+    methods: str | None,
+    embedder: str,
+    conversations: int | None,
+    questions: int | None,
+    as_json: bool,
+) -> None:
+    """Recall of evidence turns inside the window, per budget, against baselines."""
+    from ..evals import recall
+
+    kwargs: dict[str, Any] = {
+        "embedder": None if embedder == "none" else embedder,
+        "conversations": conversations,
+        "questions": questions,
+        "progress": recall.bar,
+    }
+    if methods:
+        kwargs["methods"] = [m.strip() for m in methods.split(",") if m.strip()]
+    report = recall.run_recall(path, budgets, **kwargs)
+    emit(report, as_json, recall.table(report))

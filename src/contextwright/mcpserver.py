@@ -1,0 +1,186 @@
+"""The MCP server: the tools an agent calls directly, over stdio or streamable HTTP.
+
+Built on the official `mcp` SDK's MCPServer. Each tool is a few lines over the Engine; a library
+error reaches the model as a tool error with the library's own message (field, value and fix).
+Traces are resources: `trace://{trace_id}` (one trace as JSON) and `traces://{project}` (recent).
+
+    contextwright mcp                      # stdio, for a local agent
+    contextwright mcp --transport http     # streamable HTTP on 127.0.0.1:8766/mcp
+
+Named `mcpserver` so that it never shadows the SDK's `mcp` package.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from .engine import Engine
+from .errors import ContextwrightError, MissingExtra
+
+T = TypeVar("T")
+
+TOOLS = (
+    "post_message",
+    "assemble_context",
+    "search_memory",
+    "complete_task",
+    "compact_session",
+    "session_gauge",
+)
+
+
+def _errors_as_tool_errors(fn: Callable[..., T]) -> Callable[..., T]:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except ContextwrightError as exc:
+            raise ToolError(exc.message) from exc
+
+    return wrapper
+
+
+def build_server(engine: Engine, name: str = "contextwright") -> Any:
+    """An MCPServer exposing `engine`'s tools and traces."""
+    try:
+        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver.exceptions import ResourceError
+    except ImportError:  # pragma: no cover - exercised only without the extra
+        raise MissingExtra("the MCP server", "mcp") from None
+
+    server = MCPServer(
+        name,
+        instructions=(
+            "Post what you say, decide and learn with post_message; call assemble_context before "
+            "each model call to get your context window, computed for your role and task."
+        ),
+    )
+    tool = server.tool
+
+    @tool(description="Store a message, decision, question or note from an agent.")
+    @_errors_as_tool_errors
+    def post_message(
+        project: str,
+        author: str,
+        content: str,
+        kind: str = "message",
+        to: list[str] | None = None,
+        visibility: str = "project",
+        tags: list[str] | None = None,
+        session: str | None = None,
+    ) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "project": project,
+            "author": author,
+            "content": content,
+            "kind": kind,
+            "visibility": visibility,
+            "to": to,
+            "tags": tags,
+            "session": session,
+        }
+        record = engine.add(**{k: v for k, v in fields.items() if v is not None})
+        return {"id": record.id, "tokens": record.tokens, "mentions": list(record.mentions)}
+
+    @tool(description="Compute this agent's context window for a task, packed into a budget.")
+    @_errors_as_tool_errors
+    def assemble_context(
+        project: str,
+        agent: str,
+        task: str = "",
+        budget: int | None = None,
+        format: str = "markdown",
+        session: str | None = None,
+    ) -> dict[str, Any]:
+        result = engine.assemble(project, agent, task, budget, format, session=session)
+        return {
+            "text": result.text,
+            "messages": result.messages,
+            "tokens": result.tokens,
+            "available": result.available,
+            "warnings": result.warnings,
+            "trace_id": result.trace.id,
+            "trace_uri": f"trace://{result.trace.id}",
+        }
+
+    @tool(description="Search the records this agent may see, by relevance to a query.")
+    @_errors_as_tool_errors
+    def search_memory(project: str, agent: str, query: str, limit: int = 10) -> dict[str, Any]:
+        return {"results": search(engine, project, agent, query, limit)}
+
+    @tool(description="Complete a task with its structured handoff (a mapping, YAML or JSON).")
+    @_errors_as_tool_errors
+    def complete_task(
+        task_id: str, handoff: dict[str, Any] | str, agent: str | None = None
+    ) -> dict[str, Any]:
+        return engine.complete_task(task_id, handoff, by=agent).to_dict()
+
+    @tool(description="Gauge an agent's session: tokens used against its window, with a hint.")
+    @_errors_as_tool_errors
+    def session_gauge(project: str, agent: str, session: str) -> dict[str, Any]:
+        return _plain(engine.sessions.gauge(project, agent, session))
+
+    @tool(description="Compact an agent's session: summarize old turns, keep recent ones.")
+    @_errors_as_tool_errors
+    def compact_session(project: str, agent: str, session: str) -> dict[str, Any]:
+        return _plain(engine.sessions.compact(project, agent, session))
+
+    @server.resource("trace://{trace_id}", mime_type="application/json", description="One trace")
+    def trace_resource(trace_id: str) -> str:
+        try:
+            return json.dumps(engine.trace(trace_id).to_dict())
+        except ContextwrightError as exc:
+            raise ResourceError(exc.message) from exc
+
+    @server.resource(
+        "traces://{project}", mime_type="application/json", description="Recent traces"
+    )
+    def traces_resource(project: str) -> str:
+        try:
+            return json.dumps(
+                [
+                    {"uri": f"trace://{t.id}", "agent": t.agent, "summary": t.summary()}
+                    for t in engine.traces(project, None, 20)
+                ]
+            )
+        except ContextwrightError as exc:
+            raise ResourceError(exc.message) from exc
+
+    return server
+
+
+def search(
+    engine: Engine, project: str, agent: str, query: str, limit: int
+) -> list[dict[str, Any]]:
+    """Full-text search as `agent` sees the project (the engine's own search when it has one)."""
+    from .errors import ValidationError
+
+    if not isinstance(query, str) or not query.strip():
+        raise ValidationError("query", query, "give the words to search for")
+    if not isinstance(limit, int) or not 1 <= limit <= 100:
+        raise ValidationError("limit", limit, "give a whole number from 1 to 100")
+    engine.agent(project, agent)  # an unknown agent is an error, not an empty answer
+    hits = engine.store.search_text(project, agent, query, limit)
+    return [
+        {
+            "id": h.record.id,
+            "author": h.record.author,
+            "kind": h.record.kind,
+            "content": h.record.content,
+            "score": round(h.score, 4),
+        }
+        for h in hits
+    ]
+
+
+def _plain(value: Any) -> dict[str, Any]:
+    if hasattr(value, "to_dict"):
+        return dict(value.to_dict())
+    if isinstance(value, dict):
+        return value
+    return {"result": value}

@@ -1,0 +1,81 @@
+"""The HTTP API: a FastAPI app over one Engine. Routes are thin; the engine does the work.
+
+    app = create_app(Engine.open("sqlite:///team.db"), Settings(api_keys={"k3y-acme": ["acme"]}))
+
+OpenAPI at /openapi.json, docs at /docs, the inspector at /inspector/, metrics at /metrics.
+Sync routes run in the server's thread pool, where the engine's own pool runs the sources.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import RedirectResponse
+from fastapi.staticfiles import StaticFiles
+
+from .. import __version__
+from ..engine import Engine
+from ..settings import Settings
+from . import problems
+from .limits import BodyLimit
+from .metrics import Metrics
+from .routes import agents, assemble, health, records, traces
+
+STATIC = Path(__file__).parent / "static"
+# Routers for parts built beside the core; each is included only when its library module exists.
+OPTIONAL = {
+    "sessions": "contextwright.sessions",
+    "tasks": "contextwright.tasks",
+    "rules": "contextwright.rules",
+}
+
+
+def _available(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
+def create_app(engine: Engine, settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    app = FastAPI(
+        title="contextwright",
+        version=__version__,
+        description="Context windows computed from records, with a trace of why.",
+    )
+    app.state.engine = engine
+    app.state.settings = settings
+    app.state.metrics = Metrics(lambda: engine.store.count())
+    problems.install(app)
+
+    for module in (records, agents, assemble, traces, health):
+        app.include_router(module.router)
+    for name, lib in OPTIONAL.items():
+        if _available(lib) and _available(f"contextwright.server.routes.{name}"):
+            route_module = importlib.import_module(f"contextwright.server.routes.{name}")
+            app.include_router(route_module.router)
+
+    @app.middleware("http")
+    async def count_requests(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        app.state.metrics.requests.labels(
+            method=request.method, route=path, status=str(response.status_code)
+        ).inc()
+        return response
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        return RedirectResponse("/inspector/")
+
+    app.mount("/inspector", StaticFiles(directory=STATIC, html=True), name="inspector")
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app

@@ -1,0 +1,50 @@
+"""Prometheus metrics for one app, in its own registry (so tests may create many apps).
+
+contextwright_assemble_seconds   histogram of assemble latency, by format
+contextwright_records_added_total  records stored through the API
+contextwright_records            records in the store, read at scrape time
+contextwright_errors_total       problem responses, by type and status
+contextwright_requests_total     requests, by method, route and status
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class Metrics:
+    def __init__(self, count_records: Callable[[], int]) -> None:
+        self.registry = CollectorRegistry()
+        self.assemble_seconds = Histogram(
+            "contextwright_assemble_seconds",
+            "Latency of assemble calls",
+            ["format"],
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.records_added = Counter(
+            "contextwright_records_added", "Records stored through the API", registry=self.registry
+        )
+        self.records = Gauge(
+            "contextwright_records", "Records in the store", registry=self.registry
+        )
+        self.records.set_function(lambda: float(count_records()))
+        self.errors = Counter(
+            "contextwright_errors",
+            "Problem responses by type and status",
+            ["type", "status"],
+            registry=self.registry,
+        )
+        self.requests = Counter(
+            "contextwright_requests",
+            "Requests by method, route and status",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,171 @@
+"""Errors at the HTTP edge, as RFC 9457 problem details (application/problem+json).
+
+The library raises its own error tree; this module is the one place that turns it into status
+codes. Bad input is always a 4xx that names the field; nothing a client sends can produce a 500.
+
+    ValidationError, BudgetError, RuleError, ContextOverflow -> 422
+    NotFound -> 404          StoreError -> 503          MissingExtra -> 501
+    request validation (wrong types, missing fields, bad JSON) -> 422 naming the field
+    HTTPProblem (auth, body size, unknown routes) -> its own status
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import (
+    BudgetError,
+    ContextOverflow,
+    ContextwrightError,
+    MissingExtra,
+    NotFound,
+    RuleError,
+    StoreError,
+    ValidationError,
+)
+
+log = logging.getLogger("contextwright.server")
+MEDIA_TYPE = "application/problem+json"
+_UNION_TAG = re.compile(r"^([A-Z]\w*|int|str|float|bool|list\[.*|dict\[.*|none|.*\[.*\].*)$")
+
+STATUS: list[tuple[type[ContextwrightError], int, str]] = [
+    (ValidationError, 422, "Invalid input"),
+    (BudgetError, 422, "Budget too small"),
+    (ContextOverflow, 422, "Context overflow"),
+    (RuleError, 422, "Invalid rule"),
+    (NotFound, 404, "Not found"),
+    (StoreError, 503, "Store unavailable"),
+    (MissingExtra, 501, "Optional part not installed"),
+]
+
+
+class HTTPProblem(Exception):
+    """An edge-only error (authentication, scope, body size) with its status code."""
+
+    def __init__(self, status: int, title: str, detail: str, field: str | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.field = field
+
+
+def problem(
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    kind: str,
+    field: str | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": f"/problems/{kind}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
+    if field is not None:
+        body["field"] = field
+    body.update({k: v for k, v in extra.items() if v is not None})
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
+
+
+def field_of(loc: Sequence[Any]) -> str:
+    """("body", "records", 0, "content") -> "records[0].content"; the location prefix is dropped."""
+    parts = list(loc)
+    if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
+        parts = parts[1:]
+    out = ""
+    for p in parts:
+        if isinstance(p, str) and _UNION_TAG.match(p):
+            continue  # pydantic names the union member it tried ("BudgetIn", "int"); not a field
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += ("." if out else "") + str(p)
+    return out or (str(loc[0]) if loc else "body")
+
+
+def _count(request: Request, kind: str, status: int) -> None:
+    metrics = getattr(request.app.state, "metrics", None)
+    if metrics is not None:
+        metrics.errors.labels(type=kind, status=str(status)).inc()
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn every error into problem details."""
+
+    @app.exception_handler(ContextwrightError)
+    async def library_error(request: Request, exc: ContextwrightError) -> JSONResponse:
+        status, title = 500, "Error"
+        for cls, code, text in STATUS:
+            if isinstance(exc, cls):
+                status, title = code, text
+                break
+        _count(request, exc.error_type, status)
+        details = {k: v for k, v in exc.details.items() if k != "field"}
+        field = getattr(exc, "field", None) or exc.details.get("field")
+        if isinstance(exc, NotFound) and field is None:
+            field = exc.what
+        return problem(status, title, exc.message, kind=exc.error_type, field=field, **details)
+
+    @app.exception_handler(RequestValidationError)
+    async def request_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {
+                "field": field_of(e.get("loc", ())),
+                "message": str(e.get("msg", "")),
+                "type": e.get("type"),
+            }
+            for e in exc.errors()
+        ]
+        first = errors[0] if errors else {"field": "body", "message": "invalid request"}
+        detail = f"{first['field']}: {first['message']}"
+        if len(errors) > 1:
+            detail += f" (and {len(errors) - 1} more)"
+        _count(request, "validation_error", 422)
+        return problem(
+            422,
+            "Invalid request",
+            detail,
+            kind="validation_error",
+            field=first["field"],
+            errors=errors,
+        )
+
+    @app.exception_handler(HTTPProblem)
+    async def edge_error(request: Request, exc: HTTPProblem) -> JSONResponse:
+        kind = exc.title.lower().replace(" ", "_")
+        _count(request, kind, exc.status)
+        return problem(exc.status, exc.title, exc.detail, kind=kind, field=exc.field)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
+        detail = str(exc.detail)
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = f"no route {request.method} {request.url.path}; see /docs"
+        _count(request, "http_error", exc.status_code)
+        return problem(exc.status_code, title, detail, kind=title.lower().replace(" ", "_"))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # A bug, not bad input: log it whole, answer without internals.
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        _count(request, "internal", 500)
+        return problem(
+            500,
+            "Internal error",
+            f"{type(exc).__name__}; see the server log",
+            kind="internal",
+        )

@@ -1,0 +1,92 @@
+"""Tasks and handoffs (engine.tasks), and the knowledge query: a task's computed context."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...errors import NotFound
+from ...records import Record
+from ..deps import ProjectDep
+
+router = APIRouter(tags=["tasks"])
+
+
+class TaskIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str
+    objective: str
+    acceptance_criteria: list[str] = Field(default_factory=list)
+    type: str = "feature"
+    complexity: str = "normal"
+    dependencies: list[str] = Field(default_factory=list)
+    author: str = "planner"
+    assignee: str | None = None
+
+
+class CompleteIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    handoff: dict[str, Any] | str = Field(description="the structured handoff (object or YAML)")
+    by: str | None = None
+
+
+def own_task(ctx: ProjectDep, task_id: str) -> Record:
+    task = ctx.engine.tasks.get(task_id)
+    if task.project != ctx.project:
+        raise NotFound("task", task_id)
+    return task
+
+
+@router.post("/v1/projects/{project}/tasks", status_code=status.HTTP_201_CREATED)
+def create_task(ctx: ProjectDep, body: TaskIn) -> dict[str, Any]:
+    return ctx.engine.tasks.create(ctx.project, **body.model_dump()).to_dict()
+
+
+@router.get("/v1/projects/{project}/tasks")
+def list_tasks(
+    ctx: ProjectDep,
+    status_: Annotated[str | None, Query(alias="status")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> dict[str, Any]:
+    return {"tasks": [t.to_dict() for t in ctx.engine.tasks.find(ctx.project, status_, limit)]}
+
+
+@router.get("/v1/projects/{project}/tasks/{task_id}")
+def get_task(ctx: ProjectDep, task_id: str) -> dict[str, Any]:
+    task = own_task(ctx, task_id)
+    handoff = ctx.engine.tasks.handoff(task.id)
+    out = task.to_dict()
+    out["handoff"] = handoff.to_dict() if handoff is not None and hasattr(handoff, "to_dict") else None
+    return out
+
+
+@router.post("/v1/projects/{project}/tasks/{task_id}/complete")
+def complete_task(ctx: ProjectDep, task_id: str, body: CompleteIn) -> dict[str, Any]:
+    own_task(ctx, task_id)
+    done = ctx.engine.tasks.complete(task_id, body.handoff, by=body.by)
+    return {
+        "task": done.task.to_dict(),
+        "handoff": done.handoff.to_dict(),
+        "nodes": [n.id for n in done.nodes],
+        "files": [f.id for f in done.files],
+    }
+
+
+@router.get("/v1/projects/{project}/tasks/{task_id}/context")
+def computed_context(
+    ctx: ProjectDep,
+    task_id: str,
+    agent: str | None = None,
+    complexity: str | None = None,
+) -> dict[str, Any]:
+    """The knowledge query: patterns, gotchas, decisions and dependency handoffs for a task."""
+    ctx.access.require_agent(agent, "task context")
+    own_task(ctx, task_id)
+    computed = ctx.engine.tasks.computed_context(task_id, complexity, agent=agent)
+    out = computed.to_dict()
+    out["markdown"] = computed.render(ctx.engine.tasks.template)
+    return out

@@ -1,0 +1,80 @@
+"""Traces by id and by agent; replay a stored assembly with other settings; diff two traces."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict
+
+from ...errors import NotFound
+from ...replay import diff_traces
+from ...trace import Trace
+from ..deps import ProjectDep
+from .assemble import BudgetIn, Format, budget_arg
+
+router = APIRouter(tags=["traces"])
+
+
+class ReplayIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    budget: BudgetIn | int | None = None
+    format: Format | None = None
+    sources: list[str] | None = None
+    task: str | None = None
+    rules: list[dict[str, Any]] | None = None
+
+
+def own_trace(ctx: ProjectDep, trace_id: str) -> Trace:
+    trace = ctx.engine.trace(trace_id)
+    if trace.project != ctx.project:
+        raise NotFound("trace", trace_id)
+    return trace
+
+
+@router.get("/v1/projects/{project}/traces")
+def list_traces(
+    ctx: ProjectDep,
+    agent: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 20,
+) -> dict[str, Any]:
+    traces = ctx.engine.traces(ctx.project, agent, limit)
+    return {
+        "traces": [
+            {
+                "id": t.id,
+                "agent": t.agent,
+                "created_at": t.created_at,
+                "task": t.request.get("task", ""),
+                "tokens": t.tokens,
+                "available": t.budget.get("available"),
+                "latency_ms": t.latency_ms,
+                "summary": t.summary(),
+            }
+            for t in traces
+        ]
+    }
+
+
+@router.get("/v1/projects/{project}/traces/{trace_id}")
+def get_trace(ctx: ProjectDep, trace_id: str) -> dict[str, Any]:
+    return own_trace(ctx, trace_id).to_dict()
+
+
+@router.get("/v1/projects/{project}/traces/{a}/diff/{b}")
+def diff(ctx: ProjectDep, a: str, b: str) -> dict[str, Any]:
+    return diff_traces(own_trace(ctx, a), own_trace(ctx, b))
+
+
+@router.post("/v1/projects/{project}/traces/{trace_id}/replay")
+def replay(ctx: ProjectDep, trace_id: str, body: ReplayIn) -> dict[str, Any]:
+    original = own_trace(ctx, trace_id)
+    overrides = body.model_dump(exclude_none=True)
+    if "budget" in overrides:
+        overrides["budget"] = budget_arg(body.budget)
+    result = ctx.engine.replay(original.id, **overrides)
+    out = result.to_dict()
+    out["trace"] = result.trace.to_dict()
+    out["diff"] = diff_traces(original, result.trace)
+    return out

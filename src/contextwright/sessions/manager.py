@@ -1,0 +1,688 @@
+"""The session manager: contextwright owns each agent's running session (the spec's "Board").
+
+    engine.sessions.append("acme", "dev", "s1", "user", "Build a landing page, dark theme.")
+    win = engine.sessions.window("acme", "dev", "s1", system="You are dev.", budget=8_000)
+    win.messages   # fits the budget; compacted, pruned or recovered on the way if it had to be
+
+Every window goes through the ordinary assemble pipeline (one packer, one renderer): the session's
+layers enter as candidates of `SessionSource`, and this class decides what those candidates are.
+Compaction, memory flush and reset write records and status facts, never edit or delete one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..budget import Budget
+from ..errors import NotFound, ValidationError
+from ..ids import new_id
+from ..packing import truncate_text
+from ..ports import Query, Summarizer
+from ..records import MAX_LIST_ITEMS, Record
+from ..render import check_format
+from ..summarizers.extractive import ExtractiveSummarizer
+from . import accounting
+from . import state as states
+from .compaction import (
+    COMPACT_COMMAND,
+    SUMMARY_INSTRUCTIONS,
+    TRIGGERS,
+    Compaction,
+    format_summary,
+    select,
+)
+from .config import SessionConfig
+from .diagnostics import Breakdown, Gauge
+from .flush import MemoryFlush, extract_notes, write_workspace
+from .layers import (
+    Plan,
+    PlanBoard,
+    SessionSource,
+    build_candidates,
+    load_files,
+    load_personalization,
+    tools_tokens,
+)
+from .overflow import parse_provider_error
+from .pruning import Pruned, one_line
+from .reset import TRANSFER_HEADING, Reset, transfer_texts
+from .turns import SESSION_KINDS, Turn, build_turns, turn_text
+from .window import Layers, SessionWindow, effective_budget, estimate
+from .window import build as build_window
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+
+ROLES = ("user", "assistant", "tool_call", "tool_result", "note", "instruction", "correction")
+MEMORY_TAG = "memory-flush"
+
+
+def _name(field_name: str, value: object) -> str:
+    if not isinstance(value, str) or not value or len(value) > 200:
+        raise ValidationError(
+            field_name, value, "give a non-empty string of at most 200 characters"
+        )
+    return value
+
+
+class SessionManager:
+    """Append turns, read the gauge, compact, flush, reset, and build windows that fit."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        config: SessionConfig | None = None,
+        summarizer: Summarizer | None = None,
+    ) -> None:
+        self.engine = engine
+        self.config = config or SessionConfig()
+        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(engine.counter)
+        self.board = PlanBoard()
+        self._prune_cache: dict[tuple[str, int, str], Pruned] = {}
+        self._locks: dict[str, threading.RLock] = {}
+        self._locks_guard = threading.Lock()
+        if not any(s.name == SessionSource.name for s in engine.sources):
+            engine.sources.append(SessionSource(self.board))
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _lock(self, project: str, agent: str, session: str) -> threading.RLock:
+        key = states.doc_id(project, agent, session)
+        with self._locks_guard:
+            return self._locks.setdefault(key, threading.RLock())
+
+    def _state(self, project: str, agent: str, session: str) -> states.SessionState:
+        _name("project", project)
+        _name("agent", agent)
+        _name("session", session)
+        return states.load(self.engine.store, project, agent, session, self.engine.clock())
+
+    def _active(self, project: str, agent: str, session: str) -> states.SessionState:
+        st = self._state(project, agent, session)
+        if st.status == "reset":
+            raise ValidationError(
+                "session",
+                session,
+                f"this session was reset into {st.next_session!r}; use that session id",
+                problem="is closed",
+            )
+        return st
+
+    def _save(self, st: states.SessionState) -> None:
+        states.save(self.engine.store, st, self.engine.clock())
+
+    def live_records(self, project: str, agent: str, session: str) -> list[Record]:
+        """The session's records still in its window (not compacted), oldest first."""
+        st = self._state(project, agent, session)
+        return self._live(st)
+
+    def _live(self, st: states.SessionState) -> list[Record]:
+        store = self.engine.store
+        q = Query(
+            st.project,
+            st.agent,
+            kinds=SESSION_KINDS,
+            session=st.session,
+            since=st.cutoff,
+            limit=10_000,
+            newest_first=False,
+        )
+        found = {r.id: r for r in store.query(q) if r.status != "compacted"}
+        extra = [i for i in [*st.protected, st.summary_id] if i and i not in found]
+        for r in store.get_many(extra):
+            if r.status != "compacted" and r.project == st.project and r.visible_to(st.agent):
+                found[r.id] = r
+        return sorted(found.values(), key=lambda r: (r.created_at, r.id))
+
+    def turns(self, project: str, agent: str, session: str) -> list[Turn]:
+        return build_turns(self.live_records(project, agent, session))
+
+    # -- append ---------------------------------------------------------------------------------
+
+    def append(
+        self,
+        project: str,
+        agent: str,
+        session: str,
+        role: str,
+        content: str,
+        *,
+        author: str | None = None,
+        tool: str | None = None,
+        arguments: Mapping[str, Any] | str | None = None,
+        reply_to: str | None = None,
+        pinned: bool = False,
+        tags: Sequence[str] = (),
+        meta: Mapping[str, Any] | None = None,
+        id: str | None = None,
+    ) -> Record:
+        """Add one turn to the session. Roles: user, assistant, tool_call, tool_result, note,
+        instruction (a pinned user message) and correction (a user message marked as one).
+        A `/compact` message compacts the session at once; it is kept as a record that never
+        enters a window."""
+        if role not in ROLES:
+            raise ValidationError("role", role, f"use one of {', '.join(ROLES)}")
+        with self._lock(project, agent, session):
+            st = self._active(project, agent, session)
+            extra_meta: dict[str, Any] = dict(meta or {})
+            fields: dict[str, Any] = {
+                "project": project,
+                "session": session,
+                "content": content,
+                "pinned": pinned or role == "instruction",
+                "tags": [*tags, *(["correction"] if role == "correction" else [])],
+            }
+            if id is not None:
+                fields["id"] = id
+            if role in ("user", "instruction", "correction"):
+                fields.update(kind="message", author=author or "user")
+            elif role in ("assistant", "note"):
+                fields.update(
+                    kind="message" if role == "assistant" else "note", author=author or agent
+                )
+            elif role == "tool_call":
+                if not isinstance(tool, str) or not tool:
+                    raise ValidationError("tool", tool, "name the tool that was called")
+                extra_meta.setdefault("name", tool)
+                if arguments is not None:
+                    extra_meta.setdefault("arguments", arguments)
+                fields.update(kind="tool_call", author=author or agent)
+            else:
+                fields.update(
+                    kind="tool_result",
+                    author=author or agent,
+                    reply_to=reply_to or self._pending_call(st),
+                )
+            fields["meta"] = extra_meta
+            command = isinstance(content, str) and content.strip() == COMPACT_COMMAND
+            if command:
+                fields.update(status="compacted", tags=[*fields["tags"], "command"])
+            record = self.engine.add(**fields)
+            self._ensure_agent(project, agent)
+            if command:
+                self._compact(st, trigger="manual", keep=self.config.keep_turns)
+            return record
+
+    def _pending_call(self, st: states.SessionState) -> str:
+        pending = [t for t in build_turns(self._live(st)) if t.pending]
+        if not pending:
+            raise ValidationError(
+                "reply_to", None, "give the id of the tool_call this result answers"
+            )
+        return pending[-1].key
+
+    def _ensure_agent(self, project: str, agent: str) -> None:
+        try:
+            self.engine.agent(project, agent)
+        except NotFound:
+            self.engine.register_agent(project, agent)
+
+    # -- memory flush ---------------------------------------------------------------------------
+
+    def flush(self, project: str, agent: str, session: str) -> MemoryFlush:
+        """Extract decisions, preferences, artifacts and patterns from the whole live session."""
+        with self._lock(project, agent, session):
+            st = self._state(project, agent, session)
+            return self._flush(st, build_turns(self._live(st)))
+
+    def _flush(self, st: states.SessionState, turns: Sequence[Turn]) -> MemoryFlush:
+        notes = extract_notes(turns, st.agent)
+        if not notes:
+            return MemoryFlush()
+        ids = {n: _memory_id(st.project, n.line) for n in notes}
+        known = {r.id for r in self.engine.store.get_many(list(ids.values()))}
+        fresh = [n for n in notes if ids[n] not in known]
+        records = self.engine.add_many(
+            {
+                "id": ids[n],
+                "project": st.project,
+                "author": st.agent,
+                "kind": "memory",
+                "session": st.session,
+                "content": n.text,
+                "tags": [n.category, MEMORY_TAG],
+                "refs": list(n.source_ids)[:MAX_LIST_ITEMS],
+                "meta": {"category": n.category},
+            }
+            for n in fresh
+        )
+        files: list[str] = []
+        if self.config.workspace is not None:
+            _, files = write_workspace(
+                self.config.workspace,
+                notes,
+                now=self.engine.clock(),
+                session=st.session,
+                agent=st.agent,
+            )
+        return MemoryFlush(fresh, records, files, len(notes) - len(fresh))
+
+    # -- compaction -----------------------------------------------------------------------------
+
+    def compact(
+        self,
+        project: str,
+        agent: str,
+        session: str,
+        *,
+        trigger: str = "manual",
+        keep: int | None = None,
+    ) -> Compaction:
+        """Flush memory, then summarize all but the last `keep` turns (default from config)."""
+        if trigger not in TRIGGERS:
+            raise ValidationError("trigger", trigger, f"use one of {', '.join(TRIGGERS)}")
+        if keep is not None and (
+            not isinstance(keep, int) or isinstance(keep, bool) or not 4 <= keep <= 8
+        ):
+            raise ValidationError("keep", keep, "keep from 4 to 8 turns verbatim")
+        with self._lock(project, agent, session):
+            st = self._active(project, agent, session)
+            return self._compact(st, trigger=trigger, keep=keep or self.config.keep_turns)
+
+    def _compact(self, st: states.SessionState, *, trigger: str, keep: int) -> Compaction:
+        engine = self.engine
+        turns = build_turns(self._live(st))
+        sel = select(turns, keep)
+        before = sum(t.tokens for t in turns)
+        kept_ids = [t.key for t in sel.kept]
+        if sel.empty:
+            return Compaction(
+                trigger, st.session, None, kept=kept_ids, tokens_before=before, tokens_after=before
+            )
+        flush = self._flush(st, [*sel.replace, *sel.protected])
+        texts = [t.head.content for t in sel.summaries]
+        texts += [
+            turn_text(t, st.agent, one_line(t.head, t.result) if t.is_tool else None)
+            for t in sel.replace
+        ]
+        bullets = self.summarizer.summarize(
+            texts, max_tokens=self.config.summary_tokens, instructions=SUMMARY_INSTRUCTIONS
+        )
+        content = format_summary(bullets)
+        bound = self.config.summary_tokens + 16
+        if engine.counter.count(content) > bound:
+            content = truncate_text(content, bound, engine.counter)[0]
+        replaced = [rid for t in [*sel.summaries, *sel.replace] for rid in t.ids]
+        previous = [t.key for t in sel.summaries]
+        summary = engine.add(
+            project=st.project,
+            author=st.agent,
+            kind="summary",
+            session=st.session,
+            content=content,
+            tags=["session-summary", trigger],
+            refs=[*previous, *[r for r in replaced if r not in previous]][:MAX_LIST_ITEMS],
+            meta={
+                "replaces": replaced,
+                "trigger": trigger,
+                "summarizer": self.summarizer.name,
+                "kept": kept_ids,
+                "protected": [t.key for t in sel.protected],
+            },
+        )
+        now = engine.clock()
+        for rid in replaced:
+            engine.store.set_status(
+                rid, "compacted", "contextwright", now, f"summarized in {summary.id}"
+            )
+        kept_records = [r for t in sel.kept for r in t.records]
+        st.cutoff = min((r.created_at for r in kept_records), default=summary.created_at)
+        st.protected = sorted({rid for t in sel.protected for rid in t.ids})
+        st.summary_id = summary.id
+        st.compactions += 1
+        after = summary.tokens + sum(t.tokens for t in [*sel.protected, *sel.kept])
+        st.note(
+            {
+                "event": "compaction",
+                "trigger": trigger,
+                "summary": summary.id,
+                "at": now,
+                "replaced": len(replaced),
+                "tokens_before": before,
+                "tokens_after": after,
+            }
+        )
+        self._save(st)
+        return Compaction(
+            trigger,
+            st.session,
+            summary,
+            replaced=replaced,
+            kept=kept_ids,
+            protected=[t.key for t in sel.protected],
+            flush=flush,
+            tokens_before=before,
+            tokens_after=after,
+            summarizer=self.summarizer.name,
+        )
+
+    # -- reset ----------------------------------------------------------------------------------
+
+    def reset(
+        self,
+        project: str,
+        agent: str,
+        session: str,
+        *,
+        new_session: str | None = None,
+        reason: str = "manual",
+    ) -> Reset:
+        """Start a new session with a transfer summary of this one; memory is flushed first."""
+        if new_session is not None:
+            _name("new_session", new_session)
+        with self._lock(project, agent, session):
+            st = self._active(project, agent, session)
+            return self._reset(st, new_session=new_session, reason=reason)
+
+    def _reset(self, st: states.SessionState, *, new_session: str | None, reason: str) -> Reset:
+        engine = self.engine
+        new = new_session or f"s{new_id()}"
+        target = self._state(st.project, st.agent, new)
+        if new == st.session or target.compactions or target.previous_session or self._live(target):
+            raise ValidationError("new_session", new, "give an id that no session uses yet")
+        turns = build_turns(self._live(st))
+        self._flush(st, turns)
+        bullets = self.summarizer.summarize(
+            transfer_texts(turns, st.agent),
+            max_tokens=self.config.summary_tokens,
+            instructions=SUMMARY_INSTRUCTIONS,
+        )
+        content = format_summary(bullets, TRANSFER_HEADING.format(session=st.session))
+        transfer = engine.add(
+            project=st.project,
+            author=st.agent,
+            kind="summary",
+            session=new,
+            content=content,
+            tags=["session-summary", "transfer"],
+            refs=[st.summary_id] if st.summary_id else [],
+            meta={"transferred_from": st.session, "reason": reason},
+        )
+        now = engine.clock()
+        st.status, st.next_session = "reset", new
+        st.note({"event": "reset", "into": new, "reason": reason, "at": now})
+        self._save(st)
+        target.previous_session, target.summary_id = st.session, transfer.id
+        target.note({"event": "created by reset", "from": st.session, "at": now})
+        self._save(target)
+        return Reset(st.session, new, transfer, reason, carried=[transfer.id])
+
+    # -- windows --------------------------------------------------------------------------------
+
+    def _budget(
+        self, project: str, agent: str, budget: Budget | Mapping[str, Any] | int | None
+    ) -> Budget:
+        if budget is not None:
+            return Budget.coerce(budget)
+        try:
+            profile = self.engine.agent(project, agent).profile
+        except NotFound:
+            return Budget()
+        return Budget(model=profile.default_model, window=profile.default_window)
+
+    def _layers(
+        self,
+        system: str,
+        tools: Sequence[Mapping[str, Any]],
+        skills: Sequence[str],
+        files: Sequence[str] | Mapping[str, str],
+    ) -> Layers:
+        if not isinstance(system, str):
+            raise ValidationError("system", system, "give the system prompt as text")
+        if isinstance(skills, str) or not all(isinstance(s, str) for s in skills):
+            raise ValidationError("skills", skills, "give a list of skill instructions (strings)")
+        if isinstance(tools, Mapping) or not all(isinstance(t, Mapping) for t in tools):
+            raise ValidationError("tools", tools, "give a list of tool definitions (objects)")
+        cfg = self.config
+        loaded = load_files(files, cfg.workspace, cfg.file_cap, self.engine.counter)
+        return Layers(system, [dict(t) for t in tools], [s for s in skills if s.strip()], loaded)
+
+    def _plan(
+        self,
+        st: states.SessionState,
+        layers: Layers,
+        task: str,
+        *,
+        keep: int,
+        purge: bool,
+        drop: bool,
+    ) -> Plan:
+        counter = self.engine.counter
+        cfg = self.config
+        turns = build_turns(self._live(st))
+        plan = Plan(
+            project=st.project,
+            agent=st.agent,
+            session=st.session,
+            turns=turns,
+            keep=keep,
+            purge=purge,
+            drop_files=drop,
+            system=layers.system,
+            skills=list(layers.skills),
+            tools=list(layers.tools),
+            tools_tokens=tools_tokens(layers.tools, counter),
+            personal=load_personalization(cfg.workspace, cfg.personal_cap, counter),
+            files=list(layers.files),
+            memory=self._memory(st, turns, task),
+        )
+        if len(self._prune_cache) > 50_000:
+            self._prune_cache.clear()
+        build_candidates(plan, counter, cfg.tool_result_cap, self._prune_cache)
+        return plan
+
+    def _memory(self, st: states.SessionState, turns: Sequence[Turn], task: str) -> list[Record]:
+        """Memory records relevant to the task (or, without one, to the last user message)."""
+        limit = self.config.memory_limit
+        query = task.strip()
+        if not query:
+            users = [
+                t.head for t in turns if t.head.kind == "message" and t.head.author != st.agent
+            ]
+            query = users[-1].content[:2_000] if users else ""
+        if not limit or not query:
+            return []
+        hits = self.engine.store.search_text(st.project, st.agent, query, limit * 4)
+        return [h.record for h in hits if h.record.kind == "memory"][:limit]
+
+    def window(
+        self,
+        project: str,
+        agent: str,
+        session: str,
+        task: str = "",
+        budget: Budget | Mapping[str, Any] | int | None = None,
+        format: str = "openai",
+        *,
+        system: str = "",
+        tools: Sequence[Mapping[str, Any]] = (),
+        skills: Sequence[str] = (),
+        files: Sequence[str] | Mapping[str, str] = (),
+    ) -> SessionWindow:
+        """A window that fits `budget`: compacts at the threshold, climbs the overflow ladder if
+        it must, and raises ContextOverflow (with the breakdown) only when nothing helps."""
+        return self._window(
+            project, agent, session, task, budget, format, system, tools, skills, files
+        )
+
+    prepare = window
+
+    def _window(
+        self,
+        project: str,
+        agent: str,
+        session: str,
+        task: str,
+        budget: Budget | Mapping[str, Any] | int | None,
+        format: str,
+        system: str,
+        tools: Sequence[Mapping[str, Any]],
+        skills: Sequence[str],
+        files: Sequence[str] | Mapping[str, str],
+        *,
+        auto: bool = True,
+        steps: list[dict[str, Any]] | None = None,
+    ) -> SessionWindow:
+        fmt = check_format(format)
+        if not isinstance(task, str):
+            raise ValidationError("task", task, "give the task as text")
+        with self._lock(project, agent, session):
+            st = self._active(project, agent, session)
+            bud = self._budget(project, agent, budget)
+            layers = self._layers(system, tools, skills, files)
+            eff = effective_budget(self, project, bud) if auto else bud
+            win = build_window(self, st, layers, task, eff, fmt, auto=auto, steps=steps)
+            win.budget = bud
+            return win
+
+    def breakdown(
+        self,
+        project: str,
+        agent: str,
+        session: str,
+        task: str = "",
+        budget: Budget | Mapping[str, Any] | int | None = None,
+        format: str = "openai",
+        *,
+        system: str = "",
+        tools: Sequence[Mapping[str, Any]] = (),
+        skills: Sequence[str] = (),
+        files: Sequence[str] | Mapping[str, str] = (),
+    ) -> Breakdown:
+        """Tokens per layer, the budget, per-file flags and the gauge, without compacting."""
+        win = self._window(
+            project, agent, session, task, budget, format, system, tools, skills, files, auto=False
+        )
+        return win.breakdown
+
+    def gauge(
+        self,
+        project: str,
+        agent: str,
+        session: str,
+        budget: Budget | Mapping[str, Any] | int | None = None,
+        format: str = "openai",
+        *,
+        system: str = "",
+        tools: Sequence[Mapping[str, Any]] = (),
+        skills: Sequence[str] = (),
+        files: Sequence[str] | Mapping[str, str] = (),
+    ) -> Gauge:
+        """Used against the limit for the session's own layers, from the plan alone: no assemble,
+        no writes. The compaction hint is on when history passes the threshold."""
+        fmt = check_format(format)
+        st = self._state(project, agent, session)
+        bud = self._budget(project, agent, budget)
+        layers = self._layers(system, tools, skills, files)
+        plan = self._plan(st, layers, "", keep=self.config.keep_turns, purge=False, drop=False)
+        return estimate(self, plan, bud, fmt)
+
+    # -- provider feedback ----------------------------------------------------------------------
+
+    def handle_provider_error(
+        self,
+        project: str,
+        agent: str,
+        session: str,
+        error: object,
+        task: str = "",
+        budget: Budget | Mapping[str, Any] | int | None = None,
+        format: str = "openai",
+        *,
+        sent_tokens: int | None = None,
+        system: str = "",
+        tools: Sequence[Mapping[str, Any]] = (),
+        skills: Sequence[str] = (),
+        files: Sequence[str] | Mapping[str, str] = (),
+    ) -> SessionWindow:
+        """Take a provider's context-length error (OpenAI or Anthropic), compact, and return a
+        window that fits the limit the provider reported (scaled by its count against ours)."""
+        parsed = parse_provider_error(error)
+        if parsed is None:
+            raise ValidationError(
+                "error",
+                error,
+                "pass the provider's context-length error (OpenAI 'context_length_exceeded' or "
+                "Anthropic 'prompt is too long: N tokens > M maximum')",
+                problem="is not a context overflow",
+            )
+        bud = self._budget(project, agent, budget)
+        assert bud.window is not None and bud.reserve is not None
+        limit = min(parsed.limit or int(bud.window * 0.9), bud.window)
+        ratio = 1.0
+        if parsed.used and sent_tokens:
+            ratio = max(parsed.used / sent_tokens, 1.0)
+        reserve = min(bud.reserve, limit // 4)
+        window = reserve + int((limit - reserve) / ratio)
+        if window >= bud.window and ratio <= 1.0:
+            window = reserve + int((bud.window - reserve) * 0.9)  # it said too long: believe it
+        retargeted = Budget(
+            model=bud.model, window=window, reserve=reserve, section_caps=dict(bud.section_caps)
+        )
+        step = {
+            "step": "provider_overflow",
+            "provider": parsed.provider,
+            "limit": parsed.limit,
+            "provider_count": parsed.used,
+            "our_count": sent_tokens,
+            "retargeted_window": window,
+        }
+        with self._lock(project, agent, session):
+            st = self._active(project, agent, session)
+            c = self._compact(st, trigger="provider_overflow", keep=self.config.keep_turns)
+            if c.compacted:
+                step["summary"] = c.summary.id if c.summary else None
+            win = self._window(
+                project,
+                agent,
+                session,
+                task,
+                retargeted,
+                format,
+                system,
+                tools,
+                skills,
+                files,
+                steps=[step],
+            )
+            if c.compacted:
+                win.compactions.insert(0, c)
+            return win
+
+    def calibrate(self, window: SessionWindow, usage: Mapping[str, Any]) -> accounting.Calibration:
+        """Compare the provider's reported prompt tokens with our count of the same window; the
+        running ratio per model shrinks later windows when the provider counts more."""
+        if not isinstance(window, SessionWindow):
+            raise ValidationError("window", window, "pass the SessionWindow that was sent")
+        provider = accounting.prompt_tokens(usage)
+        cal = accounting.record(
+            self.engine.store,
+            window.project,
+            window.budget.model,
+            window.total_tokens,
+            provider,
+            self.engine.clock(),
+        )
+        trace = window.assembly.trace
+        trace.notes.setdefault("session", {})["calibration"] = cal.to_dict()
+        if self.engine.persist_traces:
+            self.engine.store.put_doc(
+                "traces",
+                trace.id,
+                window.project,
+                trace.to_dict(),
+                trace.created_at,
+                key=window.agent,
+            )
+        return cal
+
+
+def _memory_id(project: str, line: str) -> str:
+    """Deterministic ids make the flush idempotent: the same note in a project is one record."""
+    norm = " ".join(line.lower().split())
+    digest = hashlib.blake2b(f"{project}\0{norm}".encode(), digest_size=12).hexdigest()
+    return f"mem_{digest}"

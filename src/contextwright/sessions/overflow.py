@@ -1,0 +1,94 @@
+"""Overflow recovery: the spec's ladder, and reading a provider's "context too long" error.
+
+When the window would still overflow, the manager climbs the ladder one rung at a time and records
+each rung in the trace:
+1. emergency compaction of all but the last 2 turns;
+2. purge of tool results (every result a one-line summary);
+3. drop of workspace file contents (a tool can read them again);
+4. session reset, with a transfer summary.
+If the top rung does not help, `ContextOverflow` (error type `context_overflow`) carries the
+breakdown. A provider may also reject a window it counts differently; `parse_provider_error`
+reads OpenAI's and Anthropic's error shapes and returns the limit the provider reported.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+LADDER = ("emergency_compaction", "purge_tool_results", "drop_files", "session_reset")
+EMERGENCY_KEEP = 2
+
+_OPENAI = re.compile(
+    r"maximum context length is (?P<limit>\d[\d,]*) tokens"
+    r"(?:.*?(?:resulted in|requested) (?P<used>\d[\d,]*) tokens)?",
+    re.IGNORECASE | re.DOTALL,
+)
+_ANTHROPIC = re.compile(
+    r"prompt is too long:\s*(?P<used>\d[\d,]*) tokens\s*>\s*(?P<limit>\d[\d,]*)", re.IGNORECASE
+)
+_GENERIC = re.compile(
+    r"(context(_length_exceeded| length| window)|too many tokens|prompt is too long)", re.I
+)
+
+
+@dataclass(frozen=True)
+class ProviderOverflow:
+    """What a provider said: its limit, and its count of the rejected prompt when it gave one."""
+
+    provider: str
+    limit: int | None
+    used: int | None
+    message: str
+
+
+def _int(text: str | None) -> int | None:
+    return int(text.replace(",", "")) if text else None
+
+
+def _message_and_code(error: object) -> tuple[str, str, int | None]:
+    """Pull (message, code or type, HTTP status) out of a dict body, a JSON string, an SDK
+    exception (`.status_code`, `.body`, `.response`) or plain text."""
+    status = getattr(error, "status_code", None)
+    body: Any = getattr(error, "body", None)
+    if body is None and isinstance(error, Mapping):
+        body = error
+    if body is None and isinstance(error, str | bytes):
+        try:
+            body = json.loads(error)
+        except ValueError:
+            body = None
+    if body is None:
+        response = getattr(error, "response", None)
+        if response is not None:
+            try:
+                body = response.json()
+            except Exception:
+                body = None
+            status = status or getattr(response, "status_code", None)
+    if isinstance(body, Mapping):
+        status = body.get("status", status)
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            code = str(inner.get("code") or inner.get("type") or "")
+            return str(inner.get("message", "")), code, status
+        return str(inner), "", status
+    text = error.decode() if isinstance(error, bytes) else str(error)
+    return text, "", status if isinstance(status, int) else None
+
+
+def parse_provider_error(error: object) -> ProviderOverflow | None:
+    """A ProviderOverflow when `error` is a context-length error, else None."""
+    message, code, _ = _message_and_code(error)
+    m = _ANTHROPIC.search(message)
+    if m:
+        return ProviderOverflow("anthropic", _int(m["limit"]), _int(m["used"]), message)
+    m = _OPENAI.search(message)
+    if m:
+        return ProviderOverflow("openai", _int(m["limit"]), _int(m["used"]), message)
+    if code == "context_length_exceeded" or _GENERIC.search(message):
+        return ProviderOverflow("unknown", None, None, message)
+    return None

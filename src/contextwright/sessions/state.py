@@ -1,0 +1,62 @@
+"""What the engine remembers about one session between calls, as a JSON document in the store.
+
+The engine keeps no state in memory between calls (many workers may serve one database), so the
+session's compaction boundary, its protected records, its current summary and its fate (active or
+reset into another session) live in the store's `sessions` collection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..ports import Store
+
+COLLECTION = "sessions"
+MAX_LOG = 50
+
+
+@dataclass
+class SessionState:
+    project: str
+    agent: str
+    session: str
+    created_at: float
+    status: str = "active"  # "active" or "reset"
+    cutoff: float | None = None  # records before this left the window (compacted or protected)
+    protected: list[str] = field(default_factory=list)  # ids before the cutoff that stay verbatim
+    summary_id: str | None = None
+    compactions: int = 0
+    next_session: str | None = None
+    previous_session: str | None = None
+    log: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def doc_id(self) -> str:
+        return doc_id(self.project, self.agent, self.session)
+
+    def note(self, event: dict[str, Any]) -> None:
+        self.log.append(event)
+        del self.log[:-MAX_LOG]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SessionState:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def doc_id(project: str, agent: str, session: str) -> str:
+    return f"{project}/{agent}/{session}"
+
+
+def load(store: Store, project: str, agent: str, session: str, now: float) -> SessionState:
+    data = store.get_doc(COLLECTION, doc_id(project, agent, session))
+    if data is None:
+        return SessionState(project=project, agent=agent, session=session, created_at=now)
+    return SessionState.from_dict(data)
+
+
+def save(store: Store, state: SessionState, now: float) -> None:
+    store.put_doc(COLLECTION, state.doc_id, state.project, state.to_dict(), now, key=state.agent)

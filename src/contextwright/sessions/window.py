@@ -1,0 +1,297 @@
+"""Building a session window that fits: auto-compaction at the threshold, then the overflow ladder.
+
+One window is one ordinary `engine.assemble` call whose session layers come from a plan. The
+plan's required candidates (system prompt, skills, the summary, corrections, pinned instructions
+and the last N turns) must all be kept whole; if one is not, the next rung of the ladder runs
+(emergency compaction, tool-result purge, file drop, session reset) and the window is built
+again. Each rung is recorded in the breakdown and in the trace (`trace.notes["session"]`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..assembly import Assembly
+from ..budget import Budget
+from ..errors import ContextOverflow
+from ..render import fixed_cost, heading_cost, unit_cost
+from . import accounting
+from .compaction import Compaction
+from .diagnostics import Breakdown, Gauge, breakdown
+from .layers import PLAN_LIMIT, Plan, WorkspaceFile
+from .overflow import EMERGENCY_KEEP, LADDER
+from .reset import Reset
+from .state import SessionState
+
+if TYPE_CHECKING:
+    from .manager import SessionManager
+
+
+@dataclass
+class SessionWindow:
+    """A window that fits, with how it got there. `session` may be a new id after a reset."""
+
+    project: str
+    agent: str
+    session: str
+    assembly: Assembly
+    breakdown: Breakdown
+    budget: Budget
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    tools_tokens: int = 0
+    compactions: list[Compaction] = field(default_factory=list)
+    reset: Reset | None = None
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.assembly.messages
+
+    @property
+    def tokens(self) -> int:
+        """Exact count of the rendered messages, as the provider counts them."""
+        return self.assembly.tokens
+
+    @property
+    def total_tokens(self) -> int:
+        """Messages plus tool definitions: what the provider will report as prompt tokens."""
+        return self.assembly.tokens + self.tools_tokens
+
+    @property
+    def gauge(self) -> Gauge:
+        return self.breakdown.gauge
+
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        return self.breakdown.steps
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "project": self.project,
+            "agent": self.agent,
+            "session": self.session,
+            "messages": self.messages,
+            "tools": self.tools,
+            "tokens": self.tokens,
+            "breakdown": self.breakdown.to_dict(),
+            "compactions": [c.to_dict() for c in self.compactions],
+            "reset": self.reset.to_dict() if self.reset else None,
+            "trace_id": self.assembly.trace.id,
+        }
+
+
+@dataclass
+class _Layers:
+    system: str = ""
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    skills: list[str] = field(default_factory=list)
+    files: list[WorkspaceFile] = field(default_factory=list)
+
+
+@dataclass
+class Layers:
+    """The caller's layers for one window: system prompt, tool definitions, skills, files."""
+
+    system: str = ""
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    skills: list[str] = field(default_factory=list)
+    files: list[WorkspaceFile] = field(default_factory=list)
+
+
+def effective_budget(mgr: SessionManager, project: str, bud: Budget) -> Budget:
+    """Shrink the window by the provider/ours ratio when the provider has counted more."""
+    ratio = accounting.ratio(mgr.engine.store, project, bud.model)
+    if ratio <= 1.01:
+        return bud
+    assert bud.window is not None and bud.reserve is not None
+    window = bud.reserve + int((bud.window - bud.reserve) / ratio)
+    return Budget(
+        model=bud.model, window=window, reserve=bud.reserve, section_caps=dict(bud.section_caps)
+    )
+
+
+def _costs(plan: Plan, fmt: str, mgr: SessionManager) -> dict[str, int]:
+    counter = mgr.engine.counter
+    out = {"state": 0, "constraints": 0, "history": 0, "knowledge": 0}
+    for c in plan.candidates:
+        if c.section in out:
+            out[c.section] += unit_cost(c, fmt, plan.agent, counter)
+    out["fixed"] = fixed_cost(plan.agent, fmt, counter) + sum(
+        heading_cost(s, counter) for s in ("state", "constraints", "knowledge") if out[s]
+    )
+    return out
+
+
+def _inner_budget(plan: Plan, bud: Budget, fmt: str, mgr: SessionManager) -> Budget:
+    """Reserve the tool definitions, and cap knowledge at what history leaves, so retrieved
+    records never crowd out the session's own turns (knowledge packs before history)."""
+    assert bud.window is not None and bud.reserve is not None
+    reserve = bud.reserve + plan.tools_tokens
+    if reserve >= bud.window:
+        raise ContextOverflow(
+            f"the tool definitions ({plan.tools_tokens} tokens) and the reserve leave no room "
+            f"in a {bud.window}-token window; send fewer tools or use a larger model",
+            breakdown={"tools": plan.tools_tokens, "window": bud.window, "reserve": bud.reserve},
+        )
+    inner = Budget(model=bud.model, window=bud.window, reserve=reserve)
+    costs = _costs(plan, fmt, mgr)
+    room = (
+        inner.available - costs["fixed"] - costs["state"] - costs["constraints"] - costs["history"]
+    )
+    caps = dict(bud.section_caps)
+    caps["knowledge"] = max(0, min(caps.get("knowledge", room), room - 8))
+    return Budget(model=bud.model, window=bud.window, reserve=reserve, section_caps=caps)
+
+
+def estimate(mgr: SessionManager, plan: Plan, bud: Budget, fmt: str) -> Gauge:
+    """The gauge from the plan alone (no assemble, no writes): session layers only."""
+    costs = _costs(plan, fmt, mgr)
+    available = Budget(model=bud.model, window=bud.window, reserve=bud.reserve).available
+    fixed = costs["fixed"] + costs["state"] + costs["constraints"] + plan.tools_tokens
+    used = (
+        fixed + costs["history"] + costs["knowledge"] + heading_cost("history", mgr.engine.counter)
+    )
+    assert bud.window is not None
+    return Gauge(
+        used=used,
+        limit=available,
+        window=bud.window,
+        history=costs["history"],
+        history_available=max(available - fixed, 0),
+        threshold=mgr.config.threshold,
+    )
+
+
+def assemble(mgr: SessionManager, plan: Plan, bud: Budget, fmt: str, task: str) -> Assembly:
+    engine = mgr.engine
+    inner = _inner_budget(plan, bud, fmt, mgr)
+    names = [s.name for s in engine.sources if s.name != "history"]
+    token = mgr.board.put(plan)
+    try:
+        return engine.assemble(
+            plan.project,
+            plan.agent,
+            task,
+            budget=inner,
+            format=fmt,
+            session=plan.session,
+            sources=names,
+            limits={PLAN_LIMIT: token},
+        )
+    finally:
+        mgr.board.pop(token)
+
+
+def problems(asm: Assembly, plan: Plan) -> tuple[list[str], list[str]]:
+    """(required keys left out or cut, other session turns left out)."""
+    kept = {i.candidate.key: i for items in asm.sections.values() for i in items}
+    missing = sorted(k for k in plan.required if k not in kept or kept[k].truncated)
+    dropped = [c.key for c in plan.candidates if c.section == "history" and c.key not in kept]
+    return missing, dropped
+
+
+def build(
+    mgr: SessionManager,
+    st: SessionState,
+    layers: Layers,
+    task: str,
+    bud: Budget,
+    fmt: str,
+    *,
+    auto: bool = True,
+    steps: list[dict[str, Any]] | None = None,
+) -> SessionWindow:
+    cfg = mgr.config
+    steps = list(steps or [])
+    compactions: list[Compaction] = []
+    reset: Reset | None = None
+    keep, purge, drop = cfg.keep_turns, False, False
+    plan = mgr._plan(st, layers, task, keep=keep, purge=purge, drop=drop)
+    if auto and estimate(mgr, plan, bud, fmt).compaction_hint:
+        c = mgr._compact(st, trigger="auto", keep=keep)
+        if c.compacted:
+            compactions.append(c)
+            steps.append(
+                {
+                    "step": "auto_compaction",
+                    "summary": c.summary.id if c.summary else None,
+                    "replaced": len(c.replaced),
+                }
+            )
+            plan = mgr._plan(st, layers, task, keep=keep, purge=purge, drop=drop)
+    asm = assemble(mgr, plan, bud, fmt, task)
+    missing, dropped = problems(asm, plan)
+    if auto and not missing and dropped:
+        c = mgr._compact(st, trigger="auto", keep=keep)
+        if c.compacted:
+            compactions.append(c)
+            steps.append(
+                {
+                    "step": "auto_compaction",
+                    "reason": f"{len(dropped)} turns did not fit",
+                    "summary": c.summary.id if c.summary else None,
+                }
+            )
+            plan = mgr._plan(st, layers, task, keep=keep, purge=purge, drop=drop)
+            asm = assemble(mgr, plan, bud, fmt, task)
+            missing, dropped = problems(asm, plan)
+    for rung in LADDER:
+        if not missing or not auto:
+            break
+        step: dict[str, Any] = {"step": rung, "missing_before": missing[:20]}
+        if rung == "emergency_compaction":
+            keep = EMERGENCY_KEEP
+            c = mgr._compact(st, trigger="emergency", keep=keep)
+            if c.compacted:
+                compactions.append(c)
+                step["summary"] = c.summary.id if c.summary else None
+        elif rung == "purge_tool_results":
+            purge = True
+        elif rung == "drop_files":
+            drop = True
+        else:
+            reset = mgr._reset(st, new_session=None, reason="context overflow")
+            st = mgr._state(st.project, st.agent, reset.new_session)
+            step["new_session"] = reset.new_session
+        steps.append(step)
+        plan = mgr._plan(st, layers, task, keep=keep, purge=purge, drop=drop)
+        asm = assemble(mgr, plan, bud, fmt, task)
+        missing, dropped = problems(asm, plan)
+    plan.steps = steps
+    bd = breakdown(asm, plan, threshold=cfg.threshold)
+    if missing and auto:
+        raise ContextOverflow(
+            f"the window for {st.agent} in session {st.session} overflows even after every "
+            f"recovery step; left out: {', '.join(missing[:5])}",
+            breakdown=bd.to_dict(),
+        )
+    asm.trace.notes["session"] = {
+        "session": st.session,
+        "steps": steps,
+        "compactions": [c.summary.id for c in compactions if c.summary],
+        "layers": bd.layers,
+        "gauge": bd.gauge.to_dict(),
+        "files": [f.to_dict() for f in bd.files],
+        "missing": missing,
+    }
+    if mgr.engine.persist_traces:
+        mgr.engine.store.put_doc(
+            "traces",
+            asm.trace.id,
+            st.project,
+            asm.trace.to_dict(),
+            asm.trace.created_at,
+            key=st.agent,
+        )
+    return SessionWindow(
+        project=st.project,
+        agent=st.agent,
+        session=st.session,
+        assembly=asm,
+        breakdown=bd,
+        budget=bud,
+        tools=plan.tools,
+        tools_tokens=plan.tools_tokens,
+        compactions=compactions,
+        reset=reset,
+    )

@@ -1,0 +1,100 @@
+"""Typed settings for the service edges (CLI, HTTP server, MCP server).
+
+The environment is read once, here, with a prefix; the library itself never reads it. Every field
+has a default that works on one machine: a SQLite file next to you, loopback only, no keys.
+
+    settings = Settings.from_env()          # CONTEXTWRIGHT_DB, CONTEXTWRIGHT_API_KEYS, ...
+    settings = Settings(api_keys={"k1": ("acme",), "admin": ("*",)})
+
+`api_keys` maps a key to the projects it may read and write; `"*"` makes it an admin key that may
+see every project and list records without an agent's visibility filter. With no keys configured
+the server is open (meant for loopback use), and every request acts as admin.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .errors import ValidationError
+
+ADMIN = "*"
+
+
+@dataclass(frozen=True)
+class Settings:
+    db: str = "sqlite:///contextwright.db"
+    """Store URL: sqlite:///file.db, memory://, or postgresql://..."""
+    host: str = "127.0.0.1"
+    port: int = 8765
+    api_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """API key -> projects it may use; ("*",) is an admin key."""
+    max_body_bytes: int = 2_000_000
+    """Request bodies above this get 413 before they are read."""
+    rules_dir: str | None = None
+    """A directory of JSON context rules to load at startup (when rules are available)."""
+    log_level: str = "warning"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
+            raise ValidationError("port", self.port, "give a port number from 0 to 65535")
+        if not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 1024:
+            raise ValidationError("max_body_bytes", self.max_body_bytes, "give at least 1024 bytes")
+        keys: dict[str, tuple[str, ...]] = {}
+        if not isinstance(self.api_keys, Mapping):
+            raise ValidationError("api_keys", self.api_keys, 'give {"key": ["project", ...]}')
+        for key, projects in self.api_keys.items():
+            if not isinstance(key, str) or len(key) < 8:
+                raise ValidationError("api_keys", key, "use keys of at least 8 characters")
+            if isinstance(projects, str):
+                projects = (projects,)
+            if not isinstance(projects, list | tuple) or not all(
+                isinstance(p, str) and p for p in projects
+            ):
+                raise ValidationError(
+                    f"api_keys.{key[:4]}…", projects, 'give a list of project names or ["*"]'
+                )
+            keys[key] = tuple(projects)
+        object.__setattr__(self, "api_keys", keys)
+
+    @property
+    def open(self) -> bool:
+        """No keys configured: every request acts as admin (loopback use)."""
+        return not self.api_keys
+
+    def with_(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+    @classmethod
+    def from_env(
+        cls, prefix: str = "CONTEXTWRIGHT_", environ: Mapping[str, str] | None = None
+    ) -> Settings:
+        """Read PREFIX_DB, _HOST, _PORT, _API_KEYS (JSON object), _MAX_BODY_BYTES, _RULES_DIR."""
+        env = os.environ if environ is None else environ
+        kwargs: dict[str, Any] = {}
+        for name in ("db", "host", "rules_dir", "log_level"):
+            value = env.get(prefix + name.upper())
+            if value:
+                kwargs[name] = value
+        for name in ("port", "max_body_bytes"):
+            value = env.get(prefix + name.upper())
+            if value:
+                try:
+                    kwargs[name] = int(value)
+                except ValueError:
+                    raise ValidationError(
+                        prefix + name.upper(), value, "give a whole number"
+                    ) from None
+        raw = env.get(prefix + "API_KEYS")
+        if raw:
+            try:
+                keys = json.loads(raw)
+            except json.JSONDecodeError:
+                raise ValidationError(
+                    prefix + "API_KEYS", "<not JSON>", 'give JSON like {"key": ["project"]}'
+                ) from None
+            kwargs["api_keys"] = keys
+        return cls(**kwargs)

@@ -1,0 +1,169 @@
+"""Vectors in process memory: one float32 matrix per (project, model), searched by brute force.
+
+Stores keep vectors durably as int8 with one scale per vector (a quarter of float32 on disk, and
+the recall benchmark shows no loss; see docs/vectors.md). Search dequantizes once, into this
+matrix, which grows by appending and is shared by every call in the process. At 100k vectors a
+matrix-vector product takes a few milliseconds, which measured faster than an approximate index
+at this size and is exact. Visibility is enforced here, before ranking: a row the agent may not
+see never competes for a place.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+F32 = np.dtype[np.float32]
+
+
+def quantize(vec: np.ndarray[Any, Any]) -> tuple[bytes, float]:
+    """int8 bytes and the scale that restores them: v ≈ int8 * scale."""
+    v = np.asarray(vec, dtype=np.float32).ravel()
+    peak = float(np.abs(v).max()) if v.size else 0.0
+    scale = peak / 127.0 if peak > 0 else 1.0
+    return np.clip(np.rint(v / scale), -127, 127).astype(np.int8).tobytes(), scale
+
+
+def dequantize(data: bytes, scale: float) -> np.ndarray[Any, F32]:
+    return np.frombuffer(data, dtype=np.int8).astype(np.float32) * np.float32(scale)
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """Who may see one vector's record (the Record.visible_to rule, kept beside the row)."""
+
+    author: str
+    visibility: str
+    to: tuple[str, ...] = ()
+
+    def allows(self, agent: str) -> bool:
+        if self.visibility == "project" or self.author == agent:
+            return True
+        return self.visibility == "direct" and agent in self.to
+
+
+class VectorMatrix:
+    """Rows appended in embedding order; a record embedded again overwrites its row."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.ids: list[str] = []
+        self.row: dict[str, int] = {}
+        self._m = np.zeros((0, dim), dtype=np.float32)
+        self._restricted: dict[int, Access] = {}
+        self._public = np.zeros(0, dtype=bool)
+        self.seq = 0  # the store's high-water mark of what this matrix holds
+        self.lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._m[: len(self.ids)].nbytes)
+
+    def add(self, ids: Sequence[str], vecs: np.ndarray[Any, Any], access: Sequence[Access]) -> None:
+        with self.lock:
+            n = len(self.ids)
+            need = n + len(ids)
+            if need > self._m.shape[0]:
+                cap = max(need, 2 * self._m.shape[0], 1024)
+                grown = np.zeros((cap, self.dim), dtype=np.float32)
+                grown[:n] = self._m[:n]
+                public = np.zeros(cap, dtype=bool)
+                public[:n] = self._public[:n]
+                self._m, self._public = grown, public
+            for rid, vec, acc in zip(ids, vecs, access, strict=True):
+                at = self.row.get(rid)
+                if at is None:
+                    at = len(self.ids)
+                    self.ids.append(rid)
+                    self.row[rid] = at
+                self._m[at] = vec
+                self._public[at] = acc.visibility == "project"
+                if acc.visibility == "project":
+                    self._restricted.pop(at, None)
+                else:
+                    self._restricted[at] = acc
+
+    def search(
+        self, query: np.ndarray[Any, Any], agent: str | None, limit: int
+    ) -> list[tuple[str, float]]:
+        """Top `limit` (record id, cosine) among rows `agent` may see; None sees every row."""
+        with self.lock:
+            n = len(self.ids)
+            if n == 0 or limit <= 0:
+                return []
+            q = np.asarray(query, dtype=np.float32).ravel()
+            scores = self._m[:n] @ q
+            if agent is not None:
+                mask = self._public[:n].copy()
+                for at, acc in self._restricted.items():
+                    if at < n and acc.allows(agent):
+                        mask[at] = True
+                scores = np.where(mask, scores, -np.inf)
+            k = min(limit, n)
+            top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+            top = top[np.argsort(-scores[top], kind="stable")]
+            return [(self.ids[int(i)], float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+
+class MemoryVectors:
+    """The vector half of MemoryStore (mixed in; uses its `_records`, `_lock` and `_current`)."""
+
+    _records: dict[str, Any]
+    _lock: Any
+    _current: Any
+
+    def _vec_state(self) -> dict[tuple[str, str], VectorMatrix]:
+        state: dict[tuple[str, str], VectorMatrix] | None = getattr(self, "_vec_matrices", None)
+        if state is None:
+            state = {}
+            self._vec_matrices = state
+            self._vec_done: set[tuple[str, str]] = set()
+        return state
+
+    def unembedded(self, model: str, limit: int) -> list[Any]:
+        with self._lock:
+            self._vec_state()
+            out = []
+            for rid, r in self._records.items():
+                if (model, rid) not in self._vec_done:
+                    out.append(r)
+                    if len(out) >= limit:
+                        break
+            return out
+
+    def unembedded_count(self, model: str) -> int:
+        with self._lock:
+            self._vec_state()
+            return sum(1 for rid in self._records if (model, rid) not in self._vec_done)
+
+    def put_vectors(self, model: str, rows: Sequence[tuple[str, Any]]) -> None:
+        with self._lock:
+            state = self._vec_state()
+            for rid, vec in rows:
+                r = self._records.get(rid)
+                if r is None:
+                    continue
+                data, scale = quantize(vec)
+                v = dequantize(data, scale)
+                m = state.setdefault((r.project, model), VectorMatrix(v.shape[0]))
+                m.add([rid], v[None, :], [Access(r.author, r.visibility, tuple(r.to))])
+                self._vec_done.add((model, rid))
+
+    def vector_search(
+        self, project: str, agent: str | None, vector: Any, limit: int, model: str
+    ) -> list[Any]:
+        from ..ports import Hit
+
+        with self._lock:
+            m = self._vec_state().get((project, model))
+        if m is None:
+            return []
+        found = m.search(vector, agent, limit)
+        return [Hit(self._current(self._records[i]), s) for i, s in found]

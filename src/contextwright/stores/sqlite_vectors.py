@@ -1,0 +1,143 @@
+"""The vector half of SQLiteStore: a `vectors` table (int8 + scale per row) and exact search over
+an in-process matrix that catches up with the table by sequence number (see _vectors.py)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..ports import Hit
+from ..records import Record
+from ._rows import COLUMNS, row_to_record
+from ._vectors import Access, VectorMatrix, dequantize, quantize
+
+M003_VECTORS = """
+        CREATE TABLE vectors (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            rid INTEGER NOT NULL UNIQUE,
+            project TEXT NOT NULL, model TEXT NOT NULL, scale REAL NOT NULL, data BLOB NOT NULL
+        );
+        CREATE INDEX vectors_project_seq ON vectors(project, model, seq);
+"""
+
+_SELECT = "SELECT " + ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(","))
+_MISSING = "NOT EXISTS (SELECT 1 FROM vectors v WHERE v.rid = r.rid AND v.model = :model)"
+
+
+class SQLiteVectors:
+    _conn: Callable[[], sqlite3.Connection]
+    _write: Callable[[Callable[[sqlite3.Connection], Any]], Any]
+    _get_many: Callable[[sqlite3.Connection, Sequence[str]], list[Record]]
+
+    def _vec(self) -> tuple[threading.Lock, dict[Any, Any]]:
+        state: tuple[threading.Lock, dict[Any, Any]] | None = getattr(self, "_vec_state", None)
+        if state is None:
+            state = (threading.Lock(), {})
+            self._vec_state = state
+        return state
+
+    def _cursor(self, model: str) -> int:
+        # Every record at or below the cursor has a vector from `model`, as far as we know.
+        return int(self._vec()[1].get(("cursor", model), 0))
+
+    def unembedded(self, model: str, limit: int) -> list[Record]:
+        cur = self._cursor(model)
+        rows = (
+            self._conn()
+            .execute(
+                f"{_SELECT}, r.rid FROM records r WHERE r.rid > :cur AND {_MISSING} "
+                "ORDER BY r.rid LIMIT :limit",
+                {"cur": cur, "model": model, "limit": limit},
+            )
+            .fetchall()
+        )
+        if rows:
+            nxt = int(rows[0][-1]) - 1
+        else:
+            top = self._conn().execute("SELECT max(rid) FROM records").fetchone()[0]
+            nxt = int(top or 0)
+        lock, state = self._vec()
+        with lock:
+            state[("cursor", model)] = max(cur, nxt)
+        return [row_to_record(row[:-1]) for row in rows]
+
+    def unembedded_count(self, model: str) -> int:
+        row = (
+            self._conn()
+            .execute(
+                f"SELECT count(*) FROM records r WHERE r.rid > :cur AND {_MISSING}",
+                {"cur": self._cursor(model), "model": model},
+            )
+            .fetchone()
+        )
+        return int(row[0])
+
+    def put_vectors(self, model: str, rows: Sequence[tuple[str, Any]]) -> None:
+        packed = [(rid, *quantize(vec)) for rid, vec in rows]
+        if not packed:
+            return
+
+        def write(conn: sqlite3.Connection) -> None:
+            for rid, data, scale in packed:
+                found = conn.execute("SELECT rid, project FROM records WHERE id = ?", (rid,))
+                row = found.fetchone()
+                if row is None:
+                    continue
+                conn.execute("DELETE FROM vectors WHERE rid = ?", (row[0],))
+                conn.execute(
+                    "INSERT INTO vectors (rid, project, model, scale, data) VALUES (?, ?, ?, ?, ?)",
+                    (row[0], row[1], model, scale, data),
+                )
+
+        self._write(write)
+
+    def _matrix(self, project: str, model: str) -> VectorMatrix | None:
+        conn = self._conn()
+        top = conn.execute(
+            "SELECT max(seq) FROM vectors WHERE project = ? AND model = ?", (project, model)
+        ).fetchone()[0]
+        lock, state = self._vec()
+        with lock:
+            m: VectorMatrix | None = state.get((project, model))
+        if top is None:
+            return m
+        if m is not None and m.seq >= top:
+            return m
+        rows = conn.execute(
+            "SELECT v.seq, r.id, r.author, r.visibility, r.recipients, v.scale, v.data "
+            "FROM vectors v JOIN records r ON r.rid = v.rid "
+            "WHERE v.project = ? AND v.model = ? AND v.seq > ? ORDER BY v.seq",
+            (project, model, m.seq if m is not None else 0),
+        ).fetchall()
+        if not rows:
+            return m
+        vecs = [dequantize(row[6], row[5]) for row in rows]
+        with lock:
+            m = state.get((project, model))
+            if m is None or m.dim != vecs[0].shape[0]:
+                m = VectorMatrix(vecs[0].shape[0])
+                state[(project, model)] = m
+            fresh = [(row, v) for row, v in zip(rows, vecs, strict=True) if row[0] > m.seq]
+            if fresh:
+                m.add(
+                    [row[1] for row, _ in fresh],
+                    np.stack([v for _, v in fresh]),
+                    [Access(row[2], row[3], tuple(json.loads(row[4]))) for row, _ in fresh],
+                )
+                m.seq = max(m.seq, max(row[0] for row, _ in fresh))
+        return m
+
+    def vector_search(
+        self, project: str, agent: str | None, vector: Any, limit: int, model: str
+    ) -> list[Hit]:
+        m = self._matrix(project, model)
+        if m is None:
+            return []
+        found = m.search(vector, agent, limit)
+        records = {r.id: r for r in self._get_many(self._conn(), [i for i, _ in found])}
+        return [Hit(records[i], s) for i, s in found if i in records]

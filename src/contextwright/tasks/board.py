@@ -1,0 +1,393 @@
+"""The task board: tasks, their completion with a structured handoff, and their computed context.
+
+    task = engine.tasks.create("acme", name="JWT", objective="Add JWT auth to src/api/app.ts")
+    engine.complete_task(task.id, handoff_yaml)          # validates, then records everything
+    engine.tasks.computed_context(later.id).render()     # "## Context (Computed)" markdown
+
+Everything is a record in the engine's store: a task is a `task` record, a handoff a `handoff`
+record replying to it, discoveries become `pattern`/`gotcha`/`decision`/`question` nodes and the
+files touched become `file` entries of the context map; edges link them to the task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import NotFound, ValidationError
+from ..ports import Query
+from ..records import MAX_NAME_CHARS, Record, build_record
+from .computed import ComputedContext, compute_context
+from .context_map import infer_component
+from .dependencies import extract_dependency_context, handoff_of, latest_handoffs
+from .graph import GraphCache
+from .handoff import FileChange, Handoff, parse_handoff
+from .limits import ContextLimits, check_complexity, limits_table
+from .signals import DEFAULT_DOMAINS, TaskSignals, signals_of_task, tags_for_text
+from .source import ComputedSource
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+
+MAX_OBJECTIVE = 8_000
+MAX_CRITERIA = 50
+MAX_DEPENDENCIES = 100
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What `complete` wrote: the task (now completed), its handoff and the graph records."""
+
+    task: Record
+    handoff: Record
+    nodes: tuple[Record, ...]
+    files: tuple[Record, ...]
+
+
+def _text(value: object, field: str, limit: int, fix: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(field, value, fix)
+    if len(value) > limit:
+        raise ValidationError(
+            field, f"<{len(value)} characters>", f"keep it under {limit} characters"
+        )
+    return value.strip()
+
+
+class TaskBoard:
+    """Tasks and computed context for one engine (available as `engine.tasks`)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        limits: Mapping[str, ContextLimits | Mapping[str, Any]] | None = None,
+        domains: Mapping[str, Sequence[str]] | None = None,
+        template: str | None = None,
+    ) -> None:
+        self.engine = engine
+        self.limits = limits_table(limits)
+        self.domains: Mapping[str, Sequence[str]] = dict(domains or DEFAULT_DOMAINS)
+        self.template = template
+        self.graph = GraphCache(engine.store)
+        self._signal_cache: dict[str, TaskSignals] = {}
+        self.source = ComputedSource(self)
+
+    # -- tasks ----------------------------------------------------------------------------------
+
+    def create(
+        self,
+        project: str,
+        name: str,
+        objective: str,
+        acceptance_criteria: Sequence[str] = (),
+        type: str = "feature",
+        complexity: str = "normal",
+        dependencies: Sequence[str] = (),
+        author: str = "planner",
+        assignee: str | None = None,
+    ) -> Record:
+        """Validate and store a task (status open) with its `depends_on` edges."""
+        name = _text(name, "name", MAX_NAME_CHARS, "give the task a short name")
+        objective = _text(objective, "objective", MAX_OBJECTIVE, "say what the task must achieve")
+        if isinstance(acceptance_criteria, str) or not isinstance(acceptance_criteria, Sequence):
+            raise ValidationError(
+                "acceptance_criteria", acceptance_criteria, "give a list of sentences"
+            )
+        if len(acceptance_criteria) > MAX_CRITERIA:
+            raise ValidationError(
+                "acceptance_criteria",
+                f"{len(acceptance_criteria)} items",
+                f"give at most {MAX_CRITERIA} criteria",
+            )
+        criteria = [
+            _text(c, f"acceptance_criteria[{i}]", 2_000, "give each criterion as a sentence")
+            for i, c in enumerate(acceptance_criteria)
+        ]
+        task_type = _text(type, "type", 50, "name the type, e.g. feature, bugfix, refactor, test")
+        complexity = check_complexity(complexity)
+        if isinstance(dependencies, str) or not isinstance(dependencies, Sequence):
+            raise ValidationError("dependencies", dependencies, "give a list of task ids")
+        if len(dependencies) > MAX_DEPENDENCIES:
+            raise ValidationError(
+                "dependencies",
+                f"{len(dependencies)} items",
+                f"give at most {MAX_DEPENDENCIES} dependencies",
+            )
+        deps = list(dict.fromkeys(dependencies))
+        found = {r.id: r for r in self.engine.store.get_many(deps)} if deps else {}
+        for i, dep in enumerate(deps):
+            r = found.get(dep)
+            if r is None:
+                raise NotFound("task", dep, f"dependencies[{i}] must name an existing task")
+            if r.kind != "task" or r.project != project:
+                raise ValidationError(
+                    f"dependencies[{i}]", dep, f"name a task of project {project!r}"
+                )
+        signals = signals_of_task(
+            {
+                "name": name,
+                "objective": objective,
+                "acceptance_criteria": criteria,
+                "type": task_type,
+            },
+            self.domains,
+        )
+        lines = [f"Task {name}: {objective}"]
+        if criteria:
+            lines += ["Acceptance criteria:", *(f"- {c}" for c in criteria)]
+        record = self.engine.add(
+            project=project,
+            author=author,
+            kind="task",
+            content="\n".join(lines),
+            to=[assignee] if assignee else [],
+            tags=list(signals.tags)[:200],
+            refs=deps,
+            meta={
+                "name": name,
+                "objective": objective,
+                "acceptance_criteria": criteria,
+                "type": task_type,
+                "complexity": complexity,
+                "dependencies": deps,
+                "assignee": assignee,
+            },
+        )
+        if deps:
+            self.engine.store.add_edges(project, [(record.id, d, "depends_on") for d in deps])
+        return record
+
+    def get(self, task_id: str) -> Record:
+        if not isinstance(task_id, str) or not task_id:
+            raise ValidationError("task_id", task_id, "give a task id")
+        found = self.engine.store.get_many([task_id])
+        if not found or found[0].kind != "task":
+            raise NotFound("task", task_id, "create it with engine.tasks.create(...)")
+        return found[0]
+
+    def find(self, project: str, status: str | None = None, limit: int = 200) -> list[Record]:
+        statuses = (status,) if status else None
+        return self.engine.store.query(
+            Query(
+                project, None, kinds=("task",), statuses=statuses, limit=limit, newest_first=False
+            )
+        )
+
+    def handoff(self, task_id: str) -> Handoff | None:
+        task = self.get(task_id)
+        found = latest_handoffs(self.engine.store, [task.id]).get(task.id)
+        return handoff_of(found) if found else None
+
+    def signals(self, task_id: str) -> TaskSignals:
+        return self._signals(self.get(task_id))
+
+    def _signals(self, task: Record) -> TaskSignals:
+        # A task record never changes, so its signals are computed once per board.
+        found = self._signal_cache.get(task.id)
+        if found is None:
+            found = signals_of_task(task.meta, self.domains)
+            if len(self._signal_cache) >= 4096:
+                self._signal_cache.clear()
+            self._signal_cache[task.id] = found
+        return found
+
+    # -- completion -----------------------------------------------------------------------------
+
+    def complete(self, task_id: str, handoff: Any, *, by: str | None = None) -> Completion:
+        """Validate the handoff, then store it with its graph nodes and context-map entries and
+        mark the task completed. Any error leaves the store as it was and the task open."""
+        task = self.get(task_id)
+        if task.status == "completed":
+            raise ValidationError(
+                "task_id",
+                task_id,
+                "it is already completed; create a follow-up task instead",
+                problem="is already completed",
+            )
+        parsed = parse_handoff(handoff)
+        author = by or str(task.meta.get("assignee") or "") or task.author
+        project = task.project
+        store = self.engine.store
+        for i, d in enumerate(parsed.decisions):
+            if d.supersedes is not None:
+                old = store.get_many([d.supersedes])
+                if not old or old[0].kind != "decision" or old[0].project != project:
+                    raise NotFound(
+                        "decision",
+                        d.supersedes,
+                        f"handoff.decisions[{i}].supersedes must name a decision in {project!r}",
+                    )
+        now = self.engine.clock()
+        count = self.engine.counter.count
+
+        def build(**fields: Any) -> Record:
+            return build_record({"project": project, "author": author, **fields}, count, now=now)
+
+        name = str(task.meta.get("name") or task.id)
+        patterns = [
+            build(
+                kind="pattern",
+                content=p.pattern,
+                tags=list(p.applies_to) or tags_for_text(p.pattern, self.domains),
+                refs=[task.id],
+                meta={"location": p.location, "task": task.id, "score": 0.0},
+            )
+            for p in parsed.patterns_discovered
+        ]
+        gotchas = [
+            build(
+                kind="gotcha",
+                content=g.issue,
+                tags=list(g.applies_to) or tags_for_text(g.issue, self.domains),
+                refs=[task.id],
+                meta={"severity": g.severity, "location": g.location, "task": task.id},
+            )
+            for g in parsed.gotchas
+        ]
+        decisions = [
+            build(
+                kind="decision",
+                content=d.decision,
+                tags=list(d.applies_to) or tags_for_text(d.decision, self.domains),
+                refs=[task.id],
+                supersedes=d.supersedes,
+                meta={"rationale": d.rationale, "task": task.id},
+            )
+            for d in parsed.decisions
+        ]
+        questions = [
+            build(
+                kind="question",
+                content=q.question,
+                tags=["blocking"] if q.blocking else [],
+                refs=[task.id],
+                meta={
+                    "blocking": q.blocking,
+                    "context": q.context,
+                    "recommendation": q.recommendation,
+                    "task": task.id,
+                },
+            )
+            for q in parsed.open_questions
+        ]
+        files = self._file_entries(project, task.id, parsed, build)
+        nodes = [*patterns, *gotchas, *decisions, *questions]
+        summary_lines = [f"Handoff from {name}: {parsed.summary}"]
+        for f in (*parsed.files_created, *parsed.files_modified):
+            summary_lines.append(f"- {f.location}" + (f": {f.purpose}" if f.purpose else ""))
+        handoff_record = build(
+            kind="handoff",
+            content="\n".join(summary_lines),
+            reply_to=task.id,
+            refs=[task.id],
+            tags=list(task.tags)[:50],
+            meta={
+                "task": task.id,
+                "handoff": parsed.to_dict(),
+                "nodes": {
+                    "patterns": [r.id for r in patterns],
+                    "gotchas": [r.id for r in gotchas],
+                    "decisions": [r.id for r in decisions],
+                    "questions": [r.id for r in questions],
+                    "files": [r.id for r in files],
+                },
+            },
+        )
+        stored = store.add_many([handoff_record, *nodes, *files])
+        edges = [(r.id, task.id, "discovered_in") for r in nodes]
+        edges += [(r.id, task.id, "changed_in") for r in files]
+        edges.append((handoff_record.id, task.id, "handoff_of"))
+        store.add_edges(project, edges)
+        done = self.engine.set_status(
+            task.id, "completed", by=author, note=f"handoff {handoff_record.id}"
+        )
+        return Completion(
+            done, stored[0], tuple(stored[1 : 1 + len(nodes)]), tuple(stored[1 + len(nodes) :])
+        )
+
+    def _file_entries(
+        self, project: str, task_id: str, handoff: Handoff, build: Any
+    ) -> list[Record]:
+        """UPDATE_OR_ADD: one entry per path; a changed path supersedes its current entry."""
+        latest: dict[str, FileChange] = {}
+        for f in (*handoff.files_created, *handoff.files_modified):
+            latest[f.path] = f
+        out = []
+        for path, f in latest.items():
+            tag = f"path:{path.lower()}"
+            current = [
+                r
+                for r in self.engine.store.query(
+                    Query(project, None, kinds=("file",), tag=tag, statuses=("active",), limit=5)
+                )
+            ]
+            component = f.component or infer_component(path)
+            out.append(
+                build(
+                    kind="file",
+                    status="active",
+                    content=f"{f.location} ({component})" + (f": {f.purpose}" if f.purpose else ""),
+                    tags=[path.lower(), tag, component.lower()],
+                    supersedes=current[0].id if current else None,
+                    refs=[task_id],
+                    meta={
+                        "component": component,
+                        "location": f.location,
+                        "notes": f.purpose,
+                        "path": path,
+                        "lines": f.lines,
+                        "task": task_id,
+                    },
+                )
+            )
+        return out
+
+    # -- computed context -----------------------------------------------------------------------
+
+    def limits_for(
+        self, complexity: str, overrides: Mapping[str, int] | None = None
+    ) -> ContextLimits:
+        limits = self.limits[check_complexity(complexity)]
+        return limits.override(overrides) if overrides else limits
+
+    def computed_context(
+        self,
+        task_id: str,
+        complexity: str | None = None,
+        debug: bool = False,
+        *,
+        agent: str | None = None,
+        limits: Mapping[str, int] | None = None,
+    ) -> ComputedContext:
+        """The spec's computeContext + applyContextLimits for one task, as `agent` may see it."""
+        task = self.get(task_id)
+        level = complexity or str(task.meta.get("complexity") or "normal")
+        lim = self.limits_for(level, limits)
+        deps = [str(d) for d in task.meta.get("dependencies") or []]
+        snapshot = self.graph.get(task.project)
+        report = extract_dependency_context(snapshot, deps, agent)
+        return compute_context(
+            task_id=task.id,
+            signals=self._signals(task),
+            snapshot=snapshot,
+            dependencies=report,
+            limits=lim,
+            complexity=level,
+            agent=agent,
+            exclude_tasks=deps,
+            debug=debug,
+        )
+
+    def render(self, task_id: str, complexity: str | None = None, debug: bool = False) -> str:
+        return self.computed_context(task_id, complexity, debug).render(self.template)
+
+    def task_text(self, project: str, task_id: str, task: str) -> str:
+        """For assemble: check the task belongs to `project`; empty task text -> its objective."""
+        record = self.get(task_id)
+        if record.project != project:
+            raise ValidationError("task_id", task_id, f"name a task of project {project!r}")
+        if isinstance(task, str) and not task.strip():
+            return str(record.meta.get("objective") or record.content)
+        return task

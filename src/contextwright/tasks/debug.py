@@ -1,0 +1,60 @@
+"""The "## Context Debug" block: how a computed context came to be, for a human reading it.
+
+On with `computed_context(..., debug=True)`. `debug_enabled` reads `CONTEXTWRIGHT_DEBUG_CONTEXT`
+from an environment mapping; only the edges (CLI, server, demo) call it, the library never reads
+the environment itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .computed import ComputedContext
+
+ENV_VAR = "CONTEXTWRIGHT_DEBUG_CONTEXT"
+
+
+def debug_enabled(environ: Mapping[str, str]) -> bool:
+    return environ.get(ENV_VAR, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _list(items: object) -> str:
+    return "[" + ", ".join(str(i) for i in items) + "]" if isinstance(items, list | tuple) else "[]"
+
+
+def render_debug(c: ComputedContext) -> str:
+    s = c.stats
+    sig = s.signals
+    matched = s.nodes_matched
+    skipped = "".join(f"\n- Skipped {k}: {v}" for k, v in sorted(s.dependencies_skipped.items()))
+    return (
+        "## Context Debug\n\n"
+        "### Signals Extracted\n"
+        f"- Keywords: {_list(sig.keywords)}\n"
+        f"- Domains: {_list(sig.domains)}\n"
+        f"- Files Mentioned: {_list(sig.files_mentioned)}\n"
+        f"- Task Types: {_list(sig.task_types)}\n\n"
+        "### Knowledge Graph Query\n"
+        f"- Nodes matched: {sum(matched.get(k, 0) for k in ('pattern', 'gotcha', 'decision'))}\n"
+        f"- Patterns found: {matched.get('pattern', 0)}\n"
+        f"- Gotchas found: {matched.get('gotcha', 0)}\n"
+        f"- Decisions found: {matched.get('decision', 0)}\n"
+        f"- Related tasks found: {matched.get('task', 0)}\n\n"
+        "### Dependencies Processed\n"
+        f"- Task IDs: {_list(s.dependencies_processed)}\n"
+        f"- Patterns inherited: {s.patterns_inherited}\n"
+        f"- Warnings inherited: {s.warnings_inherited}\n"
+        f"- Blocking questions inherited: {s.questions_inherited}"
+        f"{skipped}\n\n"
+        "### Context Map Filtering\n"
+        f"- Total entries: {s.map_total}\n"
+        f"- Entries after filter: {s.map_matched}\n"
+        f"- Entries after limits: {s.map_kept}\n"
+        f"- Top relevance score: {s.top_score:g}\n\n"
+        "### Limits Applied\n"
+        f"- Complexity: {c.complexity} "
+        + ", ".join(f"{k}={v}" for k, v in c.limits.to_dict().items())
+        + "\n"
+    )

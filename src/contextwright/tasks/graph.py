@@ -1,0 +1,267 @@
+"""The knowledge graph, kept in the same store as the records (no graph database).
+
+Nodes are records: `pattern`, `gotcha` and `decision` (tags = what they apply to; meta: location,
+severity, rationale, score, task), `task` and `file`. Edges are store edges: task -> dependency
+(`depends_on`), node -> task where discovered (`discovered_in`), decision -> superseded decision
+(`supersedes`, written by the store). A `GraphSnapshot` indexes one project's live nodes by tag;
+it is rebuilt when the store's project version moves, so repeated queries cost no I/O.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..ports import Query, Store
+from ..records import Record
+from .context_map import ContextEntry
+from .handoff import Handoff, parse_handoff
+from .limits import ContextLimits
+from .signals import TaskSignals
+
+NODE_KINDS = ("pattern", "gotcha", "decision")
+DEAD = ("superseded", "cancelled", "resolved", "compacted")
+SEVERITY_BONUS = {"high": 0.5, "medium": 0.25, "low": 0.0}
+KEYWORD_WEIGHT = 1.0
+DOMAIN_WEIGHT = 0.5
+SNAPSHOT_LIMIT = 50_000
+
+
+@dataclass(frozen=True)
+class Node:
+    record: Record
+    kind: str
+    summary: str
+    tags: tuple[str, ...]
+    location: str = ""
+    severity: str = "medium"
+    rationale: str = ""
+    prior: float = 0.0  # meta.score: a node's standing weight, added to its relevance
+    task: str | None = None  # where it was discovered
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def bonus(self) -> float:
+        """What a node adds to its tag matches: meta.score, and severity for a gotcha."""
+        return self.prior + (SEVERITY_BONUS[self.severity] if self.kind == "gotcha" else 0.0)
+
+    @classmethod
+    def from_record(cls, r: Record) -> Node:
+        m = r.meta
+        raw = m.get("score", 0.0)
+        prior = float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else 0.0
+        severity = str(m.get("severity") or "medium").lower()
+        return cls(
+            record=r,
+            kind=r.kind,
+            summary=r.content.strip(),
+            tags=r.tags,
+            location=str(m.get("location") or ""),
+            severity=severity if severity in SEVERITY_BONUS else "medium",
+            rationale=str(m.get("rationale") or ""),
+            prior=prior,
+            task=str(m["task"]) if m.get("task") else None,
+        )
+
+
+@dataclass(frozen=True)
+class Match:
+    node: Node
+    relevance: float
+    keywords: tuple[str, ...]
+    domains: tuple[str, ...]
+
+    @property
+    def reason(self) -> str:
+        parts = []
+        if self.keywords:
+            parts.append(f"keywords {', '.join(self.keywords)}")
+        if self.domains:
+            parts.append(f"domains {', '.join(self.domains)}")
+        return f"knowledge graph: matches {'; '.join(parts)} (relevance {self.relevance:g})"
+
+
+@dataclass
+class Knowledge:
+    """The spec's queryRelevantKnowledge result, before the dependency merge and limits."""
+
+    patterns: list[Match] = field(default_factory=list)
+    gotchas: list[Match] = field(default_factory=list)
+    decisions: list[Match] = field(default_factory=list)
+    related_tasks: list[Match] = field(default_factory=list)
+    matched: dict[str, int] = field(default_factory=dict)  # per type, before the limits
+
+
+@dataclass
+class GraphSnapshot:
+    """One project's graph at one store version: live nodes by tag, tasks, handoffs, questions and
+    context-map entries. Built with a handful of queries; every later read is in memory."""
+
+    version: int
+    by_tag: dict[str, list[str]]  # tag -> node ids
+    by_id: dict[str, Node]
+    tasks_by_tag: dict[str, list[Record]]
+    files: list[ContextEntry]
+    tasks: dict[str, Record]
+    handoffs: dict[str, tuple[Record, Handoff]]  # task id -> its latest handoff
+    questions: dict[str, Record]
+
+    @property
+    def task_status(self) -> dict[str, str | None]:
+        return {k: r.status for k, r in self.tasks.items()}
+
+    @classmethod
+    def load(cls, store: Store, project: str) -> GraphSnapshot:
+        version = store.version(project)
+
+        def read(*kinds: str, statuses: tuple[str, ...] | None = None) -> list[Record]:
+            q = Query(
+                project,
+                None,
+                kinds=kinds,
+                statuses=statuses,
+                limit=SNAPSHOT_LIMIT,
+                newest_first=False,
+            )
+            return store.query(q)
+
+        tasks = {r.id: r for r in read("task")}
+
+        def done(task_id: object) -> bool:
+            # Knowledge from a task that was reopened or cancelled is not known yet.
+            r = tasks.get(str(task_id)) if task_id else None
+            return r is None or r.status == "completed"
+
+        by_tag: dict[str, list[str]] = {}
+        by_id: dict[str, Node] = {}
+        for r in read(*NODE_KINDS):
+            if r.status in DEAD or not done(r.meta.get("task")):
+                continue
+            by_id[r.id] = Node.from_record(r)
+            for t in r.tags:
+                by_tag.setdefault(t, []).append(r.id)
+        tasks_by_tag: dict[str, list[Record]] = {}
+        for r in tasks.values():
+            if r.status == "completed":  # related tasks are finished work to learn from
+                for t in r.tags:
+                    tasks_by_tag.setdefault(t, []).append(r)
+        files = [
+            ContextEntry.from_record(r)
+            for r in read("file", statuses=("active",))
+            if done(r.meta.get("task"))
+        ]
+        handoffs: dict[str, tuple[Record, Handoff]] = {}
+        for r in read("handoff"):  # oldest first: the latest handoff of a task wins
+            if r.reply_to in tasks and isinstance(r.meta.get("handoff"), Mapping):
+                handoffs[r.reply_to] = (r, parse_handoff(r.meta["handoff"]))
+        questions = {r.id: r for r in read("question")}
+        return cls(version, by_tag, by_id, tasks_by_tag, files, tasks, handoffs, questions)
+
+    def files_visible_to(self, agent: str | None) -> list[ContextEntry]:
+        if agent is None:
+            return self.files
+        return [e for e in self.files if e.record is None or e.record.visible_to(agent)]
+
+
+class GraphCache:
+    """One snapshot per project, replaced when the project's store version changes."""
+
+    def __init__(self, store: Store, size: int = 16) -> None:
+        self.store = store
+        self.size = size
+        self._lock = threading.Lock()
+        self._snaps: dict[str, GraphSnapshot] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, project: str) -> GraphSnapshot:
+        version = self.store.version(project)
+        with self._lock:
+            snap = self._snaps.get(project)
+            if snap is not None and snap.version == version:
+                self.hits += 1
+                return snap
+        fresh = GraphSnapshot.load(self.store, project)
+        with self._lock:
+            self.misses += 1
+            if len(self._snaps) >= self.size and project not in self._snaps:
+                self._snaps.pop(next(iter(self._snaps)))
+            self._snaps[project] = fresh
+        return fresh
+
+
+def query_relevant_knowledge(
+    snap: GraphSnapshot,
+    signals: TaskSignals,
+    limits: ContextLimits,
+    *,
+    agent: str | None = None,
+    exclude_tasks: Sequence[str] = (),
+    extra: int = 0,
+) -> Knowledge:
+    """Nodes whose tags match the signals, scored, deduplicated, best first per type.
+
+    relevance = 1 per keyword tag + 0.5 per domain tag + severity bonus (gotchas) + meta.score.
+    Not offered: superseded/resolved nodes and nodes of a reopened task (left out of the snapshot)
+    and nodes the agent may not see. `extra` asks for that many more per type, so that the caller
+    can drop the nodes it already has from the dependencies.
+    """
+    keywords = set(signals.keywords)
+    score: dict[str, float] = {}
+    for tag in signals.tags:
+        weight = KEYWORD_WEIGHT if tag in keywords or tag not in signals.domains else DOMAIN_WEIGHT
+        for node_id in snap.by_tag.get(tag, ()):
+            score[node_id] = score.get(node_id, 0.0) + weight
+    by_kind: dict[str, list[tuple[Node, float]]] = {k: [] for k in NODE_KINDS}
+    for node_id, rel in score.items():
+        node = snap.by_id[node_id]
+        if agent is not None and not node.record.visible_to(agent):
+            continue
+        by_kind[node.kind].append((node, round(rel + node.bonus, 4)))
+
+    def best(kind: str, k: int) -> list[Match]:
+        top = heapq.nsmallest(
+            k, by_kind[kind], key=lambda nr: (-nr[1], -nr[0].record.created_at, nr[0].id)
+        )
+        return [_explain(node, rel, signals) for node, rel in top]
+
+    exclude = set(exclude_tasks)
+    related: dict[str, tuple[Record, list[str]]] = {}
+    for tag in signals.tags:
+        for r in snap.tasks_by_tag.get(tag, ()):
+            if r.id in exclude or (agent is not None and not r.visible_to(agent)):
+                continue
+            related.setdefault(r.id, (r, []))[1].append(tag)
+    top_related = heapq.nsmallest(
+        limits.max_related_tasks,
+        related.values(),
+        key=lambda rt: (-len(rt[1]), -rt[0].created_at, rt[0].id),
+    )
+    related_matches = [
+        Match(Node(record=r, kind="task", summary=r.content, tags=r.tags), len(t), tuple(t), ())
+        for r, t in top_related
+    ]
+    return Knowledge(
+        patterns=best("pattern", limits.max_patterns + extra),
+        gotchas=best("gotcha", limits.max_gotchas + extra),
+        decisions=best("decision", limits.max_decisions + extra),
+        related_tasks=related_matches,
+        matched={
+            "pattern": len(by_kind["pattern"]),
+            "gotcha": len(by_kind["gotcha"]),
+            "decision": len(by_kind["decision"]),
+            "task": len(related),
+        },
+    )
+
+
+def _explain(node: Node, rel: float, signals: TaskSignals) -> Match:
+    tags = set(node.tags)
+    kws = tuple(t for t in signals.keywords if t in tags)
+    doms = tuple(t for t in (*signals.domains, *signals.task_types) if t in tags and t not in kws)
+    return Match(node, rel, kws, doms)

@@ -1,0 +1,253 @@
+"""Vector search for the engine: a background embedder and the `vector` source, whose signal is
+fused with full text by scoring.fuse_relevance.
+
+Embedding is the slowest step of ingest (MiniLM int8 embeds a few hundred short texts a second on
+two threads), so `add` never waits for it: records are searchable by full text at once, and a
+daemon thread embeds what the store reports as unembedded, in batches, as soon as it is told that
+records arrived. Every trace says how far behind it is (`notes.vectors.lag`). An embedder that
+fails to load, or a store without vector support, leaves the engine on full text alone, and every
+trace says that too.
+
+    engine = Engine.open("sqlite:///team.db", embedder="minilm")
+    engine.add(project="p", author="ann", kind="note", content="the cache lives in redis")
+    engine.wait_for_embeddings()
+    engine.assemble(project="p", agent="bob", task="where is the key-value store?")
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from .candidates import Candidate
+from .ports import Embedder, VectorStore
+from .records import Record
+from .sources import SourceContext, record_candidate, section_for
+
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .trace import Trace
+
+BATCH = 64
+# Below this share of the best hit's similarity a vector hit is only a suggestion.
+SUGGEST_BELOW = 0.6
+
+
+def embed_text(r: Record) -> str:
+    """What gets embedded: the author's name helps questions that name people ("what did Ann...")."""
+    return f"{r.author}: {r.content}"
+
+
+def supports_vectors(store: object) -> bool:
+    return all(
+        callable(getattr(store, m, None))
+        for m in ("unembedded", "unembedded_count", "put_vectors", "vector_search")
+    )
+
+
+class EmbeddingWorker:
+    """A daemon thread that embeds unembedded records in batches until told to stop."""
+
+    def __init__(self, store: VectorStore, embedder: Embedder, batch: int = BATCH) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.batch = batch
+        self.embedded = 0
+        self.error: str | None = None
+        self._inflight = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="cw-embedder", daemon=True)
+        self._wake.set()
+        self._thread.start()
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    def lag(self) -> int:
+        """Records not yet searchable by vector (in flight included)."""
+        with self._lock:
+            inflight = self._inflight
+        return self.store.unembedded_count(self.embedder.name) + inflight
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every record stored so far has a vector; False on timeout or if the
+        worker is failing."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self.notify()
+        while self.lag() > 0:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            if not self._thread.is_alive():
+                return False
+            time.sleep(0.02)
+        return True
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=1.0)
+            self._wake.clear()
+            try:
+                while not self._stop.is_set() and self._step():
+                    pass
+            except Exception as exc:  # keep the engine up; the trace shows the error
+                self.error = f"{type(exc).__name__}: {exc}"
+                time.sleep(0.5)
+                continue
+
+    def _step(self) -> bool:
+        records = self.store.unembedded(self.embedder.name, self.batch)
+        if not records:
+            return False
+        with self._lock:
+            self._inflight = len(records)
+        try:
+            vecs = self.embedder.embed([embed_text(r) for r in records])
+            self.store.put_vectors(
+                self.embedder.name, [(r.id, vecs[i]) for i, r in enumerate(records)]
+            )
+            self.embedded += len(records)
+            self.error = None
+        finally:
+            with self._lock:
+                self._inflight = 0
+        return True
+
+
+class VectorSource:
+    """Records nearest to the task by cosine similarity of their embeddings. Each candidate
+    carries a `vector` signal (cosine / best cosine) that scoring.fuse_relevance fuses with `bm25`
+    into `relevance`."""
+
+    name = "vector"
+
+    def __init__(self, embedder: Embedder, cache_size: int = 256) -> None:
+        self.embedder = embedder
+        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def query_vector(self, text: str) -> Any:
+        with self._lock:
+            vec = self._cache.get(text)
+            if vec is not None:
+                self._cache.move_to_end(text)
+                return vec
+        vec = self.embedder.embed([text])[0]
+        with self._lock:
+            self._cache[text] = vec
+            while len(self._cache) > 256:
+                self._cache.popitem(last=False)
+        return vec
+
+    def run(self, ctx: SourceContext) -> list[Candidate]:
+        store = ctx.store
+        if not ctx.task.strip() or not supports_vectors(store):
+            return []
+        vec = self.query_vector(ctx.task)
+        hits = store.vector_search(  # type: ignore[attr-defined]
+            ctx.project, ctx.agent, vec, ctx.limit(self.name, 40), self.embedder.name
+        )
+        if not hits:
+            return []
+        top = max(hits[0].score, 1e-6)
+        out = []
+        for h in hits:
+            r = h.record
+            if r.kind == "tool_call":
+                continue
+            rel = max(h.score, 0.0) / top
+            section = section_for(r, "knowledge" if rel >= SUGGEST_BELOW else "suggestions")
+            reason = f"close in meaning to the task (cosine {h.score:.2f})"
+            out.append(record_candidate(r, ctx, self.name, section, reason, vector=round(rel, 6)))
+        return out
+
+
+class Vectors:
+    """The engine's vector side: owns the worker and the source, and reports on every trace."""
+
+    def __init__(self, engine: Engine, embedder: Embedder | str | None) -> None:
+        from .embedders import load_embedder
+        from .errors import ValidationError
+
+        self.engine = engine
+        self.embedder: Embedder | None = None
+        self.worker: EmbeddingWorker | None = None
+        self.source: VectorSource | None = None
+        self.problem: str | None = "no embedder configured; relevance is full text alone"
+        if embedder is None:
+            return
+        if isinstance(embedder, str):
+            try:
+                self.embedder = load_embedder(embedder)
+            except ValidationError:
+                raise
+            except Exception as exc:  # missing extra, corrupt model: fall back, loudly
+                self.problem = (
+                    f"embedder {embedder!r} failed to load ({type(exc).__name__}: {exc}); "
+                    "relevance is full text alone"
+                )
+                return
+        else:
+            self.embedder = embedder
+        if self.embedder is None:
+            return
+        if not supports_vectors(engine.store):
+            self.problem = (
+                f"store {engine.store.url} keeps no vectors; relevance is full text alone"
+            )
+            self.embedder = None
+            return
+        self.problem = None
+        self.source = VectorSource(self.embedder)
+        self.worker = EmbeddingWorker(engine.store, self.embedder)  # type: ignore[arg-type]
+        engine.sources.append(self.source)
+
+    @property
+    def on(self) -> bool:
+        return self.worker is not None
+
+    def notify(self) -> None:
+        if self.worker is not None:
+            self.worker.notify()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return True if self.worker is None else self.worker.wait(timeout)
+
+    def status(self) -> dict[str, Any]:
+        if self.worker is None or self.embedder is None:
+            return {"on": False, "reason": self.problem}
+        out: dict[str, Any] = {
+            "on": True,
+            "embedder": self.embedder.name,
+            "fusion": self.engine.scoring.fusion,
+            "lag": self.worker.lag(),
+        }
+        if self.worker.error:
+            out["error"] = self.worker.error
+        return out
+
+    def warnings(self) -> list[str]:
+        if self.worker is None:
+            return (
+                []
+                if self.problem is None or self.problem.startswith("no embedder")
+                else [self.problem]
+            )
+        if self.worker.error:
+            return [f"the embedder is failing ({self.worker.error}); vector results may be stale"]
+        return []
+
+    def annotate(self, trace: Trace) -> None:
+        trace.notes["vectors"] = self.status()
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()

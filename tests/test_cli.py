@@ -1,0 +1,205 @@
+"""The `contextwright` command, through click's CliRunner and once as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+
+from contextwright import Engine
+from contextwright.cli import cli
+
+LOCOMO = Path("/work/shared/data/locomo/locomo-dev.json")
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'cli.db'}"
+
+
+def run(db: str, *args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(cli, ["--db", db, *args], input=input)
+
+
+def ok(result: Result) -> str:
+    assert result.exit_code == 0, (result.output, result.stderr)
+    return result.stdout
+
+
+def one_line_error(result: Result, *expected: str) -> str:
+    assert result.exit_code != 0
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    err = result.stderr.strip()
+    assert "Traceback" not in result.output
+    assert len(err.splitlines()) == 1, err
+    for text in expected:
+        assert text in err
+    return err
+
+
+def all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    out = [prefix]
+    for name, cmd in group.commands.items():
+        if isinstance(cmd, click.Group):
+            out += all_commands(cmd, (*prefix, name))
+        else:
+            out.append((*prefix, name))
+    return out
+
+
+@pytest.mark.parametrize("path", all_commands(cli), ids=lambda p: " ".join(p) or "contextwright")
+def test_help_everywhere(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0 and "Usage:" in result.output
+
+
+def test_add_assemble_trace(db: str) -> None:
+    rid = ok(run(db, "add", "-p", "acme", "-a", "alice", "@bob the login bug is in auth.py")).strip()
+    assert len(rid) == 26
+    piped = ok(run(db, "add", "-p", "acme", "-a", "carol", "-k", "decision", "--json", input="Use JWT."))
+    assert json.loads(piped)["kind"] == "decision"
+
+    text = ok(run(db, "assemble", "-p", "acme", "-a", "bob", "-t", "fix the login bug", "-b", "2000"))
+    assert "login bug is in auth.py" in text and "Use JWT." in text
+    data = json.loads(
+        ok(run(db, "assemble", "-p", "acme", "-a", "bob", "-t", "login", "--format", "openai", "--json"))
+    )
+    assert data["format"] == "openai" and data["tokens"] <= data["available"]
+
+    shown = ok(run(db, "trace", "show", data["trace_id"]))
+    assert data["trace_id"] in shown and "kept" in shown
+    as_json = json.loads(ok(run(db, "trace", "show", data["trace_id"], "--json")))
+    assert as_json["request"]["task"] == "login"
+    listed = json.loads(ok(run(db, "trace", "list", "-p", "acme", "-a", "bob", "--json")))
+    assert data["trace_id"] in [t["id"] for t in listed]
+
+
+def test_import_jsonl_openai_and_locomo(db: str, tmp_path: Path) -> None:
+    jsonl = tmp_path / "r.jsonl"
+    jsonl.write_text(
+        "\n".join(json.dumps({"author": "a", "content": f"line {i}"}) for i in range(5)) + "\n"
+    )
+    assert json.loads(ok(run(db, "import", str(jsonl), "-p", "acme", "--json")))["imported"] == 5
+
+    chatgpt = [
+        {
+            "id": "conv-1",
+            "title": "Auth",
+            "current_node": "n2",
+            "mapping": {
+                "n0": {"message": None, "parent": None},
+                "n1": {
+                    "message": {"author": {"role": "user"}, "content": {"parts": ["How do JWTs expire?"]}, "create_time": 1.7e9},
+                    "parent": "n0",
+                },
+                "n2": {
+                    "message": {"author": {"role": "assistant"}, "content": {"parts": ["Via the exp claim."]}, "create_time": 1.7e9 + 5},
+                    "parent": "n1",
+                },
+            },
+        },
+        {"messages": [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]},
+    ]
+    export = tmp_path / "conversations.json"
+    export.write_text(json.dumps(chatgpt))
+    out = ok(run(db, "import", str(export), "-p", "chat", "--format", "openai"))
+    assert "imported 4 records" in out
+
+    sample = json.loads(LOCOMO.read_text())[:1]
+    loco = tmp_path / "locomo.json"
+    loco.write_text(json.dumps(sample))
+    result = run(db, "import", str(loco), "-p", "loco", "--format", "locomo", "--json")
+    n = json.loads(ok(result))["imported"]
+    assert n > 100 and "importing" in result.stderr  # the progress bar
+    with Engine.open(db) as engine:
+        assert engine.store.count("acme") == 5
+        assert engine.store.count("chat") == 4
+        assert engine.store.count("loco") == n
+        assert {r.author for r in engine.records("chat", limit=10)} == {"user", "assistant"}
+
+
+def test_import_rejects_a_bad_file_and_stores_nothing(db: str, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"author": "a", "content": "fine"}\n{"author": "a", "content": 7}\n')
+    one_line_error(run(db, "import", str(bad), "-p", "acme"), "item 2", "content")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"author": "a", "content": "fine"}\n{not json\n')
+    one_line_error(run(db, "import", str(broken), "-p", "acme"), "line 2")
+    one_line_error(run(db, "import", str(tmp_path / "missing.jsonl"), "-p", "acme"), "path")
+    with Engine.open(db) as engine:
+        assert engine.store.count() == 0
+
+
+def test_errors_are_one_line(db: str, tmp_path: Path) -> None:
+    one_line_error(run(db, "trace", "show", "NOPE"), "trace 'NOPE' does not exist")
+    one_line_error(run(db, "add", "-p", "acme", "-a", "bad name", "x"), "author")
+    one_line_error(run(db, "assemble", "-p", "acme", "-a", "ghost", "-t", "x"), "ghost")
+    one_line_error(run(db, "assemble", "-p", "acme", "-a", "bob", "-b", "lots"), "--budget")
+    one_line_error(run("sqlite:///no/such/dir/x.db", "trace", "show", "x"), "does not exist")
+    one_line_error(run("nosuch://x", "trace", "show", "x"), "url")
+    usage = one_line_error(run(db, "add", "-p", "acme"), "Missing option", "--help")
+    assert usage.startswith("error: ")
+    one_line_error(run(db, "nosuchcommand"), "No such command")
+
+
+def test_session_commands(db: str) -> None:
+    with Engine.open(db) as engine:
+        for i in range(12):
+            engine.sessions.append("acme", "dev", "s1", "user" if i % 2 == 0 else "assistant", f"turn {i} " * 30)
+    gauge = json.loads(ok(run(db, "session", "gauge", "-p", "acme", "-a", "dev", "s1", "-b", "2000", "--json")))
+    assert gauge["used"] > 0 and "compaction_hint" in gauge
+    assert "tokens" in ok(run(db, "session", "gauge", "-p", "acme", "-a", "dev", "s1"))
+    compacted = json.loads(ok(run(db, "session", "compact", "-p", "acme", "-a", "dev", "s1", "--json")))
+    assert compacted["replaced"] > 0
+    reset = ok(run(db, "session", "reset", "-p", "acme", "-a", "dev", "s1", "--new-session", "s2"))
+    assert "s2" in reset
+    one_line_error(run(db, "session", "compact", "-p", "acme", "-a", "dev", "s1", "--keep", "2"), "--keep")
+    one_line_error(run(db, "session", "reset", "-p", "acme", "-a", "dev", "s2", "--new-session", "s2"))
+
+
+def test_rules_check(tmp_path: Path) -> None:
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "a.json").write_text(json.dumps({"rules": [
+        {"name": "no-tools", "when": {"field": "task", "contains": "review"},
+         "then": [{"suppress": {"kind": "tool_result"}}]}]}))
+    assert "1 rules OK" in ok(CliRunner().invoke(cli, ["rules", "check", str(good)]))
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "b.json").write_text(json.dumps({"rules": [{"name": "x", "then": []}]}))
+    result = CliRunner().invoke(cli, ["rules", "check", str(bad), "--json"])
+    assert result.exit_code == 1
+    problems = json.loads(result.stdout)
+    assert problems and problems[0]["file"].endswith("b.json") and problems[0]["field"]
+    one_line_error(CliRunner().invoke(cli, ["rules", "check", str(tmp_path / "nope")]), "DIRECTORY")
+
+
+def test_bench_recall_small(tmp_path: Path) -> None:
+    sample = json.loads(LOCOMO.read_text())[:1]
+    sample[0]["qa"] = sample[0]["qa"][:3]
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(sample))
+    result = CliRunner().invoke(
+        cli,
+        ["bench", "recall", "--dataset", "locomo", "--path", str(path), "--budgets", "500,1000",
+         "--embedder", "none", "--json"],
+    )
+    report = json.loads(ok(result))
+    assert {r["budget"] for r in report["results"]} == {500, 1000}
+    assert all(0.0 <= r["turn_recall"] <= 1.0 for r in report["results"])
+
+
+def test_real_subprocess(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'sub.db'}"
+    cmd = [sys.executable, "-m", "contextwright.cli", "--db", db]
+    added = subprocess.run([*cmd, "add", "-p", "acme", "-a", "alice", "hello"], capture_output=True, text=True, timeout=60)
+    assert added.returncode == 0 and len(added.stdout.strip()) == 26
+    failed = subprocess.run([*cmd, "trace", "show", "NOPE"], capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 1
+    assert failed.stderr.strip() == "error: trace 'NOPE' does not exist"
+    assert failed.stdout == ""

@@ -1,0 +1,214 @@
+"""The inspector page in real headless Chromium (Debian's, never a downloaded one), against real
+uvicorn on 127.0.0.1: the main flows are clicked through, and screenshots land in docs/img/."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from servers import running
+
+from contextwright import Engine
+from contextwright.server import create_app
+from contextwright.settings import Settings
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+IMG = Path(__file__).resolve().parent.parent / "docs" / "img"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian chromium (make test)"),
+]
+
+
+def seed(engine: Engine) -> None:
+    engine.register_agent("acme", "bob", "developer")
+    engine.register_agent("acme", "carol", "reviewer")
+    add = engine.add
+    add(project="acme", author="carol", kind="decision",
+        content="Sessions use short-lived JWTs (15 min) with refresh tokens in httpOnly cookies.")
+    add(project="acme", author="alice", kind="gotcha", tags=["auth"],
+        content="The login handler caches the user for 5 minutes; invalidate it on logout.")
+    add(project="acme", author="alice", kind="constraint",
+        content="Never log tokens or passwords, not even at debug level.")
+    add(project="acme", author="alice", content="@bob the login bug: users are logged out after 60s. Can you fix it?")
+    add(project="acme", author="dave", kind="question", content="Should refresh tokens rotate on every use?")
+    add(project="acme", author="alice", kind="note", visibility="private",
+        content="Private: I suspect the clock skew on the auth server.")
+    for i in range(30):
+        add(project="acme", author="bob" if i % 2 else "alice", session="s1",
+            content=f"Turn {i}: looked at auth middleware, token expiry and the refresh flow ({i}).")
+    add(project="acme", author="bob", kind="tool_result", session="s1",
+        content="pytest tests/test_login.py: 3 failed, 12 passed (TokenExpired at auth.py:88)")
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    db = tmp_path_factory.mktemp("inspector") / "inspector.db"
+    engine = Engine.open(f"sqlite:///{db}")
+    seed(engine)
+    with running(create_app(engine, Settings())) as url:
+        yield url
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def page(base: str) -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        context = browser.new_context(viewport={"width": 1360, "height": 900})
+        pg = context.new_page()
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(f"{base}/")
+        pg.wait_for_selector("body[data-ready='1']")
+        yield pg
+        assert errors == []
+        browser.close()
+
+
+def assemble(pg: object, agent: str, task: str, budget: int, session: str = "") -> str:
+    from playwright.sync_api import Page
+
+    assert isinstance(pg, Page)
+    before = pg.evaluate("document.body.dataset.trace || ''")
+    pg.fill("#project", "acme")
+    pg.fill("#agent", agent)
+    pg.fill("#task", task)
+    pg.fill("#budget", str(budget))
+    pg.fill("#session", session)
+    pg.click("#assemble")
+    pg.wait_for_function(f"document.body.dataset.trace && document.body.dataset.trace !== '{before}'")
+    return str(pg.evaluate("document.body.dataset.trace"))
+
+
+def test_window_sections_and_gauge(page: object) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    assert page.input_value("#project") == "acme"
+    assemble(page, "bob", "fix the login bug where users are logged out", 900, session="s1")
+    expect(page.locator("#gauge")).to_be_visible()
+    expect(page.locator("#session-gauge")).to_contain_text("Session s1")
+    expect(page.locator("#session-gauge")).to_contain_text("70%")
+    expect(page.locator("#gauge-text")).to_contain_text("/ 900 tokens")
+    sections = page.locator("details.section")
+    assert sections.count() >= 3
+    state = page.locator("details.section[data-section='state'] summary")
+    expect(state).to_contain_text("tokens")
+    expect(page.locator("#sections")).to_contain_text("login bug")
+    expect(page.locator("#sections")).not_to_contain_text("clock skew")  # alice's private note
+    assert page.locator("ol.items .tok").first.inner_text().endswith("tok")
+    page.screenshot(path=str(IMG / "inspector-window.png"), full_page=False)
+
+
+def test_kept_and_dropped_with_reasons(page: object) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    assemble(page, "bob", "fix the login bug where users are logged out", 400)
+    page.click("#tabs button[data-tab=items]")
+    rows = page.locator("#items tbody tr")
+    assert rows.count() > 5
+    page.check("input[name=decision][value=dropped]")
+    expect(page.locator("#items tbody tr.dropped").first).to_be_visible()
+    assert page.locator("#items tbody tr:not(.dropped)").count() == 0
+    first = page.locator("#items tbody tr").first
+    expect(first.locator("td").nth(6)).to_contain_text("=")  # score components
+    expect(first.locator("td").nth(7)).not_to_be_empty()  # the reason
+    page.check("input[name=decision][value=all]")
+    page.screenshot(path=str(IMG / "inspector-items.png"))
+
+
+def test_source_latency(page: object) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    page.click("#tabs button[data-tab=sources]")
+    expect(page.locator("#latency")).to_contain_text("ms")
+    assert page.locator("#sources tbody tr").count() >= 3
+    expect(page.locator("#sources tbody tr[data-source=fulltext]")).to_be_visible()
+    page.screenshot(path=str(IMG / "inspector-sources.png"))
+
+
+def test_compare_two_assemblies(page: object) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    a = assemble(page, "bob", "fix the login bug", 2000)
+    b = assemble(page, "carol", "review the login fix", 2000)
+    page.click("#tabs button[data-tab=compare]")
+    page.fill("#agent", "")
+    page.click("#refresh-traces")
+    page.wait_for_selector(f"#trace-a option[value='{a}']", state="attached")
+    page.select_option("#trace-a", a)
+    page.select_option("#trace-b", b)
+    page.click("#compare")
+    out = page.locator("#compare-out")
+    expect(out).to_contain_text("Request changes")
+    expect(out).to_contain_text("agent")
+    expect(out.locator("table.diff")).to_be_visible()
+    page.screenshot(path=str(IMG / "inspector-compare.png"))
+
+
+def test_replay_with_another_budget(page: object) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    trace = assemble(page, "bob", "fix the login bug where users are logged out", 3000)
+    page.click("#tabs button[data-tab=replay]")
+    expect(page.locator("#replay-of")).to_have_text(trace)
+    page.fill("#replay-budget", "250")
+    page.click("#replay")
+    out = page.locator("#replay-out")
+    expect(out).to_contain_text("available 3000 → 250")
+    expect(out.locator("table.diff tbody tr").first).to_be_visible()
+    expect(out.locator(".badge.dropped").first).to_be_visible()
+    page.screenshot(path=str(IMG / "inspector-replay.png"))
+
+
+def test_replay_rejects_bad_rules_with_the_field(page: object) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    page.click("#tabs button[data-tab=replay]")
+    page.fill("#replay-rules", '[{"rules": [{"name": "x"}]}]')
+    page.click("#replay")
+    expect(page.locator("#error")).to_contain_text("422")
+    page.fill("#replay-rules", "")
+
+
+def test_browse_records_with_filters(page: object) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    page.click("#tabs button[data-tab=records]")
+    page.fill("#rf-agent", "bob")
+    page.fill("#rf-kind", "decision")
+    page.click("#browse")
+    rows = page.locator("#records tbody tr")
+    expect(rows.first).to_contain_text("decision")
+    assert rows.count() == 1
+    page.fill("#rf-kind", "")
+    page.fill("#rf-limit", "100")
+    page.click("#browse")
+    expect(page.locator("#records tbody")).not_to_contain_text("clock skew")
+    page.fill("#rf-agent", "alice")
+    page.click("#browse")
+    expect(page.locator("#records tbody")).to_contain_text("clock skew")
+    page.fill("#rf-agent", "bob")
+    page.click("#browse")
+    page.screenshot(path=str(IMG / "inspector-records.png"))

@@ -1,0 +1,173 @@
+"""The MCP server, driven by the SDK's own client: stdio (a real subprocess) and streamable HTTP
+(real uvicorn on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from contextwright import Engine
+from contextwright.mcpserver import TOOLS, build_server
+from servers import running
+
+
+def _data(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result
+    if result.structured_content is not None:
+        sc = result.structured_content
+        return sc.get("result", sc) if set(sc) == {"result"} else sc
+    return json.loads(result.content[0].text)
+
+
+def _prepare(engine: Engine) -> str:
+    """A task to complete over MCP; returns its id."""
+    return engine.tasks.create("acme", name="JWT", objective="Add JWT auth to the API").id
+
+
+async def _exercise(client: Client, task_id: str) -> None:
+    tools = {t.name for t in (await client.list_tools()).tools}
+    assert set(TOOLS) <= tools
+
+    posted = _data(
+        await client.call_tool(
+            "post_message",
+            {"project": "acme", "author": "alice", "content": "@bob the login bug is in auth.py"},
+        )
+    )
+    assert posted["mentions"] == ["bob"]
+    await client.call_tool(
+        "post_message",
+        {
+            "project": "acme",
+            "author": "alice",
+            "content": "secret salary note",
+            "visibility": "private",
+        },
+    )
+
+    window = _data(
+        await client.call_tool(
+            "assemble_context",
+            {"project": "acme", "agent": "bob", "task": "fix the login bug", "budget": 2000},
+        )
+    )
+    assert "login bug is in auth.py" in window["text"]
+    assert "salary" not in window["text"]
+    assert window["tokens"] <= window["available"]
+
+    found = _data(
+        await client.call_tool(
+            "search_memory", {"project": "acme", "agent": "bob", "query": "login"}
+        )
+    )
+    assert [r["author"] for r in found["results"]] == ["alice"]
+    hidden = _data(
+        await client.call_tool(
+            "search_memory", {"project": "acme", "agent": "bob", "query": "salary"}
+        )
+    )
+    assert hidden["results"] == []
+
+    trace = await client.read_resource(f"trace://{window['trace_id']}")
+    body = json.loads(trace.contents[0].text)
+    assert body["id"] == window["trace_id"] and body["agent"] == "bob"
+
+    bad = await client.call_tool(
+        "post_message", {"project": "acme", "author": "alice", "content": "x", "kind": "nope"}
+    )
+    assert bad.is_error
+    assert "kind='nope'" in bad.content[0].text
+
+    unknown = await client.call_tool(
+        "assemble_context", {"project": "acme", "agent": "nobody", "task": "x"}
+    )
+    assert unknown.is_error and "nobody" in unknown.content[0].text
+
+    for i in range(10):
+        await client.call_tool(
+            "post_message",
+            {"project": "acme", "author": "bob", "session": "s1", "content": f"turn {i} on auth"},
+        )
+    gauge = _data(
+        await client.call_tool("session_gauge", {"project": "acme", "agent": "bob", "session": "s1"})
+    )
+    assert gauge["used"] > 0 and gauge["compaction_hint"] is False
+    compacted = _data(
+        await client.call_tool(
+            "compact_session", {"project": "acme", "agent": "bob", "session": "s1"}
+        )
+    )
+    assert compacted["replaced"] > 0 and compacted["summary"]
+
+    done = _data(
+        await client.call_tool(
+            "complete_task",
+            {"task_id": task_id, "handoff": {"summary": "JWT added"}, "agent": "bob"},
+        )
+    )
+    assert done["status"] == "completed"
+    again = await client.call_tool(
+        "complete_task", {"task_id": task_id, "handoff": {"summary": "x"}}
+    )
+    assert again.is_error and "already completed" in again.content[0].text
+
+
+def test_stdio_subprocess(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'mcp.db'}"
+    with Engine.open(db) as engine:
+        task_id = _prepare(engine)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "contextwright.cli", "--db", db, "mcp"],
+        env={"HOME": str(tmp_path)},
+    )
+
+    async def go() -> None:
+        async with Client(params, read_timeout_seconds=60) as client:
+            await _exercise(client, task_id)
+
+    asyncio.run(go())
+    # The subprocess wrote to the same file the library reads.
+    with Engine.open(db) as engine:
+        assert engine.get(task_id).status == "completed"
+        assert len(engine.records("acme", author="alice", limit=100)) == 2
+
+
+def test_streamable_http_uvicorn(tmp_path: Path) -> None:
+    engine = Engine.open(f"sqlite:///{tmp_path / 'mcp-http.db'}")
+    app = build_server(engine).streamable_http_app()
+    task_id = _prepare(engine)
+
+    async def go(url: str) -> None:
+        async with Client(url, read_timeout_seconds=60) as client:
+            await _exercise(client, task_id)
+
+    try:
+        with running(app, ready_path="/mcp") as base:
+            asyncio.run(go(f"{base}/mcp"))
+        assert engine.get(task_id).status == "completed"
+        assert len(engine.records("acme", author="alice", limit=100)) == 2
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("tool", ["post_message", "assemble_context", "search_memory"])
+def test_missing_arguments_are_tool_errors(tool: str) -> None:
+    engine = Engine.open("memory://")
+    server = build_server(engine)
+
+    async def go() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool(tool, {"project": 5})
+
+    result = asyncio.run(go())
+    engine.close()
+    assert result.is_error
+    assert engine.store.count() == 0

@@ -1,0 +1,329 @@
+"""Records: every field, time-sortable ids, idempotent client ids, hash, tokens and @mentions at
+ingest, validation that names field, value and fix, and status changes as new facts."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import pytest
+
+from contextwright import KINDS, Engine, Record, ValidationError
+from contextwright.ids import new_id
+from contextwright.records import (
+    FIELDS,
+    MAX_CONTENT_CHARS,
+    build_record,
+    content_hash,
+    parse_mentions,
+)
+from contextwright.tokens import default_counter
+
+FIXED = 1_750_000_000.0
+
+
+def full_record(**over: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": "rec-1",
+        "project": "acme",
+        "milestone": "m1",
+        "session": "s1",
+        "author": "alice",
+        "kind": "decision",
+        "to": ["bob", "carol"],
+        "visibility": "direct",
+        "tags": ["Auth", "login"],
+        "refs": ["src/auth.py", "https://example.com/spec"],
+        "status": "active",
+        "supersedes": "rec-0",
+        "reply_to": "rec-q",
+        "pinned": True,
+        "created_at": FIXED,
+        "content": "We use JWT. @bob please review src/auth.py, cc @carol.",
+        "meta": {"source": "standup", "weights": [1, 2.5], "nested": {"ok": True}},
+    }
+    data.update(over)
+    return data
+
+
+def test_every_field_is_kept_and_derived_fields_are_computed() -> None:
+    counter = default_counter()
+    r = build_record(full_record(), counter.count)
+    assert set(FIELDS) == {f.name for f in dataclasses.fields(Record)}
+    assert r.id == "rec-1"
+    assert (r.project, r.milestone, r.session, r.author) == ("acme", "m1", "s1", "alice")
+    assert r.kind == "decision"
+    assert r.to == ("bob", "carol")
+    assert r.visibility == "direct"
+    assert r.tags == ("auth", "login")  # tags are lowercased
+    assert r.refs == ("src/auth.py", "https://example.com/spec")
+    assert r.status == "active"
+    assert (r.supersedes, r.reply_to, r.pinned) == ("rec-0", "rec-q", True)
+    assert r.created_at == FIXED
+    assert r.mentions == ("bob", "carol")
+    assert r.tokens == counter.count(r.content) > 0
+    assert r.content_hash == content_hash(r.content)
+    assert r.meta == {"source": "standup", "weights": [1, 2.5], "nested": {"ok": True}}
+    d = r.to_dict()
+    assert set(d) == set(FIELDS)
+    assert d["to"] == ["bob", "carol"]
+
+
+def test_record_is_immutable() -> None:
+    r = build_record(full_record(), default_counter().count)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.content = "edited"  # type: ignore[misc]
+
+
+def test_defaults_for_a_minimal_record() -> None:
+    r = build_record({"project": "p", "author": "a", "content": "hi"}, len, now=FIXED)
+    assert r.kind == "message"
+    assert r.visibility == "project"
+    assert r.status is None
+    assert r.created_at == FIXED
+    assert (r.to, r.tags, r.refs, r.mentions) == ((), (), (), ())
+    assert r.pinned is False
+    assert r.meta == {}
+    assert len(r.id) == 26
+
+
+@pytest.mark.parametrize(
+    ("kind", "status"),
+    [("task", "open"), ("question", "open"), ("decision", "active"), ("note", None)],
+)
+def test_open_kinds_start_open(kind: str, status: str | None) -> None:
+    r = build_record({"project": "p", "author": "a", "content": "x", "kind": kind}, len)
+    assert r.status == status
+
+
+def test_every_kind_is_accepted() -> None:
+    for kind in KINDS:
+        assert (
+            build_record({"project": "p", "author": "a", "content": "x", "kind": kind}, len).kind
+            == kind
+        )
+
+
+def test_ids_sort_by_creation_time() -> None:
+    times = [FIXED + i * 0.5 for i in range(50)]
+    ids = [new_id(int(t * 1000)) for t in times]
+    assert ids == sorted(ids)
+    same_ms = [new_id(1_750_000_000_000) for _ in range(200)]
+    assert same_ms == sorted(same_ms)  # the same millisecond still sorts in creation order
+    assert len(set(same_ms)) == 200
+    made = [
+        build_record({"project": "p", "author": "a", "content": "x"}, len, now=t) for t in times
+    ]
+    assert [r.id for r in made] == sorted(r.id for r in made)
+
+
+def test_engine_ids_follow_the_clock(store: Any) -> None:
+    ticks = iter(FIXED + i for i in range(100))
+    engine = Engine(store, clock=lambda: next(ticks), workers=1)
+    added = [engine.add(project="p", author="a", content=f"m {i}") for i in range(10)]
+    assert [r.id for r in added] == sorted(r.id for r in added)
+    assert [r.created_at for r in added] == sorted(r.created_at for r in added)
+
+
+def test_client_id_makes_add_idempotent(engine: Engine) -> None:
+    first = engine.add(id="client-1", project="p", author="a", content="original")
+    again = engine.add(id="client-1", project="p", author="a", content="a retry with other text")
+    assert again == first
+    assert engine.get("client-1").content == "original"
+    assert engine.store.count("p") == 1
+    many = engine.add_many(
+        [
+            {"id": "client-1", "project": "p", "author": "a", "content": "x"},
+            {"id": "client-2", "project": "p", "author": "a", "content": "y"},
+            {"id": "client-2", "project": "p", "author": "a", "content": "z"},
+        ]
+    )
+    assert [r.content for r in many] == ["original", "y", "y"]
+    assert engine.store.count("p") == 2
+
+
+def test_content_hash_ignores_case_and_whitespace() -> None:
+    assert content_hash("Hello   World\n") == content_hash("hello world")
+    assert content_hash("hello world") != content_hash("hello world!")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("@bob check this", ("bob",)),
+        ("ping @bob and @carol, then @bob again", ("bob", "carol")),
+        ("see @src/auth/login.py.", ("src/auth/login.py",)),
+        ("use @kv:deploy_target and @rec:01ABC", ("kv:deploy_target", "rec:01ABC")),
+        ("mail alice@example.com is not a mention", ()),
+        ("@x.", ("x",)),
+        ("no mentions here", ()),
+        ("@@double", ()),
+    ],
+)
+def test_mentions_are_parsed(text: str, expected: tuple[str, ...]) -> None:
+    assert parse_mentions(text) == expected
+
+
+def test_status_changes_are_new_facts(engine: Engine) -> None:
+    q = engine.add(project="p", author="alice", kind="question", content="Which DB?")
+    assert q.status == "open"
+    engine.set_status(q.id, "active", by="bob", note="looking")
+    resolved = engine.resolve(q.id, by="carol", note="Postgres")
+    assert resolved.status == "resolved"
+    history = engine.store.status_history(q.id)
+    assert [(h["status"], h["by"], h["note"]) for h in history] == [
+        ("active", "bob", "looking"),
+        ("resolved", "carol", "Postgres"),
+    ]
+    # The record itself is unchanged apart from its effective status.
+    now = engine.get(q.id)
+    assert dataclasses.replace(now, status=q.status) == q
+
+
+def test_supersedes_marks_the_old_record_as_a_fact(engine: Engine) -> None:
+    old = engine.add(project="p", author="a", kind="decision", content="Use MySQL.")
+    new = engine.add(
+        project="p", author="b", kind="decision", content="Use Postgres.", supersedes=old.id
+    )
+    assert engine.get(old.id).status == "superseded"
+    assert engine.get(new.id).status == "active"
+    facts = engine.store.status_history(old.id)
+    assert facts[-1]["status"] == "superseded" and facts[-1]["by"] == "b"
+    assert engine.store.superseded_by([old.id]) == {old.id: new.id}
+
+
+def _error(data: Any) -> ValidationError:
+    with pytest.raises(ValidationError) as info:
+        build_record(data, len)
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "words"),
+    [
+        ({"author": "a", "content": "x"}, "project", "missing"),
+        ({"project": "p", "content": "x"}, "author", "missing"),
+        ({"project": "p", "author": "a"}, "content", "missing"),
+        ({"project": "p", "author": "a", "content": "   "}, "content", "empty"),
+        ({"project": "p", "author": "a", "content": 42}, "content", "must be a string"),
+        ({"project": 7, "author": "a", "content": "x"}, "project", "must be a string"),
+        ({"project": "has space", "author": "a", "content": "x"}, "project", "letters, digits"),
+        ({"project": "p", "author": "a", "content": "x", "kind": "gossip"}, "kind", "use one of"),
+        (
+            {"project": "p", "author": "a", "content": "x", "visibility": "secret"},
+            "visibility",
+            "use one of",
+        ),
+        (
+            {"project": "p", "author": "a", "content": "x", "visibility": "direct"},
+            "to",
+            "recipient",
+        ),
+        ({"project": "p", "author": "a", "content": "x", "to": "bob, carol"}, "to[0]", None),
+        ({"project": "p", "author": "a", "content": "x", "to": 5}, "to", "must be a list"),
+        ({"project": "p", "author": "a", "content": "x", "to": [""]}, "to[0]", "non-empty"),
+        (
+            {"project": "p", "author": "a", "content": "x", "tags": ["ok", 3]},
+            "tags[1]",
+            "non-empty",
+        ),
+        ({"project": "p", "author": "a", "content": "x", "status": "done"}, "status", "use one of"),
+        (
+            {"project": "p", "author": "a", "content": "x", "pinned": "yes"},
+            "pinned",
+            "true or false",
+        ),
+        ({"project": "p", "author": "a", "content": "x", "meta": [1]}, "meta", "object"),
+        (
+            {"project": "p", "author": "a", "content": "x", "meta": {"when": object()}},
+            "meta.when",
+            "JSON",
+        ),
+        ({"project": "p", "author": "a", "content": "x", "meta": {1: "a"}}, "meta.1", "text keys"),
+        (
+            {"project": "p", "author": "a", "content": "x", "meta": {"n": float("nan")}},
+            "meta.n",
+            "finite",
+        ),
+        (
+            {"project": "p", "author": "a", "content": "x", "created_at": "yesterday"},
+            "created_at",
+            "seconds",
+        ),
+        (
+            {"project": "p", "author": "a", "content": "x", "created_at": -5},
+            "created_at",
+            "seconds",
+        ),
+        (
+            {"project": "p", "author": "a", "content": "x", "created_at": True},
+            "created_at",
+            "seconds",
+        ),
+        ({"project": "p", "author": "a", "content": "x", "id": ""}, "id", "letters"),
+        (
+            {"project": "p", "author": "a", "content": "x", "colour": "red"},
+            "colour",
+            "known fields",
+        ),
+        (
+            {"project": "p", "author": "a", "content": "x", "mentions": ["bob"]},
+            "mentions",
+            "known fields",
+        ),
+        ({"project": "p", "author": "a", "content": "x", "tokens": 3}, "tokens", "known fields"),
+    ],
+)
+def test_validation_names_field_value_and_fix(
+    data: dict[str, Any], field: str, words: str | None
+) -> None:
+    err = _error(data)
+    assert err.field == field
+    assert err.message.startswith(f"{field}=")
+    assert err.fix and err.fix in err.message
+    if words:
+        assert words in err.message
+    assert err.to_dict()["type"] == "validation_error"
+
+
+def test_string_for_a_list_field_is_one_item() -> None:
+    r = build_record({"project": "p", "author": "a", "content": "x", "to": "bob"}, len)
+    assert r.to == ("bob",)
+
+
+def test_non_mapping_input() -> None:
+    err = _error(["project", "p"])
+    assert err.field == "record" and "must be an object" in err.message
+
+
+def test_huge_content_names_the_limit() -> None:
+    err = _error({"project": "p", "author": "a", "content": "x" * (MAX_CONTENT_CHARS + 1)})
+    assert err.field == "content"
+    assert str(MAX_CONTENT_CHARS) in err.message
+    assert len(err.message) < 300  # the value is summarized, not echoed
+    ok = build_record({"project": "p", "author": "a", "content": "x" * MAX_CONTENT_CHARS}, len)
+    assert len(ok.content) == MAX_CONTENT_CHARS
+
+
+def test_unknown_fields_of_mixed_key_types_still_give_a_validation_error() -> None:
+    err = _error({"project": "p", "author": "a", "content": "x", 1: "a", "zz": "b"})
+    assert "known fields" in err.message
+
+
+def test_duplicate_tags_differing_in_case_are_one_tag() -> None:
+    r = build_record({"project": "p", "author": "a", "content": "x", "tags": ["Auth", "auth"]}, len)
+    assert r.tags == ("auth",)
+
+
+def test_meta_is_the_same_in_every_store(store: Any) -> None:
+    engine = Engine(store, workers=1)
+    r = engine.add(project="p", author="a", content="x", meta={"pair": (1, 2), "ok": None})
+    assert r.meta == {"pair": [1, 2], "ok": None}
+    assert engine.get(r.id).meta == {"pair": [1, 2], "ok": None}
+
+
+def test_created_at_defaults_to_now() -> None:
+    before = time.time()
+    r = build_record({"project": "p", "author": "a", "content": "x"}, len)
+    assert before <= r.created_at <= time.time()

@@ -1,0 +1,214 @@
+"""Rendering into OpenAI, Anthropic and markdown: the structure each provider expects, tool calls
+and results kept together and adjacent, and token counts that are the format's own."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import pytest
+
+from contextwright import Candidate, Item, ValidationError
+from contextwright.records import Record, build_record
+from contextwright.render import (
+    FORMATS,
+    check_format,
+    count_anthropic,
+    count_openai,
+    fixed_cost,
+    render,
+    unit_cost,
+)
+from contextwright.tokens import default_counter
+
+C = default_counter()
+T0 = 1_750_000_000.0
+
+
+def record(**fields: Any) -> Record:
+    data: dict[str, Any] = {"project": "p", "author": "alice", "content": "hi", "created_at": T0}
+    data.update(fields)
+    return build_record(data, C.count)
+
+
+def history_item(*records: Record, text: str | None = None) -> Item:
+    body = text if text is not None else records[-1].content
+    c = Candidate(
+        key=records[0].id,
+        section="history",
+        source="history",
+        text=body,
+        records=records,
+        tokens=C.count(body),
+        created_at=records[-1].created_at,
+    )
+    return Item(c, body, C.count(body))
+
+
+def line_item(section: str, text: str) -> Item:
+    c = Candidate(key=text, section=section, source="s", text=text, tokens=C.count(text))
+    return Item(c, text, C.count(text) + 1)
+
+
+def conversation() -> dict[str, list[Item]]:
+    call = record(
+        id="call1",
+        author="bob",
+        kind="tool_call",
+        content="grep auth",
+        meta={"name": "grep", "arguments": {"pattern": "auth"}, "call_id": "call_abc"},
+    )
+    result = record(
+        id="res1",
+        author="bob",
+        kind="tool_result",
+        content="src/auth.py:12: def login()",
+        reply_to="call1",
+        created_at=T0 + 1,
+    )
+    lonely = record(id="call2", author="bob", kind="tool_call", content="ls", created_at=T0 + 3)
+    return {
+        "state": [line_item("state", "- Task: fix login")],
+        "constraints": [line_item("constraints", "- [constraint · carol] never log tokens")],
+        "history": [
+            history_item(record(id="m1", content="@bob the login is broken")),
+            history_item(call, result),
+            history_item(
+                record(id="m2", author="bob", content="Found it in auth.py.", created_at=T0 + 2)
+            ),
+            history_item(lonely, text="ls"),
+        ],
+    }
+
+
+def test_openai_structure_and_tool_pairs() -> None:
+    r = render(conversation(), "bob", "openai", C)
+    m = r.messages
+    assert m[0]["role"] == "system"
+    assert "## State" in m[0]["content"] and "## Constraints" in m[0]["content"]
+    assert "## History" not in m[0]["content"]
+    assert m[1] == {"role": "user", "name": "alice", "content": "@bob the login is broken"}
+    assert m[2]["role"] == "assistant" and m[2]["content"] is None
+    (call,) = m[2]["tool_calls"]
+    assert call == {
+        "id": "call_abc",
+        "type": "function",
+        "function": {"name": "grep", "arguments": json.dumps({"pattern": "auth"})},
+    }
+    assert m[3] == {
+        "role": "tool",
+        "tool_call_id": "call_abc",
+        "content": "src/auth.py:12: def login()",
+    }
+    assert m[4] == {"role": "assistant", "content": "Found it in auth.py."}
+    # A call whose result was never recorded still gets a tool message: OpenAI requires one.
+    assert m[5]["tool_calls"][0]["function"] == {
+        "name": "tool",
+        "arguments": json.dumps({"input": "ls"}),
+    }
+    assert m[6] == {
+        "role": "tool",
+        "tool_call_id": m[5]["tool_calls"][0]["id"],
+        "content": "[no result recorded]",
+    }
+    assert r.tokens == count_openai(m, C)
+    assert r.payload == m
+
+
+def assert_openai_tool_pairs(messages: list[dict[str, Any]]) -> None:
+    """Every assistant tool_calls message is followed by exactly its tool messages."""
+    for i, msg in enumerate(messages):
+        if msg.get("tool_calls"):
+            ids = [c["id"] for c in msg["tool_calls"]]
+            after = messages[i + 1 : i + 1 + len(ids)]
+            assert [a.get("role") for a in after] == ["tool"] * len(ids)
+            assert [a["tool_call_id"] for a in after] == ids
+        if msg.get("role") == "tool":
+            prev = messages[i - 1]
+            assert prev.get("tool_calls") or prev.get("role") == "tool"
+
+
+def test_anthropic_structure_and_tool_pairs() -> None:
+    r = render(conversation(), "bob", "anthropic", C)
+    assert r.payload["system"] == r.system and "## State" in r.system
+    msgs = r.payload["messages"]
+    assert msgs[0]["role"] == "user"
+    assert all(a["role"] != b["role"] for a, b in itertools.pairwise(msgs))
+    assert_anthropic_tool_pairs(msgs)
+    uses = [b for m in msgs for b in m["content"] if b["type"] == "tool_use"]
+    assert uses[0]["name"] == "grep" and uses[0]["input"] == {"pattern": "auth"}
+    assert r.tokens == count_anthropic(r.system, msgs, C)
+
+
+def assert_anthropic_tool_pairs(msgs: list[dict[str, Any]]) -> None:
+    """Each tool_use is answered by a tool_result at the start of the very next (user) message."""
+    for i, m in enumerate(msgs):
+        uses = [b["id"] for b in m["content"] if b["type"] == "tool_use"]
+        if not uses:
+            continue
+        assert m["role"] == "assistant"
+        assert m["content"][-1]["type"] == "tool_use"
+        nxt = msgs[i + 1]
+        assert nxt["role"] == "user"
+        results = [b["tool_use_id"] for b in nxt["content"][: len(uses)]]
+        assert results == uses
+
+
+def test_anthropic_starts_with_a_user_turn() -> None:
+    own = record(id="m", author="bob", content="I will start.")
+    r = render({"history": [history_item(own)]}, "bob", "anthropic", C)
+    assert [m["role"] for m in r.messages] == ["user", "assistant"]
+    assert r.tokens == count_anthropic(r.system, r.messages, C)
+
+
+def test_markdown_is_one_text_with_history_inline() -> None:
+    r = render(conversation(), "bob", "markdown", C)
+    assert r.messages == [{"role": "user", "content": r.text}]
+    assert r.text.startswith("# Context for bob\n")
+    assert r.text.index("## State") < r.text.index("## Constraints") < r.text.index("## History")
+    line = next(x for x in r.text.splitlines() if "grep" in x)
+    assert "src/auth.py:12: def login()" in line  # the call and its result on one line
+    assert r.tokens == C.count(r.text)
+
+
+def test_openai_unit_cost_is_the_exact_marginal_cost_in_history() -> None:
+    sections = conversation()
+    for item in sections["history"]:
+        without = {**sections, "history": [i for i in sections["history"] if i is not item]}
+        diff = (
+            render(sections, "bob", "openai", C).tokens - render(without, "bob", "openai", C).tokens
+        )
+        assert unit_cost(item.candidate, "openai", "bob", C) == diff
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_fixed_cost_covers_an_empty_window(fmt: str) -> None:
+    assert render({}, "bob", fmt, C).tokens <= fixed_cost("bob", fmt, C)
+
+
+def test_openai_names_are_made_safe() -> None:
+    r = render(
+        {"history": [history_item(record(author="team.lead/7", content="x"))]}, "bob", "openai", C
+    )
+    assert r.messages[1]["name"] == "team_lead_7"
+
+
+@pytest.mark.parametrize("bad", ["OpenAI", "json", "", None, 1, ["openai"]])
+def test_unknown_format(bad: object) -> None:
+    with pytest.raises(ValidationError) as info:
+        check_format(bad)
+    assert info.value.field == "format" and "openai, anthropic, markdown" in info.value.message
+
+
+def test_golden_openai_window() -> None:
+    sections = {
+        "state": [line_item("state", "- Task: ship it")],
+        "history": [history_item(record(id="g1", content="ready?"))],
+    }
+    r = render(sections, "bob", "openai", C)
+    assert r.messages == [
+        {"role": "system", "content": "# Context for bob\n\n## State\n- Task: ship it\n"},
+        {"role": "user", "name": "alice", "content": "ready?"},
+    ]
+    assert r.tokens == 3 + (3 + 1 + C.count(r.messages[0]["content"])) + (3 + 1 + 1 + 1 + 2)

@@ -1,0 +1,210 @@
+"""The HTTP API over a real SQLite file, served by real uvicorn on 127.0.0.1: the happy paths."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from contextwright import Engine
+from contextwright.server import create_app
+from contextwright.settings import Settings
+from servers import ACME_KEY, ADMIN_KEY, KEYS, auth, running
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, Engine]]:
+    db = tmp_path_factory.mktemp("api") / "api.db"
+    engine = Engine.open(f"sqlite:///{db}")
+    app = create_app(engine, Settings(db=f"sqlite:///{db}", api_keys=KEYS))
+    with running(app) as base, httpx.Client(base_url=base, headers=auth(ACME_KEY)) as client:
+        yield client, engine
+    engine.close()
+
+
+def add(client: httpx.Client, **fields: Any) -> dict[str, Any]:
+    r = client.post("/v1/projects/acme/records", json=fields)
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+def test_openapi_and_docs(api: tuple[httpx.Client, Engine]) -> None:
+    client, _ = api
+    spec = client.get("/openapi.json").json()
+    paths = set(spec["paths"])
+    assert {
+        "/v1/projects/{project}/records",
+        "/v1/projects/{project}/records/batch",
+        "/v1/projects/{project}/assemble",
+        "/v1/projects/{project}/traces/{trace_id}",
+        "/v1/projects/{project}/traces/{trace_id}/replay",
+        "/health",
+    } <= paths
+    assert "swagger" in client.get("/docs").text.lower()
+
+
+def test_records_add_get_list_with_filters(api: tuple[httpx.Client, Engine]) -> None:
+    client, _ = api
+    rec = add(client, author="alice", content="@bob please review auth.py", tags=["Auth"])
+    add(client, author="carol", kind="decision", content="We use JWT for sessions.")
+    got = client.get(f"/v1/projects/acme/records/{rec['id']}", params={"agent": "bob"}).json()
+    assert got["content"] == "@bob please review auth.py" and got["mentions"] == ["bob"]
+
+    listed = client.get(
+        "/v1/projects/acme/records", params={"agent": "bob", "kind": "decision"}
+    ).json()
+    assert [r["author"] for r in listed["records"]] == ["carol"]
+    tagged = client.get("/v1/projects/acme/records", params={"agent": "bob", "tag": "auth"}).json()
+    assert [r["id"] for r in tagged["records"]] == [rec["id"]]
+
+
+def test_batch_is_all_or_nothing(api: tuple[httpx.Client, Engine]) -> None:
+    client, engine = api
+    before = engine.store.count("acme")
+    ok = client.post(
+        "/v1/projects/acme/records/batch",
+        json={"records": [{"author": "a", "content": f"note {i}"} for i in range(3)]},
+    )
+    assert ok.status_code == 201 and ok.json()["count"] == 3
+    bad = client.post(
+        "/v1/projects/acme/records/batch",
+        json={"records": [{"author": "a", "content": "fine"}, {"author": "a", "content": " "}]},
+    )
+    assert bad.status_code == 422
+    assert bad.json()["field"] == "records[1].content"
+    assert engine.store.count("acme") == before + 3
+
+
+def test_agents_and_roles(api: tuple[httpx.Client, Engine]) -> None:
+    client, _ = api
+    put = client.put("/v1/projects/acme/agents/rita", json={"role": "reviewer"})
+    assert put.status_code == 200 and put.json()["profile"]["name"] == "reviewer"
+    assert client.get("/v1/projects/acme/agents/rita").json()["role"] == "reviewer"
+    names = [a["id"] for a in client.get("/v1/projects/acme/agents").json()["agents"]]
+    assert "rita" in names
+    assert "developer" in client.get("/v1/roles").json()["roles"]
+    assert client.get("/v1/projects").json()["projects"] == ["acme"]
+
+
+def test_assemble_formats_traces_replay_and_diff(api: tuple[httpx.Client, Engine]) -> None:
+    client, _ = api
+    add(client, author="alice", content="@bob the login bug is a token expiry in auth.py")
+    body = {"agent": "bob", "task": "fix the login bug", "budget": 3000}
+    results = {}
+    for fmt in ("openai", "anthropic", "markdown"):
+        r = client.post("/v1/projects/acme/assemble", json=body, params={"format": fmt})
+        assert r.status_code == 200, r.text
+        results[fmt] = r.json()
+        assert r.json()["format"] == fmt and r.json()["tokens"] <= r.json()["available"]
+    assert "token expiry" in results["markdown"]["text"]
+    assert results["anthropic"]["payload"]["system"]
+
+    trace_id = results["openai"]["trace_id"]
+    trace = client.get(f"/v1/projects/acme/traces/{trace_id}").json()
+    assert trace["request"]["task"] == "fix the login bug"
+    assert {s["name"] for s in trace["sources"]} and trace["items"]
+    by_agent = client.get("/v1/projects/acme/traces", params={"agent": "bob"}).json()["traces"]
+    assert trace_id in [t["id"] for t in by_agent]
+
+    replay = client.post(f"/v1/projects/acme/traces/{trace_id}/replay", json={"budget": 60})
+    assert replay.status_code == 200, replay.text
+    diff = replay.json()["diff"]
+    assert diff["available"] == {"before": 3000, "after": 60}
+    assert diff["changes"], "a 60-token budget must drop something the 3000 one kept"
+    assert all(c["after"] in ("dropped", "truncated", "absent") for c in diff["changes"])
+
+    other = results["markdown"]["trace_id"]
+    d = client.get(f"/v1/projects/acme/traces/{trace_id}/diff/{other}").json()
+    assert d["request"]["format"] == {"before": "openai", "after": "markdown"}
+
+
+def test_kv(api: tuple[httpx.Client, Engine]) -> None:
+    client, _ = api
+    assert client.put("/v1/projects/acme/kv/arch", json={"value": "hexagonal"}).status_code == 200
+    assert client.get("/v1/projects/acme/kv/arch").json()["value"] == "hexagonal"
+
+
+def test_health_and_metrics(api: tuple[httpx.Client, Engine]) -> None:
+    client, _ = api
+    assert client.get("/health").json()["status"] == "ok"
+    client.post("/v1/projects/acme/assemble", json={"agent": "alice", "task": "x"})
+    client.post("/v1/projects/acme/records", json={"author": 1})
+    text = client.get("/metrics").text
+    assert "contextwright_assemble_seconds_count" in text
+    assert "contextwright_records " in text or "contextwright_records{" in text
+    assert 'contextwright_errors_total{status="422",type="validation_error"}' in text
+
+
+def test_inspector_is_served(api: tuple[httpx.Client, Engine]) -> None:
+    client, _ = api
+    r = client.get("/", follow_redirects=True)
+    assert r.status_code == 200 and "contextwright" in r.text
+
+
+def test_admin_key_lists_without_agent(api: tuple[httpx.Client, Engine]) -> None:
+    client, _ = api
+    add(client, author="alice", content="private thought", visibility="private")
+    admin = client.get("/v1/projects/acme/records", headers=auth(ADMIN_KEY), params={"limit": 500})
+    assert any(r["content"] == "private thought" for r in admin.json()["records"])
+    bob = client.get("/v1/projects/acme/records", params={"agent": "bob", "limit": 500})
+    assert all(r["content"] != "private thought" for r in bob.json()["records"])
+
+
+def test_sessions_append_gauge_compact_reset(api: tuple[httpx.Client, Engine]) -> None:
+    client, _ = api
+    for i in range(12):
+        r = client.post(
+            "/v1/projects/acme/sessions/s1/turns",
+            json={"agent": "dev", "role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " * 40},
+        )
+        assert r.status_code == 201, r.text
+    g = client.get("/v1/projects/acme/sessions/s1/gauge", params={"agent": "dev", "budget": 2000}).json()
+    assert g["compaction_hint"] is True and g["threshold"] == 0.7 and "bar" in g
+    done = client.post("/v1/projects/acme/sessions/s1/compact", json={"agent": "dev"}).json()
+    assert done["replaced"] > 0 and done["summary_id"]
+    after = client.get("/v1/projects/acme/sessions/s1/gauge", params={"agent": "dev", "budget": 2000}).json()
+    assert after["used"] < g["used"]
+    reset = client.post("/v1/projects/acme/sessions/s1/reset", json={"agent": "dev", "new_session": "s2"})
+    assert reset.status_code == 200 and reset.json()["new_session"] == "s2"
+
+
+def test_tasks_handoffs_and_knowledge(api: tuple[httpx.Client, Engine]) -> None:
+    client, _ = api
+    first = client.post(
+        "/v1/projects/acme/tasks",
+        json={"name": "JWT", "objective": "Add JWT auth to src/api/auth.ts", "assignee": "bob"},
+    )
+    assert first.status_code == 201, first.text
+    tid = first.json()["id"]
+    handoff = {
+        "summary": "JWT auth added",
+        "patterns_discovered": [{"pattern": "wrap auth routes in requireAuth()", "applies_to": ["auth"]}],
+        "gotchas": [{"issue": "clock skew breaks exp checks in auth", "severity": "high", "applies_to": ["auth"]}],
+    }
+    done = client.post(f"/v1/projects/acme/tasks/{tid}/complete", json={"handoff": handoff, "by": "bob"})
+    assert done.status_code == 200, done.text
+    assert done.json()["task"]["status"] == "completed" and done.json()["nodes"]
+    assert client.get(f"/v1/projects/acme/tasks/{tid}").json()["handoff"]["summary"] == "JWT auth added"
+    second = client.post(
+        "/v1/projects/acme/tasks",
+        json={"name": "Refresh", "objective": "Add refresh tokens to the auth middleware", "dependencies": [tid]},
+    ).json()
+    ctx = client.get(f"/v1/projects/acme/tasks/{second['id']}/context", params={"agent": "bob"}).json()
+    assert "markdown" in ctx and ctx["task_id"] == second["id"]
+    assert "JWT auth added" in ctx["markdown"]
+    listed = client.get("/v1/projects/acme/tasks", params={"status": "completed"}).json()["tasks"]
+    assert [t["id"] for t in listed] == [tid]
+
+
+def test_rules_list_validate_reload(api: tuple[httpx.Client, Engine]) -> None:
+    client, _ = api
+    assert client.get("/v1/rules").json()["rules"] == []
+    good = {"rules": [{"name": "r", "when": {"field": "task", "contains": "bug"}, "then": [{"cap": "fulltext", "tokens": 100}]}]}
+    assert client.post("/v1/rules/validate", json=good).json()["valid"] is True
+    bad = client.post("/v1/rules/validate", json={"rules": [{"name": "r", "then": []}]}).json()
+    assert bad["valid"] is False and bad["problems"][0]["field"].startswith("rules[0]")
+    assert client.post("/v1/rules/reload").status_code == 403  # not an admin key
+    admin = client.post("/v1/rules/reload", headers=auth(ADMIN_KEY))
+    assert admin.status_code == 200 and admin.json()["loaded"] == 0

