@@ -79,7 +79,22 @@ TOOLS = ["run_tests", "grep", "read_file", "http_get", "sql_query"]
 BUDGET = Budget(model="gpt-4o", window=8000, reserve=1000)
 
 
-SYLLABLES = ["ka", "lo", "mi", "ten", "ras", "vo", "pel", "dri", "zun", "fa", "gor", "bi", "shu", "nex"]
+SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "ten",
+    "ras",
+    "vo",
+    "pel",
+    "dri",
+    "zun",
+    "fa",
+    "gor",
+    "bi",
+    "shu",
+    "nex",
+]
 
 
 def _vocabulary(size: int = 4000, seed: int = 3) -> list[str]:
@@ -167,9 +182,7 @@ def generate(n: int, seed: int = 7) -> list[dict[str, Any]]:
             )
         elif roll < 0.30:
             peer = rng.choice(names)
-            base.update(
-                kind="message", to=[peer], visibility="direct", content=f"{_sentence(rng)}"
-            )
+            base.update(kind="message", to=[peer], visibility="direct", content=f"{_sentence(rng)}")
         elif roll < 0.40:
             peer = rng.choice(names)
             base.update(kind="message", content=f"@{peer} {_sentence(rng)} {_sentence(rng)}")

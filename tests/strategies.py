@@ -60,7 +60,10 @@ sentences = st.lists(st.sampled_from(WORDS), min_size=1, max_size=12).map(
 @st.composite
 def contents(draw: st.DrawFn) -> str:
     """Short text usually; sometimes long enough to need truncation; sometimes @mentions."""
-    text = " ".join(draw(st.lists(sentences, min_size=1, max_size=4)))
+    sep = draw(st.sampled_from([" ", " ", "\n", "\n\n"]))
+    text = sep.join(draw(st.lists(sentences, min_size=1, max_size=4)))
+    if draw(st.integers(0, 5)) == 0:
+        text += draw(st.sampled_from([" naïve café ✓", " 日本語のテキスト。", " 🚀🚀", " x=1;y=2"]))
     if draw(st.integers(0, 9)) == 0:
         text = " ".join([text] * draw(st.integers(20, 80)))
     if draw(st.booleans()):
@@ -97,7 +100,7 @@ def record_batches(draw: st.DrawFn, min_size: int = 1, max_size: int = 25) -> li
     """A batch of records with unique ids, in time order; about half the tool calls get a result."""
     n = draw(st.integers(min_size, max_size))
     batch: list[dict[str, Any]] = []
-    for i in range(n):
+    for _ in range(n):
         rec = draw(record_dicts(index=len(batch)))
         batch.append(rec)
         if rec["kind"] == "tool_call" and draw(st.booleans()):
@@ -113,8 +116,6 @@ def record_batches(draw: st.DrawFn, min_size: int = 1, max_size: int = 25) -> li
                 pinned=False,
             )
             batch.append(result)
-        if i >= max_size:
-            break
     return batch
 
 

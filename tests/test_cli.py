@@ -59,15 +59,35 @@ def test_help_everywhere(path: tuple[str, ...]) -> None:
 
 
 def test_add_assemble_trace(db: str) -> None:
-    rid = ok(run(db, "add", "-p", "acme", "-a", "alice", "@bob the login bug is in auth.py")).strip()
+    rid = ok(
+        run(db, "add", "-p", "acme", "-a", "alice", "@bob the login bug is in auth.py")
+    ).strip()
     assert len(rid) == 26
-    piped = ok(run(db, "add", "-p", "acme", "-a", "carol", "-k", "decision", "--json", input="Use JWT."))
+    piped = ok(
+        run(db, "add", "-p", "acme", "-a", "carol", "-k", "decision", "--json", input="Use JWT.")
+    )
     assert json.loads(piped)["kind"] == "decision"
 
-    text = ok(run(db, "assemble", "-p", "acme", "-a", "bob", "-t", "fix the login bug", "-b", "2000"))
+    text = ok(
+        run(db, "assemble", "-p", "acme", "-a", "bob", "-t", "fix the login bug", "-b", "2000")
+    )
     assert "login bug is in auth.py" in text and "Use JWT." in text
     data = json.loads(
-        ok(run(db, "assemble", "-p", "acme", "-a", "bob", "-t", "login", "--format", "openai", "--json"))
+        ok(
+            run(
+                db,
+                "assemble",
+                "-p",
+                "acme",
+                "-a",
+                "bob",
+                "-t",
+                "login",
+                "--format",
+                "openai",
+                "--json",
+            )
+        )
     )
     assert data["format"] == "openai" and data["tokens"] <= data["available"]
 
@@ -94,16 +114,29 @@ def test_import_jsonl_openai_and_locomo(db: str, tmp_path: Path) -> None:
             "mapping": {
                 "n0": {"message": None, "parent": None},
                 "n1": {
-                    "message": {"author": {"role": "user"}, "content": {"parts": ["How do JWTs expire?"]}, "create_time": 1.7e9},
+                    "message": {
+                        "author": {"role": "user"},
+                        "content": {"parts": ["How do JWTs expire?"]},
+                        "create_time": 1.7e9,
+                    },
                     "parent": "n0",
                 },
                 "n2": {
-                    "message": {"author": {"role": "assistant"}, "content": {"parts": ["Via the exp claim."]}, "create_time": 1.7e9 + 5},
+                    "message": {
+                        "author": {"role": "assistant"},
+                        "content": {"parts": ["Via the exp claim."]},
+                        "create_time": 1.7e9 + 5,
+                    },
                     "parent": "n1",
                 },
             },
         },
-        {"messages": [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]},
+        {
+            "messages": [
+                {"role": "user", "content": "hello"},
+                {"role": "assistant", "content": "hi"},
+            ]
+        },
     ]
     export = tmp_path / "conversations.json"
     export.write_text(json.dumps(chatgpt))
@@ -150,24 +183,44 @@ def test_errors_are_one_line(db: str, tmp_path: Path) -> None:
 def test_session_commands(db: str) -> None:
     with Engine.open(db) as engine:
         for i in range(12):
-            engine.sessions.append("acme", "dev", "s1", "user" if i % 2 == 0 else "assistant", f"turn {i} " * 30)
-    gauge = json.loads(ok(run(db, "session", "gauge", "-p", "acme", "-a", "dev", "s1", "-b", "2000", "--json")))
+            engine.sessions.append(
+                "acme", "dev", "s1", "user" if i % 2 == 0 else "assistant", f"turn {i} " * 30
+            )
+    gauge = json.loads(
+        ok(run(db, "session", "gauge", "-p", "acme", "-a", "dev", "s1", "-b", "2000", "--json"))
+    )
     assert gauge["used"] > 0 and "compaction_hint" in gauge
     assert "tokens" in ok(run(db, "session", "gauge", "-p", "acme", "-a", "dev", "s1"))
-    compacted = json.loads(ok(run(db, "session", "compact", "-p", "acme", "-a", "dev", "s1", "--json")))
+    compacted = json.loads(
+        ok(run(db, "session", "compact", "-p", "acme", "-a", "dev", "s1", "--json"))
+    )
     assert compacted["replaced"] > 0
     reset = ok(run(db, "session", "reset", "-p", "acme", "-a", "dev", "s1", "--new-session", "s2"))
     assert "s2" in reset
-    one_line_error(run(db, "session", "compact", "-p", "acme", "-a", "dev", "s1", "--keep", "2"), "--keep")
-    one_line_error(run(db, "session", "reset", "-p", "acme", "-a", "dev", "s2", "--new-session", "s2"))
+    one_line_error(
+        run(db, "session", "compact", "-p", "acme", "-a", "dev", "s1", "--keep", "2"), "--keep"
+    )
+    one_line_error(
+        run(db, "session", "reset", "-p", "acme", "-a", "dev", "s2", "--new-session", "s2")
+    )
 
 
 def test_rules_check(tmp_path: Path) -> None:
     good = tmp_path / "good"
     good.mkdir()
-    (good / "a.json").write_text(json.dumps({"rules": [
-        {"name": "no-tools", "when": {"field": "task", "contains": "review"},
-         "then": [{"suppress": {"kind": "tool_result"}}]}]}))
+    (good / "a.json").write_text(
+        json.dumps(
+            {
+                "rules": [
+                    {
+                        "name": "no-tools",
+                        "when": {"field": "task", "contains": "review"},
+                        "then": [{"suppress": {"kind": "tool_result"}}],
+                    }
+                ]
+            }
+        )
+    )
     assert "1 rules OK" in ok(CliRunner().invoke(cli, ["rules", "check", str(good)]))
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -186,8 +239,19 @@ def test_bench_recall_small(tmp_path: Path) -> None:
     path.write_text(json.dumps(sample))
     result = CliRunner().invoke(
         cli,
-        ["bench", "recall", "--dataset", "locomo", "--path", str(path), "--budgets", "500,1000",
-         "--embedder", "none", "--json"],
+        [
+            "bench",
+            "recall",
+            "--dataset",
+            "locomo",
+            "--path",
+            str(path),
+            "--budgets",
+            "500,1000",
+            "--embedder",
+            "none",
+            "--json",
+        ],
     )
     report = json.loads(ok(result))
     assert {r["budget"] for r in report["results"]} == {500, 1000}
@@ -197,9 +261,41 @@ def test_bench_recall_small(tmp_path: Path) -> None:
 def test_real_subprocess(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'sub.db'}"
     cmd = [sys.executable, "-m", "contextwright.cli", "--db", db]
-    added = subprocess.run([*cmd, "add", "-p", "acme", "-a", "alice", "hello"], capture_output=True, text=True, timeout=60)
+    added = subprocess.run(
+        [*cmd, "add", "-p", "acme", "-a", "alice", "hello"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert added.returncode == 0 and len(added.stdout.strip()) == 26
-    failed = subprocess.run([*cmd, "trace", "show", "NOPE"], capture_output=True, text=True, timeout=60)
+    failed = subprocess.run(
+        [*cmd, "trace", "show", "NOPE"], capture_output=True, text=True, timeout=60
+    )
     assert failed.returncode == 1
     assert failed.stderr.strip() == "error: trace 'NOPE' does not exist"
     assert failed.stdout == ""
+
+
+def test_serve_prints_the_inspector_url_and_serves(tmp_path: Path) -> None:
+    import httpx
+
+    from servers import free_port, wait_http
+
+    port = free_port()
+    db = f"sqlite:///{tmp_path / 'serve.db'}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "contextwright.cli", "--db", db, "serve", "--port", str(port)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        lines = [proc.stderr.readline() for _ in range(2)]
+        assert f"inspector: http://127.0.0.1:{port}/inspector/" in "".join(lines)
+        wait_http(f"http://127.0.0.1:{port}/health")
+        page = httpx.get(f"http://127.0.0.1:{port}/inspector/")
+        assert page.status_code == 200 and "inspector" in page.text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from servers import running
 
 from contextwright import Engine
 from contextwright.server import create_app
 from contextwright.settings import Settings
+from servers import running
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -36,21 +36,57 @@ def seed(engine: Engine) -> None:
     engine.register_agent("acme", "bob", "developer")
     engine.register_agent("acme", "carol", "reviewer")
     add = engine.add
-    add(project="acme", author="carol", kind="decision",
-        content="Sessions use short-lived JWTs (15 min) with refresh tokens in httpOnly cookies.")
-    add(project="acme", author="alice", kind="gotcha", tags=["auth"],
-        content="The login handler caches the user for 5 minutes; invalidate it on logout.")
-    add(project="acme", author="alice", kind="constraint",
-        content="Never log tokens or passwords, not even at debug level.")
-    add(project="acme", author="alice", content="@bob the login bug: users are logged out after 60s. Can you fix it?")
-    add(project="acme", author="dave", kind="question", content="Should refresh tokens rotate on every use?")
-    add(project="acme", author="alice", kind="note", visibility="private",
-        content="Private: I suspect the clock skew on the auth server.")
+    add(
+        project="acme",
+        author="carol",
+        kind="decision",
+        content="Sessions use short-lived JWTs (15 min) with refresh tokens in httpOnly cookies.",
+    )
+    add(
+        project="acme",
+        author="alice",
+        kind="gotcha",
+        tags=["auth"],
+        content="The login handler caches the user for 5 minutes; invalidate it on logout.",
+    )
+    add(
+        project="acme",
+        author="alice",
+        kind="constraint",
+        content="Never log tokens or passwords, not even at debug level.",
+    )
+    add(
+        project="acme",
+        author="alice",
+        content="@bob the login bug: users are logged out after 60s. Can you fix it?",
+    )
+    add(
+        project="acme",
+        author="dave",
+        kind="question",
+        content="Should refresh tokens rotate on every use?",
+    )
+    add(
+        project="acme",
+        author="alice",
+        kind="note",
+        visibility="private",
+        content="Private: I suspect the clock skew on the auth server.",
+    )
     for i in range(30):
-        add(project="acme", author="bob" if i % 2 else "alice", session="s1",
-            content=f"Turn {i}: looked at auth middleware, token expiry and the refresh flow ({i}).")
-    add(project="acme", author="bob", kind="tool_result", session="s1",
-        content="pytest tests/test_login.py: 3 failed, 12 passed (TokenExpired at auth.py:88)")
+        add(
+            project="acme",
+            author="bob" if i % 2 else "alice",
+            session="s1",
+            content=f"Turn {i}: looked at auth middleware, token expiry and the refresh flow ({i}).",
+        )
+    add(
+        project="acme",
+        author="bob",
+        kind="tool_result",
+        session="s1",
+        content="pytest tests/test_login.py: 3 failed, 12 passed (TokenExpired at auth.py:88)",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +127,9 @@ def assemble(pg: object, agent: str, task: str, budget: int, session: str = "") 
     pg.fill("#budget", str(budget))
     pg.fill("#session", session)
     pg.click("#assemble")
-    pg.wait_for_function(f"document.body.dataset.trace && document.body.dataset.trace !== '{before}'")
+    pg.wait_for_function(
+        f"document.body.dataset.trace && document.body.dataset.trace !== '{before}'"
+    )
     return str(pg.evaluate("document.body.dataset.trace"))
 
 

@@ -96,7 +96,9 @@ async def _exercise(client: Client, task_id: str) -> None:
             {"project": "acme", "author": "bob", "session": "s1", "content": f"turn {i} on auth"},
         )
     gauge = _data(
-        await client.call_tool("session_gauge", {"project": "acme", "agent": "bob", "session": "s1"})
+        await client.call_tool(
+            "session_gauge", {"project": "acme", "agent": "bob", "session": "s1"}
+        )
     )
     assert gauge["used"] > 0 and gauge["compaction_hint"] is False
     compacted = _data(

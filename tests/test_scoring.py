@@ -257,7 +257,7 @@ def _decisions(eng: Engine) -> tuple[Any, Any]:
 
 
 def test_a_superseded_decision_never_appears_by_default(eng: Engine) -> None:
-    old, new = _decisions(eng)
+    _old, new = _decisions(eng)
     result = eng.assemble("p", "bob", "store sessions redis", budget=3000)
     all_text = "\n".join(i.text for items in result.sections.values() for i in items)
     assert "in redis" not in all_text and "in postgres" in all_text
@@ -373,3 +373,52 @@ def test_score_multiplies_role_source() -> None:
     c = _cand("x", relevance=1.0, recency=0.5, role_source=0.5)
     cfg = ScoringConfig()
     assert score(c, cfg) == pytest.approx((3.0 * 1.0 + 1.0 * 0.5) * 0.5)
+
+
+def test_bad_selection_options(eng: Engine) -> None:
+    eng.register_agent("p", "bob")
+    with pytest.raises(ValidationError) as err:
+        eng.assemble("p", "bob", "x", budget=1000, include_superseded="yes")  # type: ignore[arg-type]
+    assert err.value.field == "include_superseded"
+    with pytest.raises(ValidationError) as err:
+        eng.assemble("p", "bob", "x", budget=1000, task_kind="")
+    assert err.value.field == "task_kind"
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    links=st.lists(st.integers(min_value=-1, max_value=8), min_size=1, max_size=9),
+    include=st.booleans(),
+)
+def test_superseded_records_only_ever_appear_beside_a_replacement(
+    links: list[int], include: bool
+) -> None:
+    """Decision i supersedes decision links[i] when that is an earlier one; whatever the chains,
+    a superseded text is never its own item, and appears only when asked for."""
+    from contextwright.stores import open_store
+
+    e = Engine(open_store("memory://"), clock=lambda: NOW, workers=1)
+    e.register_agent("p", "bob")
+    ids: list[str] = []
+    for i, target in enumerate(links):
+        sup = ids[target] if 0 <= target < i and target < len(ids) else None
+        r = e.add(
+            project="p",
+            author="a",
+            kind="decision",
+            content=f"policy number {i} for retries",
+            supersedes=sup,
+            created_at=NOW - 1000 + i,
+        )
+        ids.append(r.id)
+    superseded = {r.id for r in e.store.get_many(ids) if r.status == "superseded"}
+    result = e.assemble("p", "bob", "policy retries", budget=4000, include_superseded=include)
+    for items in result.sections.values():
+        for item in items:
+            recs = item.candidate.record_ids
+            if not recs:
+                continue
+            assert recs[0] not in superseded  # an item leads with a record in force
+            extra = set(recs[1:]) & superseded
+            assert include or not extra
+    e.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -157,16 +158,26 @@ def test_sessions_append_gauge_compact_reset(api: tuple[httpx.Client, Engine]) -
     for i in range(12):
         r = client.post(
             "/v1/projects/acme/sessions/s1/turns",
-            json={"agent": "dev", "role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " * 40},
+            json={
+                "agent": "dev",
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"turn {i} " * 40,
+            },
         )
         assert r.status_code == 201, r.text
-    g = client.get("/v1/projects/acme/sessions/s1/gauge", params={"agent": "dev", "budget": 2000}).json()
+    g = client.get(
+        "/v1/projects/acme/sessions/s1/gauge", params={"agent": "dev", "budget": 2000}
+    ).json()
     assert g["compaction_hint"] is True and g["threshold"] == 0.7 and "bar" in g
     done = client.post("/v1/projects/acme/sessions/s1/compact", json={"agent": "dev"}).json()
     assert done["replaced"] > 0 and done["summary_id"]
-    after = client.get("/v1/projects/acme/sessions/s1/gauge", params={"agent": "dev", "budget": 2000}).json()
+    after = client.get(
+        "/v1/projects/acme/sessions/s1/gauge", params={"agent": "dev", "budget": 2000}
+    ).json()
     assert after["used"] < g["used"]
-    reset = client.post("/v1/projects/acme/sessions/s1/reset", json={"agent": "dev", "new_session": "s2"})
+    reset = client.post(
+        "/v1/projects/acme/sessions/s1/reset", json={"agent": "dev", "new_session": "s2"}
+    )
     assert reset.status_code == 200 and reset.json()["new_session"] == "s2"
 
 
@@ -180,18 +191,37 @@ def test_tasks_handoffs_and_knowledge(api: tuple[httpx.Client, Engine]) -> None:
     tid = first.json()["id"]
     handoff = {
         "summary": "JWT auth added",
-        "patterns_discovered": [{"pattern": "wrap auth routes in requireAuth()", "applies_to": ["auth"]}],
-        "gotchas": [{"issue": "clock skew breaks exp checks in auth", "severity": "high", "applies_to": ["auth"]}],
+        "patterns_discovered": [
+            {"pattern": "wrap auth routes in requireAuth()", "applies_to": ["auth"]}
+        ],
+        "gotchas": [
+            {
+                "issue": "clock skew breaks exp checks in auth",
+                "severity": "high",
+                "applies_to": ["auth"],
+            }
+        ],
     }
-    done = client.post(f"/v1/projects/acme/tasks/{tid}/complete", json={"handoff": handoff, "by": "bob"})
+    done = client.post(
+        f"/v1/projects/acme/tasks/{tid}/complete", json={"handoff": handoff, "by": "bob"}
+    )
     assert done.status_code == 200, done.text
     assert done.json()["task"]["status"] == "completed" and done.json()["nodes"]
-    assert client.get(f"/v1/projects/acme/tasks/{tid}").json()["handoff"]["summary"] == "JWT auth added"
+    assert (
+        client.get(f"/v1/projects/acme/tasks/{tid}").json()["handoff"]["summary"]
+        == "JWT auth added"
+    )
     second = client.post(
         "/v1/projects/acme/tasks",
-        json={"name": "Refresh", "objective": "Add refresh tokens to the auth middleware", "dependencies": [tid]},
+        json={
+            "name": "Refresh",
+            "objective": "Add refresh tokens to the auth middleware",
+            "dependencies": [tid],
+        },
     ).json()
-    ctx = client.get(f"/v1/projects/acme/tasks/{second['id']}/context", params={"agent": "bob"}).json()
+    ctx = client.get(
+        f"/v1/projects/acme/tasks/{second['id']}/context", params={"agent": "bob"}
+    ).json()
     assert "markdown" in ctx and ctx["task_id"] == second["id"]
     assert "JWT auth added" in ctx["markdown"]
     listed = client.get("/v1/projects/acme/tasks", params={"status": "completed"}).json()["tasks"]
@@ -201,10 +231,59 @@ def test_tasks_handoffs_and_knowledge(api: tuple[httpx.Client, Engine]) -> None:
 def test_rules_list_validate_reload(api: tuple[httpx.Client, Engine]) -> None:
     client, _ = api
     assert client.get("/v1/rules").json()["rules"] == []
-    good = {"rules": [{"name": "r", "when": {"field": "task", "contains": "bug"}, "then": [{"cap": "fulltext", "tokens": 100}]}]}
+    good = {
+        "rules": [
+            {
+                "name": "r",
+                "when": {"field": "task", "contains": "bug"},
+                "then": [{"cap": "fulltext", "tokens": 100}],
+            }
+        ]
+    }
     assert client.post("/v1/rules/validate", json=good).json()["valid"] is True
     bad = client.post("/v1/rules/validate", json={"rules": [{"name": "r", "then": []}]}).json()
     assert bad["valid"] is False and bad["problems"][0]["field"].startswith("rules[0]")
     assert client.post("/v1/rules/reload").status_code == 403  # not an admin key
     admin = client.post("/v1/rules/reload", headers=auth(ADMIN_KEY))
     assert admin.status_code == 200 and admin.json()["loaded"] == 0
+
+
+def test_request_counter_uses_route_templates(api: tuple[httpx.Client, Engine]) -> None:
+    client, _ = api
+    client.get("/v1/projects/acme/agents")
+    text = client.get("/metrics").text
+    assert 'route="/v1/projects/{project}/agents"' in text
+
+
+def test_settings_from_env() -> None:
+    from contextwright.errors import ValidationError
+
+    s = Settings.from_env(
+        environ={
+            "CONTEXTWRIGHT_DB": "memory://",
+            "CONTEXTWRIGHT_PORT": "9001",
+            "CONTEXTWRIGHT_API_KEYS": '{"acme-key-0000": ["acme"], "admin-key-000": "*"}',
+        }
+    )
+    assert s.db == "memory://" and s.port == 9001 and not s.open
+    assert s.api_keys == {"acme-key-0000": ("acme",), "admin-key-000": ("*",)}
+    assert Settings.from_env(environ={}).open
+    for env, field in [
+        ({"CONTEXTWRIGHT_PORT": "http"}, "CONTEXTWRIGHT_PORT"),
+        ({"CONTEXTWRIGHT_API_KEYS": "{nope"}, "CONTEXTWRIGHT_API_KEYS"),
+        ({"CONTEXTWRIGHT_API_KEYS": '{"short": ["a"]}'}, "api_keys"),
+        ({"CONTEXTWRIGHT_PORT": "70000"}, "port"),
+    ]:
+        with pytest.raises(ValidationError) as err:
+            Settings.from_env(environ=env)
+        assert err.value.field == field
+
+
+def test_open_server_needs_no_key(tmp_path: Path) -> None:
+    engine = Engine.open(f"sqlite:///{tmp_path / 'open.db'}")
+    with running(create_app(engine, Settings())) as base:
+        r = httpx.post(f"{base}/v1/projects/p/records", json={"author": "a", "content": "hi"})
+        assert r.status_code == 201
+        listed = httpx.get(f"{base}/v1/projects/p/records").json()  # acts as admin
+        assert listed["count"] == 1
+    engine.close()

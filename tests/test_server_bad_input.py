@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contextwright import Engine
 from contextwright.server import create_app
@@ -75,7 +77,11 @@ ENDPOINTS: list[tuple[str, str, dict[str, Any] | None]] = [
     ("GET", "/v1/projects/{p}/traces/{trace}", None),
     ("POST", "/v1/projects/{p}/traces/{trace}/replay", {"budget": 500}),
     ("GET", "/v1/projects/{p}/traces/{trace}/diff/{trace}", None),
-    ("POST", "/v1/projects/{p}/sessions/s1/turns", {"agent": "dev", "role": "user", "content": "hi"}),
+    (
+        "POST",
+        "/v1/projects/{p}/sessions/s1/turns",
+        {"agent": "dev", "role": "user", "content": "hi"},
+    ),
     ("GET", "/v1/projects/{p}/sessions/s1/gauge?agent=dev", None),
     ("POST", "/v1/projects/{p}/sessions/s1/compact", {"agent": "dev"}),
     ("POST", "/v1/projects/{p}/sessions/s1/reset", {"agent": "dev"}),
@@ -206,9 +212,24 @@ def test_another_projects_key_and_ids(world: World, method: str, path: str, body
         ("POST", "/v1/projects/acme/traces/{trace}/replay", {"budget": "x"}, "budget"),
         ("POST", "/v1/projects/acme/traces/{trace}/replay", {"colour": "red"}, "colour"),
         ("GET", "/v1/projects/ac me/agents", None, "project"),
-        ("POST", "/v1/projects/acme/sessions/s1/turns", {"agent": "dev", "role": "boss", "content": "x"}, "role"),
-        ("POST", "/v1/projects/acme/sessions/s1/turns", {"agent": "dev", "role": "user"}, "content"),
-        ("POST", "/v1/projects/acme/sessions/s1/turns", {"agent": "dev", "role": "user", "content": "x", "tags": "a"}, "tags"),
+        (
+            "POST",
+            "/v1/projects/acme/sessions/s1/turns",
+            {"agent": "dev", "role": "boss", "content": "x"},
+            "role",
+        ),
+        (
+            "POST",
+            "/v1/projects/acme/sessions/s1/turns",
+            {"agent": "dev", "role": "user"},
+            "content",
+        ),
+        (
+            "POST",
+            "/v1/projects/acme/sessions/s1/turns",
+            {"agent": "dev", "role": "user", "content": "x", "tags": "a"},
+            "tags",
+        ),
         ("GET", "/v1/projects/acme/sessions/s1/gauge", None, "agent"),
         ("GET", "/v1/projects/acme/sessions/s1/gauge?agent=dev&budget=abc", None, "budget"),
         ("POST", "/v1/projects/acme/sessions/s1/compact", {"agent": "dev", "keep": 2}, "keep"),
@@ -216,12 +237,27 @@ def test_another_projects_key_and_ids(world: World, method: str, path: str, body
         ("POST", "/v1/projects/acme/sessions/s1/reset", {}, "agent"),
         ("POST", "/v1/projects/acme/tasks", {"name": 5, "objective": "o"}, "name"),
         ("POST", "/v1/projects/acme/tasks", {"name": "t"}, "objective"),
-        ("POST", "/v1/projects/acme/tasks", {"name": "t", "objective": "o", "complexity": "huge"}, "complexity"),
+        (
+            "POST",
+            "/v1/projects/acme/tasks",
+            {"name": "t", "objective": "o", "complexity": "huge"},
+            "complexity",
+        ),
         ("GET", "/v1/projects/acme/tasks?limit=0", None, "limit"),
         ("POST", "/v1/projects/acme/tasks/{task}/complete", {"handoff": 5}, "handoff"),
         ("POST", "/v1/projects/acme/tasks/{task}/complete", {}, "handoff"),
-        ("POST", "/v1/projects/acme/tasks/{task}/complete", {"handoff": {"summary": "x", "bogus": 1}}, "handoff.bogus"),
-        ("POST", "/v1/projects/acme/tasks/{task}/complete", {"handoff": {"summary": "x", "gotchas": [{"issue": "i", "severity": "dire"}]}}, "handoff.gotchas[0].severity"),
+        (
+            "POST",
+            "/v1/projects/acme/tasks/{task}/complete",
+            {"handoff": {"summary": "x", "bogus": 1}},
+            "handoff.bogus",
+        ),
+        (
+            "POST",
+            "/v1/projects/acme/tasks/{task}/complete",
+            {"handoff": {"summary": "x", "gotchas": [{"issue": "i", "severity": "dire"}]}},
+            "handoff.gotchas[0].severity",
+        ),
         ("GET", "/v1/projects/acme/tasks/{task}/context", None, "agent"),
         ("POST", "/v1/rules/validate", {"rules": "x"}, "rules"),
         ("POST", "/v1/rules/validate", {}, "rules"),
@@ -250,7 +286,12 @@ def test_wrong_types_and_missing_fields(
         ("GET", "/v1/projects/acme/tasks/NOPE", None, "task"),
         ("POST", "/v1/projects/acme/tasks/NOPE/complete", {"handoff": {"summary": "x"}}, "task"),
         ("GET", "/v1/projects/acme/tasks/NOPE/context?agent=bob", None, "task"),
-        ("POST", "/v1/projects/acme/tasks", {"name": "t", "objective": "o", "dependencies": ["NOPE"]}, "task"),
+        (
+            "POST",
+            "/v1/projects/acme/tasks",
+            {"name": "t", "objective": "o", "dependencies": ["NOPE"]},
+            "task",
+        ),
         ("GET", "/v1/nothing/here", None, None),
     ],
 )
@@ -327,3 +368,61 @@ def test_invalid_json_and_wrong_method(world: World) -> None:
     assert_problem(r, 422)
     assert_problem(call(world, "DELETE", "/v1/projects/acme/records"), 405)
     assert world.snapshot() == before
+
+
+FIELDS = [
+    "author",
+    "content",
+    "kind",
+    "agent",
+    "task",
+    "budget",
+    "records",
+    "role",
+    "handoff",
+    "visibility",
+    "to",
+    "tags",
+    "format",
+    "window",
+    "value",
+    "name",
+    "objective",
+    "rules",
+]
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=6), inner, max_size=5)
+    ),
+    max_leaves=12,
+)
+FUZZED = [
+    "/v1/projects/acme/records",
+    "/v1/projects/acme/records/batch",
+    "/v1/projects/acme/assemble",
+    "/v1/projects/acme/sessions/s9/turns",
+    "/v1/projects/acme/tasks",
+    "/v1/rules/validate",
+]
+
+
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(body=JSON, where=st.sampled_from(FUZZED))
+def test_fuzzed_bodies_never_500_and_rejections_change_nothing(
+    world: World, body: Any, where: str
+) -> None:
+    before = world.snapshot()
+    r = world.client.post(where, json=body)
+    assert r.status_code < 500, r.text
+    if r.status_code >= 400:
+        assert r.headers["content-type"].startswith("application/problem+json")
+        assert r.json()["detail"]
+        assert world.snapshot() == before

@@ -330,3 +330,45 @@ def test_without_task_id_the_computed_source_adds_nothing(engine: Engine) -> Non
     a = engine.assemble("p", "dev", task="login form")
     assert not [i for i in a.trace.items if i["source"] == "computed"]
     assert "computed" in [s["name"] for s in a.trace.sources]
+
+
+def test_refreshed_snapshot_equals_a_full_load(engine: Engine) -> None:
+    ids = _auth_project(engine)
+    engine.tasks.computed_context(ids["login"])  # full load
+    more = _task(engine, "Login errors", "Show login form errors from the auth API", [ids["jwt"]])
+    engine.complete_task(
+        more,
+        {
+            "summary": "s",
+            "files_modified": [
+                {"path": "src/auth/jwt.ts", "lines": "5-9", "purpose": "auth error codes"}
+            ],
+            "gotchas": [
+                {"issue": "Auth errors are localized", "severity": "medium", "applies_to": ["auth"]}
+            ],
+        },
+    )
+    engine.add(project="p", author="dev", content="chatter that moves the version")
+    engine.set_status(ids["open"], "completed", by="lead")
+    target = _task(
+        engine, "Login form v2", "Login form with auth errors", [ids["jwt"], more, ids["open"]]
+    )
+    refreshed = engine.tasks.computed_context(target)
+    assert engine.tasks.graph.refreshes >= 1
+    fresh = TaskBoard(engine).computed_context(target)
+    assert refreshed.to_dict() == fresh.to_dict()
+    assert [r.notes for r in refreshed.code_references] == ["auth error codes"]  # UPDATE_OR_ADD
+
+
+def test_a_status_set_by_hand_on_a_node_is_seen_after_a_full_reload(engine: Engine) -> None:
+    _auth_project(engine)
+    board = TaskBoard(engine)
+    board.graph.full_reload_s = 0  # every version change reloads fully
+    later = _task(engine, "Token UI", "Show the auth token expiry")
+    before = board.computed_context(later).warnings
+    gotcha = next(w for w in before if w.issue == "Tokens expire after 15 minutes")
+    assert gotcha.record_id
+    engine.resolve(gotcha.record_id, by="lead")
+    after = [w.issue for w in board.computed_context(later).warnings]
+    assert "Tokens expire after 15 minutes" not in after
+    assert board.graph.misses == 2

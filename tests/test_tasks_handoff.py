@@ -137,7 +137,7 @@ def test_superseding_an_unknown_decision_is_rejected_before_any_write(engine: En
     task = engine.tasks.create("p", name="t", objective="do it")
     before = _snapshot(engine, "p")
     bad = {"summary": "s", "decisions": [{"decision": "d", "rationale": "r", "supersedes": "NOPE"}]}
-    with pytest.raises(NotFound, match="handoff.decisions"):
+    with pytest.raises(NotFound, match=r"handoff\.decisions"):
         engine.complete_task(task.id, bad)
     assert engine.get(task.id).status == "open"
     assert _snapshot(engine, "p") == before

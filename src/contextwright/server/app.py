@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -22,7 +21,7 @@ from ..engine import Engine
 from ..settings import Settings
 from . import problems
 from .limits import BodyLimit
-from .metrics import Metrics
+from .metrics import Metrics, RequestCounter
 from .routes import agents, assemble, health, records, traces
 
 STATIC = Path(__file__).parent / "static"
@@ -60,22 +59,11 @@ def create_app(engine: Engine, settings: Settings | None = None) -> FastAPI:
             route_module = importlib.import_module(f"contextwright.server.routes.{name}")
             app.include_router(route_module.router)
 
-    @app.middleware("http")
-    async def count_requests(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        app.state.metrics.requests.labels(
-            method=request.method, route=path, status=str(response.status_code)
-        ).inc()
-        return response
-
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
         return RedirectResponse("/inspector/")
 
     app.mount("/inspector", StaticFiles(directory=STATIC, html=True), name="inspector")
+    app.add_middleware(RequestCounter, metrics=app.state.metrics)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app

@@ -128,6 +128,7 @@ class Plan:
     required: set[str] = field(default_factory=set)
     pruned: dict[str, Pruned] = field(default_factory=dict)
     steps: list[dict[str, Any]] = field(default_factory=list)
+    costs: dict[str, dict[str, int]] = field(default_factory=dict)  # by format, see window.py
 
     def kept_keys(self) -> set[str]:
         convo = [t for t in self.turns if not t.is_summary]
@@ -194,7 +195,8 @@ def build_candidates(
                 required.add(c.key)
         if turn.is_tool and turn.result is not None:
             stale = turn.key not in kept
-            ckey = (turn.result.id, cap, f"{stale}{plan.purge}")
+            one = stale or plan.purge
+            ckey = (turn.result.id, cap, f"{stale}{plan.purge}" if one else "fresh")
             pruned = prune_cache.get(ckey)
             if pruned is None:
                 pruned = prune_result(

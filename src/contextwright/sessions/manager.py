@@ -85,6 +85,7 @@ class SessionManager:
         self._prune_cache: dict[tuple[str, int, str], Pruned] = {}
         self._locks: dict[str, threading.RLock] = {}
         self._locks_guard = threading.Lock()
+        self._agents: set[tuple[str, str]] = set()
         if not any(s.name == SessionSource.name for s in engine.sources):
             engine.sources.append(SessionSource(self.board))
 
@@ -216,6 +217,9 @@ class SessionManager:
         return pending[-1].key
 
     def _ensure_agent(self, project: str, agent: str) -> None:
+        if (project, agent) in self._agents:
+            return
+        self._agents.add((project, agent))
         try:
             self.engine.agent(project, agent)
         except NotFound:
@@ -476,12 +480,14 @@ class SessionManager:
         return plan
 
     def _memory(self, st: states.SessionState, turns: Sequence[Turn], task: str) -> list[Record]:
-        """Memory records relevant to the task (or, without one, to the last user message)."""
+        """Memory records relevant to the task; without a task, at the start of a session (or
+        after a reset), relevant to its first user message."""
         limit = self.config.memory_limit
         query = task.strip()
-        if not query:
+        convo = [t for t in turns if not t.is_summary]
+        if not query and len(convo) <= 2:
             users = [
-                t.head for t in turns if t.head.kind == "message" and t.head.author != st.agent
+                t.head for t in convo if t.head.kind == "message" and t.head.author != st.agent
             ]
             query = users[-1].content[:2_000] if users else ""
         if not limit or not query:

@@ -34,6 +34,10 @@ _EVIDENCE_TEXT = re.compile(
     r"^ok\s+\S+\s+\d|\berror TS\d+\b|\bnpm ERR!|data:image/|\bscreenshot saved\b)",
     re.IGNORECASE | re.MULTILINE,
 )
+_EVIDENCE_WORDS = (
+    "pass", "fail", "ran ", "build", "compiled", "error ts", "npm err", "data:image", "screenshot",
+    "ok ",
+)
 
 LANGUAGES = {
     ".py": "Python",
@@ -76,7 +80,15 @@ def is_evidence(call: Record | None, result: Record | None) -> bool:
         name, _ = tool_call_parts(call)
         if _EVIDENCE_TOOLS.search(name):
             return True
-    return result is not None and bool(_EVIDENCE_TEXT.search(result.content[:20_000]))
+    if result is None:
+        return False
+    text = result.content
+    # A run's verdict is at its end, a build's banner at its start: look at both ends only.
+    sample = text if len(text) <= 6_000 else text[:2_000] + "\n" + text[-4_000:]
+    lowered = sample.lower()
+    if not any(word in lowered for word in _EVIDENCE_WORDS):
+        return False  # the regex is slow on long text; most results have none of these words
+    return bool(_EVIDENCE_TEXT.search(sample))
 
 
 def _first_arg(call: Record) -> str:

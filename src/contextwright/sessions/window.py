@@ -111,6 +111,8 @@ def effective_budget(mgr: SessionManager, project: str, bud: Budget) -> Budget:
 
 
 def _costs(plan: Plan, fmt: str, mgr: SessionManager) -> dict[str, int]:
+    if fmt in plan.costs:
+        return plan.costs[fmt]
     counter = mgr.engine.counter
     out = {"state": 0, "constraints": 0, "history": 0, "knowledge": 0}
     for c in plan.candidates:
@@ -119,6 +121,7 @@ def _costs(plan: Plan, fmt: str, mgr: SessionManager) -> dict[str, int]:
     out["fixed"] = fixed_cost(plan.agent, fmt, counter) + sum(
         heading_cost(s, counter) for s in ("state", "constraints", "knowledge") if out[s]
     )
+    plan.costs[fmt] = out
     return out
 
 
@@ -274,7 +277,8 @@ def build(
         "files": [f.to_dict() for f in bd.files],
         "missing": missing,
     }
-    if mgr.engine.persist_traces:
+    if mgr.engine.persist_traces and (steps or missing):
+        # The trace was persisted by assemble; store it again only when a step was taken.
         mgr.engine.store.put_doc(
             "traces",
             asm.trace.id,

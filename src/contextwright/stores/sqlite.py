@@ -83,6 +83,18 @@ M002_EDGES_KV_DOCS = """
 """
 
 
+# "Records addressed to X, newest first" walks this index and stops at the limit, instead of
+# sorting everything ever addressed to X. One row per (name, record), whether by `to` or @mention.
+M005_ADDRESSED_BY_TIME = """
+        CREATE TABLE addressed_time (
+            name TEXT NOT NULL, at REAL NOT NULL, rid INTEGER NOT NULL,
+            PRIMARY KEY (name, at, rid)
+        ) WITHOUT ROWID;
+        INSERT OR IGNORE INTO addressed_time
+            SELECT a.name, r.created_at, a.rid FROM addressing a JOIN records r ON r.rid = a.rid;
+"""
+
+
 MIGRATIONS: list[Migration] = [
     ("m001_records", M001_RECORDS),
     ("m002_edges_kv_docs", M002_EDGES_KV_DOCS),
@@ -92,6 +104,7 @@ MIGRATIONS: list[Migration] = [
         "m004_pinned_by_time",
         "CREATE INDEX records_pinned_time ON records(project, created_at) WHERE pinned = 1;",
     ),
+    ("m005_addressed_by_time", M005_ADDRESSED_BY_TIME),
 ]
 
 VISIBLE = (
@@ -101,6 +114,7 @@ VISIBLE = (
 SELECT = "SELECT " + ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(",")) + " FROM records r"
 # Full-text words found in more records than this are left out of the BM25 query.
 COMMON_DF = 2000
+LARGE_WINDOW = 1000
 
 
 def _union_kinds(join: str, where: str, n: int, order: str) -> str:
@@ -236,6 +250,10 @@ class SQLiteStore(SQLiteVectors):
                     conn.executemany(
                         "INSERT OR IGNORE INTO addressing VALUES (?, ?, ?)", addressing
                     )
+                    conn.executemany(
+                        "INSERT OR IGNORE INTO addressed_time VALUES (?, ?, ?)",
+                        [(n, r.created_at, rid) for n, _, _ in addressing],
+                    )
                 if r.tags:
                     conn.executemany(
                         "INSERT OR IGNORE INTO record_tags VALUES (?, ?)",
@@ -311,12 +329,11 @@ class SQLiteStore(SQLiteVectors):
         if q.before is not None:
             where.append("r.created_at < :before")
             params["before"] = q.before
+        by = "r"  # whose (created_at, rid) order the rows; the same values either way
         if q.addressed_to is not None:
             params["addr"] = q.addressed_to
-            if self._dense_addressing(q.addressed_to, q.limit):
-                where.append("r.rid IN (SELECT rid FROM addressing WHERE name = :addr)")
-            else:
-                join += " JOIN (SELECT DISTINCT rid FROM addressing WHERE name = :addr) ad ON ad.rid = r.rid"
+            join += " JOIN addressed_time ad ON ad.rid = r.rid AND ad.name = :addr"
+            by = "ad"
         if q.tag is not None:
             join += " JOIN record_tags tg ON tg.rid = r.rid AND tg.tag = :tag"
             params["tag"] = q.tag
@@ -324,32 +341,33 @@ class SQLiteStore(SQLiteVectors):
         if per_kind and q.kinds is not None:
             sql = _union_kinds(join, " AND ".join(where), len(q.kinds), order)
         else:
-            sql = f"{SELECT}{join} WHERE {' AND '.join(where)} ORDER BY r.created_at {order}, r.rid {order} LIMIT :limit"
+            time_col = "ad.at" if by == "ad" else "r.created_at"
+            sql = f"{SELECT}{join} WHERE {' AND '.join(where)} ORDER BY {time_col} {order}, {by}.rid {order} LIMIT :limit"
         return [row_to_record(row) for row in self._conn().execute(sql, params)]
-
-    def _dense_addressing(self, name: str, limit: int) -> bool:
-        """Is `name` addressed often enough that walking the newest records and stopping at
-        `limit` beats sorting every record addressed to it? (Both are exact; only speed differs.)"""
-        conn = self._conn()
-        n = conn.execute("SELECT count(*) FROM addressing WHERE name = ?", (name,)).fetchone()[0]
-        total = conn.execute("SELECT max(rid) FROM records").fetchone()[0] or 0
-        return bool(4 * n * n > limit * total)
 
     def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
         match = fts_match(text)
         if match is None or limit <= 0:
             return []
-        match = self._selective_match(query_terms(text)) or match
+        selective = self._selective_match(query_terms(text))
         visible = f" AND {VISIBLE}" if agent is not None else ""
-        # BM25 ranks the newest `wide` matches: on a large store the cost stays bounded whatever
-        # the words, and a small store (fewer matches than `wide`) is ranked whole.
+        # A small store ranks every match. A large one ranks the newest LARGE_WINDOW matches of
+        # its selective words only, so that the cost stays bounded whatever the words are.
+        inner = "ORDER BY score LIMIT :wide" if selective is None else "ORDER BY rowid DESC LIMIT :window"
         sql = (
             f"SELECT {', '.join(f'r.{c.strip()}' for c in COLUMNS.split(','))}, f.score FROM "
             "(SELECT rowid, bm25(records_fts) AS score FROM records_fts WHERE records_fts MATCH :m "
-            "ORDER BY rowid DESC LIMIT :wide) f JOIN records r ON r.rid = f.rowid "
-            f"WHERE r.project = :project{visible} ORDER BY f.score, r.rid DESC LIMIT :limit"
+            f"{inner}) f JOIN records r ON r.rid = f.rowid "
+            f"WHERE r.project = :project{visible} ORDER BY f.score LIMIT :limit"
         )
-        params = {"m": match, "project": project, "agent": agent, "limit": limit, "wide": limit * 8}
+        params = {
+            "m": selective or match,
+            "project": project,
+            "agent": agent,
+            "limit": limit,
+            "wide": limit * 8,
+            "window": max(limit * 8, LARGE_WINDOW),
+        }
         try:
             rows = self._conn().execute(sql, params).fetchall()
         except sqlite3.OperationalError as exc:

@@ -53,7 +53,9 @@ _CUES: tuple[tuple[float, re.Pattern[str]], ...] = (
             re.I,
         ),
     ),
-    (2.0, re.compile(r"^\[tool: |\b(passed|failed|error)\b", re.I)),
+    (2.0, re.compile(r"\b(passed|failed|error)\b", re.I)),
+    # Reads are how work was done, rarely what a later turn needs: below messages and writes.
+    (-2.0, re.compile(r"^\[tool: (read|list|search|get|ls|cat|grep|find|open|view)", re.I)),
     (1.0, re.compile(r"\d")),
     (0.5, re.compile(r"\?\s*$")),
 )
@@ -117,8 +119,10 @@ class ExtractiveSummarizer:
                 if not key or key in seen:
                     continue
                 seen.add(key)
-                bonus = 2.0 if carried else 0.0
-                candidates.append(_Candidate(index, shown, score_sentence(shown) + bonus))
+                score = score_sentence(shown) + (2.0 if carried else 0.0)
+                if score < 0:
+                    continue  # "ok", "thanks": nothing a later turn needs
+                candidates.append(_Candidate(index, shown, score))
                 index += 1
         if not candidates or max_tokens <= 0:
             return ""

@@ -91,7 +91,7 @@ def extract_dependency_context(
         if agent is not None and not dep.visible_to(agent):
             skipped[dep_id] = "not visible to the agent"
             continue
-        found = snap.handoffs.get(dep_id)
+        found = snap.handoff(dep_id)
         if found is None:
             skipped[dep_id] = "completed without a handoff"
             continue

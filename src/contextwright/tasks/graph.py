@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +28,7 @@ SEVERITY_BONUS = {"high": 0.5, "medium": 0.25, "low": 0.0}
 KEYWORD_WEIGHT = 1.0
 DOMAIN_WEIGHT = 0.5
 SNAPSHOT_LIMIT = 50_000
+GRAPH_KINDS = ("task", *NODE_KINDS, "file", "handoff", "question")
 
 
 @dataclass(frozen=True)
@@ -108,59 +110,132 @@ class GraphSnapshot:
     tasks_by_tag: dict[str, list[Record]]
     files: list[ContextEntry]
     tasks: dict[str, Record]
-    handoffs: dict[str, tuple[Record, Handoff]]  # task id -> its latest handoff
+    handoffs: dict[str, Record]  # task id -> its latest handoff record
     questions: dict[str, Record]
+    parsed: dict[str, Handoff] = field(default_factory=dict, repr=False)
+    records: dict[str, Record] = field(default_factory=dict, repr=False)
+    max_created: float = 0.0
+    loaded_at: float = 0.0  # time.monotonic() of the last full load
+
+    def handoff(self, task_id: str) -> tuple[Record, Handoff] | None:
+        """A task's latest handoff, parsed once (records never change, so the cache is shared)."""
+        record = self.handoffs.get(task_id)
+        if record is None:
+            return None
+        found = self.parsed.get(record.id)
+        if found is None:
+            found = self.parsed[record.id] = parse_handoff(record.meta["handoff"])
+        return record, found
 
     @property
     def task_status(self) -> dict[str, str | None]:
         return {k: r.status for k, r in self.tasks.items()}
 
     @classmethod
-    def load(cls, store: Store, project: str) -> GraphSnapshot:
+    @classmethod
+    def load(
+        cls, store: Store, project: str, parsed: dict[str, Handoff] | None = None
+    ) -> GraphSnapshot:
+        """Read every graph record of the project (one query) and index it."""
         version = store.version(project)
+        q = Query(project, None, kinds=GRAPH_KINDS, limit=SNAPSHOT_LIMIT, newest_first=False)
+        records = {r.id: r for r in store.query(q)}
+        return cls.build(version, records, {} if parsed is None else parsed)
 
-        def read(*kinds: str, statuses: tuple[str, ...] | None = None) -> list[Record]:
-            q = Query(
+    def refresh(self, store: Store, project: str) -> GraphSnapshot:
+        """A newer snapshot from this one without re-reading everything: the records created
+        since, the supersessions they carry, and the current status of every task and question
+        (what completing, reopening and resolving change). A status set by hand on a node or a
+        file is seen at the next full load (GraphCache reloads fully every `full_reload_s`)."""
+        version = store.version(project)
+        records = dict(self.records)
+        new = store.query(
+            Query(
                 project,
                 None,
-                kinds=kinds,
-                statuses=statuses,
+                kinds=GRAPH_KINDS,
+                since=self.max_created,
                 limit=SNAPSHOT_LIMIT,
                 newest_first=False,
             )
-            return store.query(q)
+        )
+        for r in new:
+            records[r.id] = r
+        for r in new:
+            old = records.get(r.supersedes or "")
+            if old is not None and old.status != "superseded":
+                records[old.id] = old.with_status("superseded")
+        for r in store.query(
+            Query(project, None, kinds=("task", "question"), limit=SNAPSHOT_LIMIT)
+        ):
+            records[r.id] = r
+        fresh = self.build(version, records, self.parsed, previous=self)
+        fresh.loaded_at = self.loaded_at
+        return fresh
 
-        tasks = {r.id: r for r in read("task")}
+    @classmethod
+    def build(
+        cls,
+        version: int,
+        records: dict[str, Record],
+        parsed: dict[str, Handoff],
+        previous: GraphSnapshot | None = None,
+    ) -> GraphSnapshot:
+        """Index graph records; pure. Nodes whose record did not change are reused."""
+        ordered = sorted(records.values(), key=lambda r: (r.created_at, r.id))
+        tasks = {r.id: r for r in ordered if r.kind == "task"}
 
         def done(task_id: object) -> bool:
             # Knowledge from a task that was reopened or cancelled is not known yet.
             r = tasks.get(str(task_id)) if task_id else None
             return r is None or r.status == "completed"
 
+        old = previous.by_id if previous is not None else {}
         by_tag: dict[str, list[str]] = {}
         by_id: dict[str, Node] = {}
-        for r in read(*NODE_KINDS):
-            if r.status in DEAD or not done(r.meta.get("task")):
-                continue
-            by_id[r.id] = Node.from_record(r)
-            for t in r.tags:
-                by_tag.setdefault(t, []).append(r.id)
         tasks_by_tag: dict[str, list[Record]] = {}
-        for r in tasks.values():
-            if r.status == "completed":  # related tasks are finished work to learn from
+        files: list[ContextEntry] = []
+        handoffs: dict[str, Record] = {}
+        questions: dict[str, Record] = {}
+        for r in ordered:
+            if r.kind in NODE_KINDS:
+                if r.status in DEAD or not done(r.meta.get("task")):
+                    continue
+                node = old.get(r.id)
+                by_id[r.id] = (
+                    node
+                    if node is not None and node.record.status == r.status
+                    else Node.from_record(r)
+                )
                 for t in r.tags:
-                    tasks_by_tag.setdefault(t, []).append(r)
-        files = [
-            ContextEntry.from_record(r)
-            for r in read("file", statuses=("active",))
-            if done(r.meta.get("task"))
-        ]
-        handoffs: dict[str, tuple[Record, Handoff]] = {}
-        for r in read("handoff"):  # oldest first: the latest handoff of a task wins
-            if r.reply_to in tasks and isinstance(r.meta.get("handoff"), Mapping):
-                handoffs[r.reply_to] = (r, parse_handoff(r.meta["handoff"]))
-        questions = {r.id: r for r in read("question")}
-        return cls(version, by_tag, by_id, tasks_by_tag, files, tasks, handoffs, questions)
+                    by_tag.setdefault(t, []).append(r.id)
+            elif r.kind == "task":
+                if r.status == "completed":  # related tasks are finished work to learn from
+                    for t in r.tags:
+                        tasks_by_tag.setdefault(t, []).append(r)
+            elif r.kind == "file":
+                if r.status == "active" and done(r.meta.get("task")):
+                    files.append(ContextEntry.from_record(r))
+            elif r.kind == "handoff":  # oldest first: the latest handoff of a task wins
+                if r.reply_to in tasks and isinstance(r.meta.get("handoff"), Mapping):
+                    handoffs[r.reply_to] = r
+            elif r.kind == "question":
+                questions[r.id] = r
+        files.reverse()  # newest entries first, as the store would list them
+        return cls(
+            version,
+            by_tag,
+            by_id,
+            tasks_by_tag,
+            files,
+            tasks,
+            handoffs,
+            questions,
+            parsed,
+            records,
+            max((r.created_at for r in ordered), default=0.0),
+            time.monotonic(),
+        )
 
     def files_visible_to(self, agent: str | None) -> list[ContextEntry]:
         if agent is None:
@@ -169,14 +244,22 @@ class GraphSnapshot:
 
 
 class GraphCache:
-    """One snapshot per project, replaced when the project's store version changes."""
+    """One snapshot per project, at the store's current project version.
 
-    def __init__(self, store: Store, size: int = 16) -> None:
+    When the version moves, the snapshot is refreshed from the records created since (cheap), and
+    fully reloaded at most every `full_reload_s` seconds (so a status set by hand on a node is seen
+    within that time) or when `full_reload_s` is 0.
+    """
+
+    def __init__(self, store: Store, size: int = 16, full_reload_s: float = 30.0) -> None:
         self.store = store
         self.size = size
+        self.full_reload_s = full_reload_s
         self._lock = threading.Lock()
         self._snaps: dict[str, GraphSnapshot] = {}
+        self._parsed: dict[str, Handoff] = {}  # handoff record id -> parsed (records are immutable)
         self.hits = 0
+        self.refreshes = 0
         self.misses = 0
 
     def get(self, project: str) -> GraphSnapshot:
@@ -186,9 +269,16 @@ class GraphCache:
             if snap is not None and snap.version == version:
                 self.hits += 1
                 return snap
-        fresh = GraphSnapshot.load(self.store, project)
+        if snap is not None and time.monotonic() - snap.loaded_at < self.full_reload_s:
+            fresh = snap.refresh(self.store, project)
+            counter = "refreshes"
+        else:
+            if len(self._parsed) > 50_000:
+                self._parsed.clear()
+            fresh = GraphSnapshot.load(self.store, project, self._parsed)
+            counter = "misses"
         with self._lock:
-            self.misses += 1
+            setattr(self, counter, getattr(self, counter) + 1)
             if len(self._snaps) >= self.size and project not in self._snaps:
                 self._snaps.pop(next(iter(self._snaps)))
             self._snaps[project] = fresh

@@ -9,6 +9,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from ... import __version__
+from ...errors import ContextwrightError, StoreError
 
 router = APIRouter(tags=["health"])
 
@@ -16,7 +17,12 @@ router = APIRouter(tags=["health"])
 @router.get("/health")
 def health(request: Request) -> dict[str, Any]:
     engine = request.app.state.engine
-    engine.store.version("__health__")  # touches the store: a broken store answers 503
+    try:
+        engine.store.version("__health__")  # touches the store
+    except ContextwrightError:
+        raise
+    except Exception as exc:  # a broken store is a 503, not a 500
+        raise StoreError(f"the store does not answer: {type(exc).__name__}: {exc}") from exc
     return {"status": "ok", "version": __version__}
 
 

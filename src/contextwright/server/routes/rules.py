@@ -46,6 +46,8 @@ def validate_rules(ctx: CtxDep, body: RulesDoc) -> dict[str, Any]:
 def reload_rules(ctx: CtxDep) -> dict[str, Any]:
     """Read the rules directory again; an invalid directory keeps the old rules (422)."""
     if not ctx.access.admin:
-        raise HTTPProblem(403, "Forbidden", "only an admin key may reload the rules", "authorization")
+        raise HTTPProblem(
+            403, "Forbidden", "only an admin key may reload the rules", "authorization"
+        )
     ruleset = ctx.engine.reload_rules()
     return {"loaded": len(ruleset), "rules": [r.to_dict() for r in ruleset.rules]}

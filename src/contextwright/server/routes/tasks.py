@@ -60,7 +60,9 @@ def get_task(ctx: ProjectDep, task_id: str) -> dict[str, Any]:
     task = own_task(ctx, task_id)
     handoff = ctx.engine.tasks.handoff(task.id)
     out = task.to_dict()
-    out["handoff"] = handoff.to_dict() if handoff is not None and hasattr(handoff, "to_dict") else None
+    out["handoff"] = (
+        handoff.to_dict() if handoff is not None and hasattr(handoff, "to_dict") else None
+    )
     return out
 
 

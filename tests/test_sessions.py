@@ -1,0 +1,265 @@
+"""Sessions on real stores: layers and diagnostics, compaction, memory flush, reset, overflow
+recovery, provider errors and token accounting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contextwright import Budget, ContextOverflow, Engine, ValidationError
+from contextwright.ports import Query
+from contextwright.render import count_openai
+from contextwright.sessions import SessionConfig
+from contextwright.testing import ScriptedSummarizer
+
+P, A, S = "acme", "dev", "s1"
+SYSTEM = "You are dev. Follow the house rules."
+
+
+def fill(engine: Engine, turns: int, session: str = S, big: int = 40) -> list[str]:
+    s = engine.sessions
+    ids = []
+    for i in range(turns):
+        ids.append(s.append(P, A, session, "user", f"Please build page {i} in src/page{i}.tsx.").id)
+        call = s.append(P, A, session, "tool_call", "read", tool="read_file",
+                        arguments={"path": f"src/page{i}.tsx"})
+        body = "\n".join(f"export const line{j} = {j};" for j in range(big))
+        ids += [call.id, s.append(P, A, session, "tool_result", body, reply_to=call.id).id]
+        ids.append(s.append(P, A, session, "assistant", f"We decided to use Tailwind for page {i}.").id)
+    return ids
+
+
+def test_append_validates_and_leaves_the_store_untouched(engine: Engine) -> None:
+    s = engine.sessions
+    s.append(P, A, S, "user", "hello")
+    before = engine.store.count(P)
+    with pytest.raises(ValidationError) as e:
+        s.append(P, A, S, "wizard", "hi")
+    assert e.value.field == "role" and "use one of" in e.value.fix
+    with pytest.raises(ValidationError) as e:
+        s.append(P, A, S, "tool_result", "orphan")
+    assert e.value.field == "reply_to"
+    with pytest.raises(ValidationError) as e:
+        s.append(P, A, S, "tool_call", "x")
+    assert e.value.field == "tool"
+    with pytest.raises(ValidationError) as e:
+        s.append(P, A, S, "user", "   ")
+    assert e.value.field == "content"
+    with pytest.raises(ValidationError):
+        s.compact(P, A, S, keep=3)
+    with pytest.raises(ValidationError):
+        SessionConfig(keep_turns=9)
+    with pytest.raises(ValidationError):
+        SessionConfig(threshold=1.5)
+    assert engine.store.count(P) == before
+
+
+def test_tool_result_pairs_with_the_pending_call(engine: Engine) -> None:
+    s = engine.sessions
+    call = s.append(P, A, S, "tool_call", "ls", tool="ls", arguments={"dir": "."})
+    result = s.append(P, A, S, "tool_result", "a.py b.py")
+    assert result.reply_to == call.id
+    turns = s.turns(P, A, S)
+    assert len(turns) == 1 and turns[0].ids == [call.id, result.id]
+
+
+def test_breakdown_layers_add_up_and_files_are_flagged(engine: Engine, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "soul.md").write_text("Be kind and precise.")
+    (ws / "user.md").write_text("The user is Ana; she prefers TypeScript.")
+    (ws / "big.py").write_text("\n".join(f"x{i} = {i}  # a long line of code" for i in range(2000)))
+    (ws / "small.py").write_text("print('hi')\n")
+    engine.sessions.config = SessionConfig(workspace=ws, file_cap=300)
+    fill(engine, 3)
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+    bd = engine.sessions.breakdown(
+        P, A, S, budget=Budget(model="gpt-4", window=8192), system=SYSTEM,
+        tools=tools, skills=["Skill: write tests first."], files=["big.py", "small.py"],
+    )
+    assert bd.layers["system"] > 0 and bd.layers["personalization"] > 0
+    assert bd.layers["history"] > 0 and bd.layers["tools"] > 0 and bd.layers["files"] > 0
+    assert bd.budget["window"] == 8192 and bd.budget["reserved_response"] == 1024
+    assert bd.budget["available_for_history_and_workspace"] < bd.budget["available"]
+    flags = {f.path: f for f in bd.files}
+    assert flags["big.py"].truncated and flags["big.py"].original_tokens > 300
+    assert not flags["small.py"].truncated and flags["small.py"].included
+    assert flags["soul.md"].layer == "personalization"
+    assert bd.gauge.used <= bd.gauge.limit
+    assert sum(v for k, v in bd.layers.items()) == bd.gauge.used
+
+
+def test_gauge_hint_fires_past_the_threshold(engine: Engine) -> None:
+    fill(engine, 2)
+    budget = Budget(model="gpt-4", window=8192)
+    low = engine.sessions.gauge(P, A, S, budget=budget)
+    assert not low.compaction_hint and 0 < low.fraction < 0.5
+    fill(engine, 80, big=10)
+    high = engine.sessions.gauge(P, A, S, budget=budget)
+    assert high.compaction_hint and high.history_fraction > 0.7
+    assert "compaction suggested" in high.bar()
+
+
+def test_compaction_keeps_last_n_and_points_at_what_it_replaced(engine: Engine) -> None:
+    s = engine.sessions
+    ids = fill(engine, 5)
+    s.append(P, A, S, "user", "Actually, I meant page 9, not page 3.")
+    s.append(P, A, S, "instruction", "Never touch the payments module.")
+    ids += fill(engine, 3)
+    before = engine.store.count(P)
+    c = s.compact(P, A, S, keep=4)
+    assert c.compacted and c.summary is not None
+    assert c.summary.content.startswith("## Session Summary (compacted)\n- ")
+    assert c.summary.kind == "summary" and set(c.summary.meta["replaces"]) == set(c.replaced)
+    assert set(c.replaced) <= set(ids)
+    # Originals stay in the store, marked compacted; nothing was deleted.
+    assert engine.store.count(P) >= before + 1
+    for r in engine.store.get_many(c.replaced):
+        assert r.status == "compacted"
+    live = s.turns(P, A, S)
+    texts = [t.head.content for t in live]
+    assert "Actually, I meant page 9, not page 3." in texts
+    assert "Never touch the payments module." in texts
+    convo = [t for t in live if not t.is_summary and not t.protected]
+    assert len(convo) == 4
+    # Pairs stay whole: every live tool call has its result.
+    assert all(len(t.records) == 2 for t in live if t.is_tool)
+    # The window includes the summary, and the history source skips compacted records too.
+    win = s.window(P, A, S, budget=Budget(model="gpt-4", window=8192))
+    text = "\n".join(str(m.get("content")) for m in win.messages)
+    assert "## Session Summary (compacted)" in text
+    asm = engine.assemble(P, A, "", session=S, sources=["history"])
+    assert not {i.candidate.key for i in asm.sections["history"]} & set(c.replaced)
+    # Compacting again with nothing older than the window is a no-op.
+    again = s.compact(P, A, S, keep=8)
+    assert not again.compacted
+
+
+def test_slash_compact_and_scripted_summarizer(engine: Engine) -> None:
+    scripted = ScriptedSummarizer(["- User built pages 0-5.\n- Chose Tailwind."])
+    engine.sessions.summarizer = scripted
+    fill(engine, 6)
+    cmd = engine.sessions.append(P, A, S, "user", "/compact")
+    assert cmd.status == "compacted"
+    assert len(scripted.calls) == 1
+    texts = scripted.calls[0]["texts"]
+    assert isinstance(texts, list) and any("[tool: read_file(" in t for t in texts)
+    summary = engine.store.query(Query(P, A, kinds=("summary",), session=S, limit=5))
+    assert summary and "- Chose Tailwind." in summary[0].content
+    assert "manual" in summary[0].tags
+
+
+def test_memory_flush_writes_records_and_files_once(engine: Engine, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    engine.sessions.config = SessionConfig(workspace=ws)
+    s = engine.sessions
+    s.append(P, A, S, "user", "I prefer concise responses, no emojis.")
+    s.append(P, A, S, "assistant", "We decided to use Tailwind over styled-components.")
+    s.append(P, A, S, "assistant", "The landing page lives at src/routes/+page.svelte now.")
+    s.append(P, A, S, "user", "This repo uses conventional commits.")
+    first = s.flush(P, A, S)
+    cats = sorted(n.category for n in first.notes)
+    assert cats == ["artifact", "decision", "pattern", "preference"]
+    assert len(first.records) == 4 and all(r.kind == "memory" for r in first.records)
+    memory_md = (ws / "memory.md").read_text()
+    assert "- [decision] We decided to use Tailwind over styled-components." in memory_md
+    daily = list((ws / "memory").glob("*.md"))
+    assert len(daily) == 1 and "conventional commits" in daily[0].read_text()
+    again = s.flush(P, A, S)
+    assert again.records == [] and again.skipped_duplicates == 4
+    assert (ws / "memory.md").read_text() == memory_md
+    # Later sessions find them by relevance (they are records, so full text finds them).
+    hits = engine.store.search_text(P, A, "tailwind styled components", 5)
+    assert any(h.record.kind == "memory" for h in hits)
+    win = s.window(P, A, "s2", "style the page with tailwind", budget=Budget(model="gpt-4", window=8192))
+    assert any("Tailwind over styled-components" in str(m.get("content")) for m in win.messages)
+
+
+def test_compaction_flushes_memory_first(engine: Engine) -> None:
+    s = engine.sessions
+    s.append(P, A, S, "assistant", "We decided to use SQLite for the cache.")
+    fill(engine, 8)
+    c = s.compact(P, A, S)
+    assert c.flush is not None
+    assert any("SQLite" in n.text for n in c.flush.notes)
+
+
+def test_reset_transfers_outcome_and_discards_raw_tool_output(engine: Engine) -> None:
+    s = engine.sessions
+    fill(engine, 4, big=200)
+    s.append(P, A, S, "assistant", "We decided to ship the dark theme.")
+    r = s.reset(P, A, S)
+    assert r.new_session != S
+    assert r.transfer.content.startswith(f"## Session Summary (transferred from session {S})")
+    assert "export const line150" not in r.transfer.content
+    with pytest.raises(ValidationError) as e:
+        s.append(P, A, S, "user", "hello?")
+    assert r.new_session in e.value.fix
+    win = s.window(P, A, r.new_session, budget=Budget(model="gpt-4", window=8192))
+    text = "\n".join(str(m.get("content")) for m in win.messages)
+    assert "transferred from session" in text and "export const line150" not in text
+    with pytest.raises(ValidationError):
+        s.reset(P, A, r.new_session, new_session=r.new_session)
+
+
+def test_overflow_ladder_climbs_and_records_each_step(engine: Engine) -> None:
+    s = engine.sessions
+    s.config = SessionConfig(tool_result_cap=1_200)
+    fill(engine, 12, big=400)
+    win = s.window(P, A, S, budget=Budget(model="gpt-4", window=4_000), system=SYSTEM)
+    names = [step["step"] for step in win.steps]
+    assert "emergency_compaction" in names
+    assert win.tokens <= win.assembly.available
+    stored = engine.trace(win.assembly.trace.id)
+    assert [x["step"] for x in stored.notes["session"]["steps"]] == names
+
+
+def test_context_overflow_carries_the_breakdown(engine: Engine) -> None:
+    s = engine.sessions
+    fill(engine, 2)
+    huge = "Rule: " + " ".join(f"rule{i}" for i in range(5_000))
+    with pytest.raises(ContextOverflow) as e:
+        s.window(P, A, S, budget=Budget(model="gpt-4", window=2_000), system=huge)
+    assert e.value.error_type == "context_overflow"
+    assert "layers" in e.value.breakdown and e.value.breakdown["steps"]
+    assert [st["step"] for st in e.value.breakdown["steps"]][-1] == "session_reset"
+
+
+def test_provider_overflow_is_retargeted_to_the_reported_limit(engine: Engine) -> None:
+    s = engine.sessions
+    fill(engine, 10, big=100)
+    budget = Budget(model="gpt-4", window=8192)
+    sent = s.window(P, A, S, budget=budget)
+    error = {
+        "error": {
+            "message": f"This model's maximum context length is 4000 tokens. However, your "
+            f"messages resulted in {sent.total_tokens + 300} tokens.",
+            "type": "invalid_request_error",
+            "code": "context_length_exceeded",
+        }
+    }
+    win = s.handle_provider_error(P, A, S, error, budget=budget, sent_tokens=sent.total_tokens)
+    assert win.steps[0]["step"] == "provider_overflow" and win.steps[0]["limit"] == 4000
+    assert win.total_tokens * (sent.total_tokens + 300) / sent.total_tokens <= 4000 - 0
+    anthropic = {"type": "error", "error": {"type": "invalid_request_error",
+                                            "message": "prompt is too long: 9000 tokens > 6000 maximum"}}
+    win2 = s.handle_provider_error(P, A, S, anthropic, budget=budget)
+    assert win2.total_tokens <= 6000
+    with pytest.raises(ValidationError) as e:
+        s.handle_provider_error(P, A, S, {"error": {"message": "rate limit"}}, budget=budget)
+    assert e.value.field == "error"
+
+
+def test_rendered_count_matches_provider_rule_and_calibration(engine: Engine) -> None:
+    s = engine.sessions
+    fill(engine, 3)
+    win = s.window(P, A, S, budget=Budget(model="gpt-4", window=8192), system=SYSTEM)
+    assert win.tokens == count_openai(win.messages, engine.counter)
+    cal = s.calibrate(win, {"prompt_tokens": win.total_tokens + 10, "completion_tokens": 5})
+    assert cal.delta == 10 and cal.ours == win.total_tokens and cal.samples == 1
+    cal2 = s.calibrate(win, {"input_tokens": win.total_tokens})
+    assert cal2.samples == 2 and cal2.mean_ratio > 1.0
+    with pytest.raises(ValidationError):
+        s.calibrate(win, {"completion_tokens": 5})
+    assert engine.trace(win.assembly.trace.id).notes["session"]["calibration"]["samples"] == 2
