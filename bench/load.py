@@ -166,6 +166,9 @@ def main() -> None:
     ap.add_argument("--assemble-share", type=float, default=0.3)
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--db", default=None, help="keep the prepared SQLite file here and reuse it next time"
+    )
     ap.add_argument("--serve", nargs=2, metavar=("DB", "PORT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
@@ -175,9 +178,11 @@ def main() -> None:
         raise SystemExit("give --assemble-share in 0..1, --clients >= 1 and --seconds > 0")
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "load.db")
-        print(f"building {args.records} records ...", file=sys.stderr)
-        ingest_s = build_db(path, args.records)
+        path = args.db or os.path.join(tmp, "load.db")
+        ingest_s = None
+        if not os.path.exists(path):
+            print(f"building {args.records} records ...", file=sys.stderr)
+            ingest_s = build_db(path, args.records)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         proc = subprocess.Popen([sys.executable, __file__, "--serve", path, str(port)])
@@ -204,7 +209,8 @@ def main() -> None:
         records=args.records,
         clients=args.clients,
         assemble_share=args.assemble_share,
-        ingest_records_per_s=round(args.records / ingest_s),
+        ingest_records_per_s=round(args.records / ingest_s) if ingest_s else None,
+        load_average=[round(x, 2) for x in os.getloadavg()],
         cpus=os.cpu_count(),
     )
     if args.json:

@@ -13,7 +13,9 @@ from contextwright import Engine
 from contextwright.ports import Store
 from contextwright.stores import open_store
 
-STORE_KINDS = ["memory", "sqlite"]
+pytest_plugins = ["pg"]
+
+STORE_KINDS = ["memory", "sqlite", "postgres"]
 
 
 @pytest.fixture(autouse=True)

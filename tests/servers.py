@@ -20,7 +20,7 @@ def free_port() -> int:
 
 
 @contextmanager
-def running(app: Any, ready_path: str = "/health") -> Iterator[str]:
+def running(app: Any) -> Iterator[str]:
     """Serve `app` with uvicorn on a free loopback port; yields the base URL."""
     port = free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="on")

@@ -40,6 +40,7 @@ KIND_CHOICES = (
     "message",
     "message",
     "tool_call",
+    "tool_call",
     "decision",
     "question",
     "task",
@@ -88,8 +89,8 @@ def record_dicts(draw: st.DrawFn, index: int = 0, project: str = PROJECT) -> dic
     }
     if visibility == "direct":
         data["to"] = draw(st.lists(st.sampled_from(AGENTS), min_size=1, max_size=2, unique=True))
-    if draw(st.booleans()):
-        data["session"] = draw(st.sampled_from(("s1", "s2")))
+    if draw(st.integers(0, 3)) > 0:
+        data["session"] = draw(st.sampled_from(("s1", "s1", "s2")))
     if draw(st.integers(0, 3)) == 0:
         data["tags"] = draw(st.lists(st.sampled_from(WORDS), max_size=3))
     return data
@@ -97,13 +98,13 @@ def record_dicts(draw: st.DrawFn, index: int = 0, project: str = PROJECT) -> dic
 
 @st.composite
 def record_batches(draw: st.DrawFn, min_size: int = 1, max_size: int = 25) -> list[dict[str, Any]]:
-    """A batch of records with unique ids, in time order; about half the tool calls get a result."""
+    """A batch of records with unique ids, in time order; most tool calls get a result."""
     n = draw(st.integers(min_size, max_size))
     batch: list[dict[str, Any]] = []
     for _ in range(n):
         rec = draw(record_dicts(index=len(batch)))
         batch.append(rec)
-        if rec["kind"] == "tool_call" and draw(st.booleans()):
+        if rec["kind"] == "tool_call" and draw(st.integers(0, 3)) > 0:
             rec["meta"] = {"name": "grep", "arguments": {"pattern": draw(st.sampled_from(WORDS))}}
             result = draw(record_dicts(index=len(batch)))
             result.update(

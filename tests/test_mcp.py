@@ -152,7 +152,7 @@ def test_streamable_http_uvicorn(tmp_path: Path) -> None:
             await _exercise(client, task_id)
 
     try:
-        with running(app, ready_path="/mcp") as base:
+        with running(app) as base:
             asyncio.run(go(f"{base}/mcp"))
         assert engine.get(task_id).status == "completed"
         assert len(engine.records("acme", author="alice", limit=100)) == 2

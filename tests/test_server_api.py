@@ -102,6 +102,10 @@ def test_assemble_formats_traces_replay_and_diff(api: tuple[httpx.Client, Engine
     assert "token expiry" in results["markdown"]["text"]
     assert results["anthropic"]["payload"]["system"]
 
+    assert set(results["openai"]["trace"]) == {"summary"}  # lean by default
+    full = client.post("/v1/projects/acme/assemble", json=body, params={"trace": "true"}).json()
+    assert full["trace"]["id"] == full["trace_id"] and full["trace"]["items"]
+
     trace_id = results["openai"]["trace_id"]
     trace = client.get(f"/v1/projects/acme/traces/{trace_id}").json()
     assert trace["request"]["task"] == "fix the login bug"

@@ -27,7 +27,9 @@ def rec(kind: str = "message", content: str = "hello", **fields: object) -> Reco
     return build_record(data, COUNTER.count)
 
 
-def pair(name: str, args: dict[str, object], result: str, **result_fields: object) -> tuple[Record, Record]:
+def pair(
+    name: str, args: dict[str, object], result: str, **result_fields: object
+) -> tuple[Record, Record]:
     call = rec("tool_call", f"{name} call", meta={"name": name, "arguments": args})
     res = rec("tool_result", result, reply_to=call.id, **result_fields)
     return call, res
@@ -77,7 +79,9 @@ def test_one_line_summaries_are_derived_from_call_and_result() -> None:
     assert one_line(call, res) == (
         '[tool: read_file("src/components/App.tsx") → 500 lines, React component]'
     )
-    call, res = pair("search_web", {"q": "react hooks best practices"}, '[' + ','.join(['{"a":1}'] * 8) + ']')
+    call, res = pair(
+        "search_web", {"q": "react hooks best practices"}, "[" + ",".join(['{"a":1}'] * 8) + "]"
+    )
     assert one_line(call, res) == '[tool: search_web("react hooks best practices") → 8 results]'
     call, res = pair("write_file", {"path": "src/hooks/useAuth.ts"}, "file written successfully")
     assert one_line(call, res).endswith("→ file written successfully]")
@@ -148,6 +152,8 @@ def test_provider_errors_are_parsed() -> None:
     )
     got = parse_provider_error(anthropic)
     assert got is not None and (got.provider, got.limit, got.used) == ("anthropic", 200000, 208123)
-    assert parse_provider_error({"error": {"message": "rate limited", "code": "rate_limit"}}) is None
+    assert (
+        parse_provider_error({"error": {"message": "rate limited", "code": "rate_limit"}}) is None
+    )
     bare = parse_provider_error({"error": {"message": "x", "code": "context_length_exceeded"}})
     assert bare is not None and bare.limit is None

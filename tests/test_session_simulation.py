@@ -88,10 +88,16 @@ def test_thousand_turn_session(sim_engine: Engine, tmp_path: Path) -> None:
             arguments={"path": f"src/mod{i}.py"},
         )
         size = (10, 40, 120, 20, 300)[i % 5]
-        add("tool_result", f"{i % 7 + 3} passed" if evidence else tool_output(i, size), reply_to=call)
+        add(
+            "tool_result",
+            f"{i % 7 + 3} passed" if evidence else tool_output(i, size),
+            reply_to=call,
+        )
         add("assistant", f"Updated src/mod{i}.py; we decided to use guard clauses for f{i}.")
 
-        win = sessions.window(P, A, session, budget=budget, system="You are dev, a careful engineer.")
+        win = sessions.window(
+            P, A, session, budget=budget, system="You are dev, a careful engineer."
+        )
         assert win.session == session  # this budget never needs the last rung
         compactions += len(win.compactions)
         assert win.tokens <= win.assembly.available
@@ -146,8 +152,9 @@ def test_session_invariants(script: list[tuple[str, int]], keep: int, window: in
         for n, (kind, size) in enumerate(script):
             words = " ".join(f"w{n}x{k}" for k in range(size))
             if kind == "tool" or kind == "big":
-                c = sessions.append(P, A, S, "tool_call", "call", tool="read_file",
-                                    arguments={"path": f"f{n}.py"})
+                c = sessions.append(
+                    P, A, S, "tool_call", "call", tool="read_file", arguments={"path": f"f{n}.py"}
+                )
                 body = words * (8 if kind == "big" else 1)
                 r = sessions.append(P, A, S, "tool_result", body, reply_to=c.id)
                 ids += [c.id, r.id]

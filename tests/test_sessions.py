@@ -22,11 +22,20 @@ def fill(engine: Engine, turns: int, session: str = S, big: int = 40) -> list[st
     ids = []
     for i in range(turns):
         ids.append(s.append(P, A, session, "user", f"Please build page {i} in src/page{i}.tsx.").id)
-        call = s.append(P, A, session, "tool_call", "read", tool="read_file",
-                        arguments={"path": f"src/page{i}.tsx"})
+        call = s.append(
+            P,
+            A,
+            session,
+            "tool_call",
+            "read",
+            tool="read_file",
+            arguments={"path": f"src/page{i}.tsx"},
+        )
         body = "\n".join(f"export const line{j} = {j};" for j in range(big))
         ids += [call.id, s.append(P, A, session, "tool_result", body, reply_to=call.id).id]
-        ids.append(s.append(P, A, session, "assistant", f"We decided to use Tailwind for page {i}.").id)
+        ids.append(
+            s.append(P, A, session, "assistant", f"We decided to use Tailwind for page {i}.").id
+        )
     return ids
 
 
@@ -75,8 +84,14 @@ def test_breakdown_layers_add_up_and_files_are_flagged(engine: Engine, tmp_path:
     fill(engine, 3)
     tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
     bd = engine.sessions.breakdown(
-        P, A, S, budget=Budget(model="gpt-4", window=8192), system=SYSTEM,
-        tools=tools, skills=["Skill: write tests first."], files=["big.py", "small.py"],
+        P,
+        A,
+        S,
+        budget=Budget(model="gpt-4", window=8192),
+        system=SYSTEM,
+        tools=tools,
+        skills=["Skill: write tests first."],
+        files=["big.py", "small.py"],
     )
     assert bd.layers["system"] > 0 and bd.layers["personalization"] > 0
     assert bd.layers["history"] > 0 and bd.layers["tools"] > 0 and bd.layers["files"] > 0
@@ -172,7 +187,9 @@ def test_memory_flush_writes_records_and_files_once(engine: Engine, tmp_path: Pa
     # Later sessions find them by relevance (they are records, so full text finds them).
     hits = engine.store.search_text(P, A, "tailwind styled components", 5)
     assert any(h.record.kind == "memory" for h in hits)
-    win = s.window(P, A, "s2", "style the page with tailwind", budget=Budget(model="gpt-4", window=8192))
+    win = s.window(
+        P, A, "s2", "style the page with tailwind", budget=Budget(model="gpt-4", window=8192)
+    )
     assert any("Tailwind over styled-components" in str(m.get("content")) for m in win.messages)
 
 
@@ -242,8 +259,13 @@ def test_provider_overflow_is_retargeted_to_the_reported_limit(engine: Engine) -
     win = s.handle_provider_error(P, A, S, error, budget=budget, sent_tokens=sent.total_tokens)
     assert win.steps[0]["step"] == "provider_overflow" and win.steps[0]["limit"] == 4000
     assert win.total_tokens * (sent.total_tokens + 300) / sent.total_tokens <= 4000 - 0
-    anthropic = {"type": "error", "error": {"type": "invalid_request_error",
-                                            "message": "prompt is too long: 9000 tokens > 6000 maximum"}}
+    anthropic = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: 9000 tokens > 6000 maximum",
+        },
+    }
     win2 = s.handle_provider_error(P, A, S, anthropic, budget=budget)
     assert win2.total_tokens <= 6000
     with pytest.raises(ValidationError) as e:

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -27,7 +27,7 @@ TURNS = [
     "user: ok",
     "assistant: We decided to use Tailwind over styled-components.",
     "user: I prefer concise responses, no emojis.",
-    "[tool: read_file(\"src/app.ts\") → 247 lines, TypeScript]",
+    '[tool: read_file("src/app.ts") → 247 lines, TypeScript]',
     "user: Actually, I meant a three-column footer.",
     "assistant: Footer updated with 3 columns in src/components/Footer.tsx.",
     "user: thanks",
@@ -38,8 +38,14 @@ def test_extractive_keeps_what_matters_within_bounds() -> None:
     s = ExtractiveSummarizer()
     out = s.summarize(TURNS, max_tokens=400)
     assert out == s.summarize(TURNS, max_tokens=400)  # deterministic
-    for needle in ("Tailwind over styled-components", "no emojis", "src/app.ts",
-                   "three-column footer", "Footer.tsx", "3 columns"):
+    for needle in (
+        "Tailwind over styled-components",
+        "no emojis",
+        "src/app.ts",
+        "three-column footer",
+        "Footer.tsx",
+        "3 columns",
+    ):
         assert needle in out
     assert "user: ok" not in out and "thanks" not in out
     assert all(line.startswith("- ") for line in out.splitlines())
@@ -56,8 +62,8 @@ def test_extractive_carries_a_previous_summary() -> None:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    script: list[str] = []
-    seen: list[dict[str, Any]] = []
+    script: ClassVar[list[str]] = []
+    seen: ClassVar[list[dict[str, Any]]] = []
 
     def log_message(self, *args: object) -> None:  # keep test output quiet
         pass
@@ -65,8 +71,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers["content-length"])
         body = json.loads(self.rfile.read(length))
-        type(self).seen.append({"path": self.path, "body": body,
-                                "auth": self.headers.get("authorization")})
+        type(self).seen.append(
+            {"path": self.path, "body": body, "auth": self.headers.get("authorization")}
+        )
         action = type(self).script.pop(0) if type(self).script else "ok"
         if action == "slow":
             time.sleep(1.0)
@@ -84,17 +91,29 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(200)
         else:
             content = "- Model summary: dark landing page, Tailwind chosen."
-            payload = json.dumps({
-                "id": "chatcmpl-1", "object": "chat.completion", "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": content}}],
-                "usage": {"prompt_tokens": 50, "completion_tokens": 12, "total_tokens": 62},
-            }).encode()
+            payload = json.dumps(
+                {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion",
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": content},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 50, "completion_tokens": 12, "total_tokens": 62},
+                }
+            ).encode()
             self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        try:
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client timed out first, as the test meant it to
 
 
 @pytest.fixture
@@ -144,8 +163,11 @@ def test_falls_back_to_extractive_with_a_warning(
     server: str, script: list[str], reason: str, calls: int
 ) -> None:
     _Handler.script = list(script)
-    s = make(server, retries=len(script) - 1 if reason != "HTTP 400" and "malformed" not in reason
-             else 2, timeout=0.3)
+    s = make(
+        server,
+        retries=len(script) - 1 if reason != "HTTP 400" and "malformed" not in reason else 2,
+        timeout=0.3,
+    )
     with pytest.warns(SummarizerFallback, match=reason):
         out = s.summarize(TURNS, max_tokens=300)
     assert out == ExtractiveSummarizer().summarize(TURNS, max_tokens=300)

@@ -12,12 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..records import Record
+from ..packing import truncate_text
+from ..records import MAX_LIST_ITEMS, Record
 from ..summarizers.extractive import SUMMARY_HEADING
+from . import state as states
 from .flush import MemoryFlush
-from .turns import Turn, split_keep
+from .pruning import one_line
+from .turns import Turn, build_turns, split_keep, turn_text
+
+if TYPE_CHECKING:
+    from .manager import SessionManager
 
 TRIGGERS = ("auto", "manual", "pre_flush", "emergency", "provider_overflow", "reset")
 COMPACT_COMMAND = "/compact"
@@ -96,3 +102,83 @@ class Compaction:
             "tokens_after": self.tokens_after,
             "summarizer": self.summarizer,
         }
+
+
+def run_compaction(
+    mgr: SessionManager, st: states.SessionState, *, trigger: str, keep: int
+) -> Compaction:
+    engine = mgr.engine
+    turns = build_turns(mgr._live(st))
+    sel = select(turns, keep)
+    before = sum(t.tokens for t in turns)
+    kept_ids = [t.key for t in sel.kept]
+    if sel.empty:
+        return Compaction(
+            trigger, st.session, None, kept=kept_ids, tokens_before=before, tokens_after=before
+        )
+    flush = mgr._flush(st, [*sel.replace, *sel.protected])
+    texts = [t.head.content for t in sel.summaries]
+    texts += [
+        turn_text(t, st.agent, one_line(t.head, t.result) if t.is_tool else None)
+        for t in sel.replace
+    ]
+    bullets = mgr.summarizer.summarize(
+        texts, max_tokens=mgr.config.summary_tokens, instructions=SUMMARY_INSTRUCTIONS
+    )
+    content = format_summary(bullets)
+    bound = mgr.config.summary_tokens + 16
+    if engine.counter.count(content) > bound:
+        content = truncate_text(content, bound, engine.counter)[0]
+    replaced = [rid for t in [*sel.summaries, *sel.replace] for rid in t.ids]
+    previous = [t.key for t in sel.summaries]
+    summary = engine.add(
+        project=st.project,
+        author=st.agent,
+        kind="summary",
+        session=st.session,
+        content=content,
+        tags=["session-summary", trigger],
+        refs=[*previous, *[r for r in replaced if r not in previous]][:MAX_LIST_ITEMS],
+        meta={
+            "replaces": replaced,
+            "trigger": trigger,
+            "summarizer": mgr.summarizer.name,
+            "kept": kept_ids,
+            "protected": [t.key for t in sel.protected],
+        },
+    )
+    now = engine.clock()
+    for rid in replaced:
+        engine.store.set_status(
+            rid, "compacted", "contextwright", now, f"summarized in {summary.id}"
+        )
+    kept_records = [r for t in sel.kept for r in t.records]
+    st.cutoff = min((r.created_at for r in kept_records), default=summary.created_at)
+    st.protected = sorted({rid for t in sel.protected for rid in t.ids})
+    st.summary_id = summary.id
+    st.compactions += 1
+    after = summary.tokens + sum(t.tokens for t in [*sel.protected, *sel.kept])
+    st.note(
+        {
+            "event": "compaction",
+            "trigger": trigger,
+            "summary": summary.id,
+            "at": now,
+            "replaced": len(replaced),
+            "tokens_before": before,
+            "tokens_after": after,
+        }
+    )
+    mgr._save(st)
+    return Compaction(
+        trigger,
+        st.session,
+        summary,
+        replaced=replaced,
+        kept=kept_ids,
+        protected=[t.key for t in sel.protected],
+        flush=flush,
+        tokens_before=before,
+        tokens_after=after,
+        summarizer=mgr.summarizer.name,
+    )

@@ -9,15 +9,21 @@ against what is already there, so flushing twice writes nothing new.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..records import Record, content_hash
+from ..records import MAX_LIST_ITEMS, Record, content_hash
+from . import state as states
 from .pruning import one_line
 from .turns import Turn
+
+if TYPE_CHECKING:
+    from .manager import SessionManager
 
 CATEGORIES = ("decision", "preference", "artifact", "pattern")
 _CUES: dict[str, re.Pattern[str]] = {
@@ -45,6 +51,7 @@ _CUES: dict[str, re.Pattern[str]] = {
 _WRITE_TOOLS = re.compile(r"^(write|create|edit|save|patch|apply)", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 MAX_NOTE_CHARS = 300
+MEMORY_TAG = "memory-flush"
 
 
 @dataclass(frozen=True)
@@ -151,3 +158,43 @@ def write_workspace(
         f.writelines(n.line + "\n" for n in fresh)
     written.append(str(daily))
     return fresh, written
+
+
+def run_flush(mgr: SessionManager, st: states.SessionState, turns: Sequence[Turn]) -> MemoryFlush:
+    notes = extract_notes(turns, st.agent)
+    if not notes:
+        return MemoryFlush()
+    ids = {n: _memory_id(st.project, n.line) for n in notes}
+    known = {r.id for r in mgr.engine.store.get_many(list(ids.values()))}
+    fresh = [n for n in notes if ids[n] not in known]
+    records = mgr.engine.add_many(
+        {
+            "id": ids[n],
+            "project": st.project,
+            "author": st.agent,
+            "kind": "memory",
+            "session": st.session,
+            "content": n.text,
+            "tags": [n.category, MEMORY_TAG],
+            "refs": list(n.source_ids)[:MAX_LIST_ITEMS],
+            "meta": {"category": n.category},
+        }
+        for n in fresh
+    )
+    files: list[str] = []
+    if mgr.config.workspace is not None:
+        _, files = write_workspace(
+            mgr.config.workspace,
+            notes,
+            now=mgr.engine.clock(),
+            session=st.session,
+            agent=st.agent,
+        )
+    return MemoryFlush(fresh, records, files, len(notes) - len(fresh))
+
+
+def _memory_id(project: str, line: str) -> str:
+    """Deterministic ids make the flush idempotent: the same note in a project is one record."""
+    norm = " ".join(line.lower().split())
+    digest = hashlib.blake2b(f"{project}\0{norm}".encode(), digest_size=12).hexdigest()
+    return f"mem_{digest}"

@@ -11,32 +11,22 @@ Compaction, memory flush and reset write records and status facts, never edit or
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..budget import Budget
 from ..errors import NotFound, ValidationError
-from ..ids import new_id
-from ..packing import truncate_text
 from ..ports import Query, Summarizer
-from ..records import MAX_LIST_ITEMS, Record
+from ..records import Record
 from ..render import check_format
 from ..summarizers.extractive import ExtractiveSummarizer
 from . import accounting
 from . import state as states
-from .compaction import (
-    COMPACT_COMMAND,
-    SUMMARY_INSTRUCTIONS,
-    TRIGGERS,
-    Compaction,
-    format_summary,
-    select,
-)
+from .compaction import COMPACT_COMMAND, TRIGGERS, Compaction, run_compaction
 from .config import SessionConfig
 from .diagnostics import Breakdown, Gauge
-from .flush import MemoryFlush, extract_notes, write_workspace
+from .flush import MemoryFlush, run_flush
 from .layers import (
     Plan,
     PlanBoard,
@@ -46,10 +36,10 @@ from .layers import (
     load_personalization,
     tools_tokens,
 )
-from .overflow import parse_provider_error
-from .pruning import Pruned, one_line
-from .reset import TRANSFER_HEADING, Reset, transfer_texts
-from .turns import SESSION_KINDS, Turn, build_turns, turn_text
+from .overflow import parse_provider_error, retarget
+from .pruning import Pruned
+from .reset import Reset, run_reset
+from .turns import SESSION_KINDS, Turn, build_turns
 from .window import Layers, SessionWindow, effective_budget, estimate
 from .window import build as build_window
 
@@ -57,7 +47,6 @@ if TYPE_CHECKING:
     from ..engine import Engine
 
 ROLES = ("user", "assistant", "tool_call", "tool_result", "note", "instruction", "correction")
-MEMORY_TAG = "memory-flush"
 
 
 def _name(field_name: str, value: object) -> str:
@@ -234,36 +223,7 @@ class SessionManager:
             return self._flush(st, build_turns(self._live(st)))
 
     def _flush(self, st: states.SessionState, turns: Sequence[Turn]) -> MemoryFlush:
-        notes = extract_notes(turns, st.agent)
-        if not notes:
-            return MemoryFlush()
-        ids = {n: _memory_id(st.project, n.line) for n in notes}
-        known = {r.id for r in self.engine.store.get_many(list(ids.values()))}
-        fresh = [n for n in notes if ids[n] not in known]
-        records = self.engine.add_many(
-            {
-                "id": ids[n],
-                "project": st.project,
-                "author": st.agent,
-                "kind": "memory",
-                "session": st.session,
-                "content": n.text,
-                "tags": [n.category, MEMORY_TAG],
-                "refs": list(n.source_ids)[:MAX_LIST_ITEMS],
-                "meta": {"category": n.category},
-            }
-            for n in fresh
-        )
-        files: list[str] = []
-        if self.config.workspace is not None:
-            _, files = write_workspace(
-                self.config.workspace,
-                notes,
-                now=self.engine.clock(),
-                session=st.session,
-                agent=st.agent,
-            )
-        return MemoryFlush(fresh, records, files, len(notes) - len(fresh))
+        return run_flush(self, st, turns)
 
     # -- compaction -----------------------------------------------------------------------------
 
@@ -288,81 +248,7 @@ class SessionManager:
             return self._compact(st, trigger=trigger, keep=keep or self.config.keep_turns)
 
     def _compact(self, st: states.SessionState, *, trigger: str, keep: int) -> Compaction:
-        engine = self.engine
-        turns = build_turns(self._live(st))
-        sel = select(turns, keep)
-        before = sum(t.tokens for t in turns)
-        kept_ids = [t.key for t in sel.kept]
-        if sel.empty:
-            return Compaction(
-                trigger, st.session, None, kept=kept_ids, tokens_before=before, tokens_after=before
-            )
-        flush = self._flush(st, [*sel.replace, *sel.protected])
-        texts = [t.head.content for t in sel.summaries]
-        texts += [
-            turn_text(t, st.agent, one_line(t.head, t.result) if t.is_tool else None)
-            for t in sel.replace
-        ]
-        bullets = self.summarizer.summarize(
-            texts, max_tokens=self.config.summary_tokens, instructions=SUMMARY_INSTRUCTIONS
-        )
-        content = format_summary(bullets)
-        bound = self.config.summary_tokens + 16
-        if engine.counter.count(content) > bound:
-            content = truncate_text(content, bound, engine.counter)[0]
-        replaced = [rid for t in [*sel.summaries, *sel.replace] for rid in t.ids]
-        previous = [t.key for t in sel.summaries]
-        summary = engine.add(
-            project=st.project,
-            author=st.agent,
-            kind="summary",
-            session=st.session,
-            content=content,
-            tags=["session-summary", trigger],
-            refs=[*previous, *[r for r in replaced if r not in previous]][:MAX_LIST_ITEMS],
-            meta={
-                "replaces": replaced,
-                "trigger": trigger,
-                "summarizer": self.summarizer.name,
-                "kept": kept_ids,
-                "protected": [t.key for t in sel.protected],
-            },
-        )
-        now = engine.clock()
-        for rid in replaced:
-            engine.store.set_status(
-                rid, "compacted", "contextwright", now, f"summarized in {summary.id}"
-            )
-        kept_records = [r for t in sel.kept for r in t.records]
-        st.cutoff = min((r.created_at for r in kept_records), default=summary.created_at)
-        st.protected = sorted({rid for t in sel.protected for rid in t.ids})
-        st.summary_id = summary.id
-        st.compactions += 1
-        after = summary.tokens + sum(t.tokens for t in [*sel.protected, *sel.kept])
-        st.note(
-            {
-                "event": "compaction",
-                "trigger": trigger,
-                "summary": summary.id,
-                "at": now,
-                "replaced": len(replaced),
-                "tokens_before": before,
-                "tokens_after": after,
-            }
-        )
-        self._save(st)
-        return Compaction(
-            trigger,
-            st.session,
-            summary,
-            replaced=replaced,
-            kept=kept_ids,
-            protected=[t.key for t in sel.protected],
-            flush=flush,
-            tokens_before=before,
-            tokens_after=after,
-            summarizer=self.summarizer.name,
-        )
+        return run_compaction(self, st, trigger=trigger, keep=keep)
 
     # -- reset ----------------------------------------------------------------------------------
 
@@ -383,37 +269,7 @@ class SessionManager:
             return self._reset(st, new_session=new_session, reason=reason)
 
     def _reset(self, st: states.SessionState, *, new_session: str | None, reason: str) -> Reset:
-        engine = self.engine
-        new = new_session or f"s{new_id()}"
-        target = self._state(st.project, st.agent, new)
-        if new == st.session or target.compactions or target.previous_session or self._live(target):
-            raise ValidationError("new_session", new, "give an id that no session uses yet")
-        turns = build_turns(self._live(st))
-        self._flush(st, turns)
-        bullets = self.summarizer.summarize(
-            transfer_texts(turns, st.agent),
-            max_tokens=self.config.summary_tokens,
-            instructions=SUMMARY_INSTRUCTIONS,
-        )
-        content = format_summary(bullets, TRANSFER_HEADING.format(session=st.session))
-        transfer = engine.add(
-            project=st.project,
-            author=st.agent,
-            kind="summary",
-            session=new,
-            content=content,
-            tags=["session-summary", "transfer"],
-            refs=[st.summary_id] if st.summary_id else [],
-            meta={"transferred_from": st.session, "reason": reason},
-        )
-        now = engine.clock()
-        st.status, st.next_session = "reset", new
-        st.note({"event": "reset", "into": new, "reason": reason, "at": now})
-        self._save(st)
-        target.previous_session, target.summary_id = st.session, transfer.id
-        target.note({"event": "created by reset", "from": st.session, "at": now})
-        self._save(target)
-        return Reset(st.session, new, transfer, reason, carried=[transfer.id])
+        return run_reset(self, st, new_session=new_session, reason=reason)
 
     # -- windows --------------------------------------------------------------------------------
 
@@ -616,27 +472,7 @@ class SessionManager:
                 "Anthropic 'prompt is too long: N tokens > M maximum')",
                 problem="is not a context overflow",
             )
-        bud = self._budget(project, agent, budget)
-        assert bud.window is not None and bud.reserve is not None
-        limit = min(parsed.limit or int(bud.window * 0.9), bud.window)
-        ratio = 1.0
-        if parsed.used and sent_tokens:
-            ratio = max(parsed.used / sent_tokens, 1.0)
-        reserve = min(bud.reserve, limit // 4)
-        window = reserve + int((limit - reserve) / ratio)
-        if window >= bud.window and ratio <= 1.0:
-            window = reserve + int((bud.window - reserve) * 0.9)  # it said too long: believe it
-        retargeted = Budget(
-            model=bud.model, window=window, reserve=reserve, section_caps=dict(bud.section_caps)
-        )
-        step = {
-            "step": "provider_overflow",
-            "provider": parsed.provider,
-            "limit": parsed.limit,
-            "provider_count": parsed.used,
-            "our_count": sent_tokens,
-            "retargeted_window": window,
-        }
+        retargeted, step = retarget(self._budget(project, agent, budget), parsed, sent_tokens)
         with self._lock(project, agent, session):
             st = self._active(project, agent, session)
             c = self._compact(st, trigger="provider_overflow", keep=self.config.keep_turns)
@@ -685,10 +521,3 @@ class SessionManager:
                 key=window.agent,
             )
         return cal
-
-
-def _memory_id(project: str, line: str) -> str:
-    """Deterministic ids make the flush idempotent: the same note in a project is one record."""
-    norm = " ".join(line.lower().split())
-    digest = hashlib.blake2b(f"{project}\0{norm}".encode(), digest_size=12).hexdigest()
-    return f"mem_{digest}"

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..budget import Budget
+
 LADDER = ("emergency_compaction", "purge_tool_results", "drop_files", "session_reset")
 EMERGENCY_KEEP = 2
 
@@ -92,3 +94,29 @@ def parse_provider_error(error: object) -> ProviderOverflow | None:
     if code == "context_length_exceeded" or _GENERIC.search(message):
         return ProviderOverflow("unknown", None, None, message)
     return None
+
+
+def retarget(
+    bud: Budget, parsed: ProviderOverflow, sent_tokens: int | None
+) -> tuple[Budget, dict[str, Any]]:
+    """The budget to rebuild with after a provider rejected a window: its reported limit, shrunk
+    by how much more it counted than we did (when both counts are known), and the trace step."""
+    assert bud.window is not None and bud.reserve is not None
+    limit = min(parsed.limit or int(bud.window * 0.9), bud.window)
+    ratio = max(parsed.used / sent_tokens, 1.0) if parsed.used and sent_tokens else 1.0
+    reserve = min(bud.reserve, limit // 4)
+    window = reserve + int((limit - reserve) / ratio)
+    if window >= bud.window and ratio <= 1.0:
+        window = reserve + int((bud.window - reserve) * 0.9)  # it said too long: believe it
+    step = {
+        "step": "provider_overflow",
+        "provider": parsed.provider,
+        "limit": parsed.limit,
+        "provider_count": parsed.used,
+        "our_count": sent_tokens,
+        "retargeted_window": window,
+    }
+    budget = Budget(
+        model=bud.model, window=window, reserve=reserve, section_caps=dict(bud.section_caps)
+    )
+    return budget, step

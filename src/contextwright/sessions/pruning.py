@@ -35,7 +35,15 @@ _EVIDENCE_TEXT = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _EVIDENCE_WORDS = (
-    "pass", "fail", "ran ", "build", "compiled", "error ts", "npm err", "data:image", "screenshot",
+    "pass",
+    "fail",
+    "ran ",
+    "build",
+    "compiled",
+    "error ts",
+    "npm err",
+    "data:image",
+    "screenshot",
     "ok ",
 )
 

@@ -6,9 +6,10 @@ import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..deps import ProjectDep
+from ..deps import ProjectDep, fast_json
 
 router = APIRouter(tags=["assemble"])
 Format = Literal["openai", "anthropic", "markdown"]
@@ -50,7 +51,8 @@ def assemble(
     ctx: ProjectDep,
     body: AssembleIn,
     format: Annotated[Format | None, Query(description="overrides the body's format")] = None,
-) -> dict[str, Any]:
+    trace: Annotated[bool, Query(description="include the whole trace in the answer")] = False,
+) -> JSONResponse:
     fmt = format or body.format or "openai"
     t0 = time.perf_counter()
     result = ctx.engine.assemble(
@@ -67,5 +69,5 @@ def assemble(
     )
     ctx.metrics.assemble_seconds.labels(format=fmt).observe(time.perf_counter() - t0)
     out = result.to_dict()
-    out["trace"] = result.trace.to_dict()
-    return out
+    out["trace"] = result.trace.to_dict() if trace else {"summary": result.trace.summary()}
+    return fast_json(out)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, status
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import NotFound, ValidationError
 from ...records import Record
-from ..deps import ProjectDep
+from ..deps import ProjectDep, fast_json
 
 router = APIRouter(tags=["records"])
 
@@ -105,7 +106,7 @@ def list_records(
     before: float | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 50,
     newest_first: bool = True,
-) -> dict[str, Any]:
+) -> JSONResponse:
     ctx.access.require_agent(agent, "records")
     filters: dict[str, Any] = {
         "kinds": kind,
@@ -126,4 +127,4 @@ def list_records(
         limit=limit,
         **{k: v for k, v in filters.items() if v is not None},
     )
-    return {"records": [r.to_dict() for r in found], "count": len(found)}
+    return fast_json({"records": [r.to_dict() for r in found], "count": len(found)})

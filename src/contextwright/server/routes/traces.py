@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
 from ...errors import NotFound
 from ...replay import diff_traces
 from ...trace import Trace
-from ..deps import ProjectDep
+from ..deps import ProjectDep, fast_json
 from .assemble import BudgetIn, Format, budget_arg
 
 router = APIRouter(tags=["traces"])
@@ -58,8 +59,8 @@ def list_traces(
 
 
 @router.get("/v1/projects/{project}/traces/{trace_id}")
-def get_trace(ctx: ProjectDep, trace_id: str) -> dict[str, Any]:
-    return own_trace(ctx, trace_id).to_dict()
+def get_trace(ctx: ProjectDep, trace_id: str) -> JSONResponse:
+    return fast_json(own_trace(ctx, trace_id).to_dict())
 
 
 @router.get("/v1/projects/{project}/traces/{a}/diff/{b}")
@@ -68,7 +69,7 @@ def diff(ctx: ProjectDep, a: str, b: str) -> dict[str, Any]:
 
 
 @router.post("/v1/projects/{project}/traces/{trace_id}/replay")
-def replay(ctx: ProjectDep, trace_id: str, body: ReplayIn) -> dict[str, Any]:
+def replay(ctx: ProjectDep, trace_id: str, body: ReplayIn) -> JSONResponse:
     original = own_trace(ctx, trace_id)
     overrides = body.model_dump(exclude_none=True)
     if "budget" in overrides:
@@ -77,4 +78,4 @@ def replay(ctx: ProjectDep, trace_id: str, body: ReplayIn) -> dict[str, Any]:
     out = result.to_dict()
     out["trace"] = result.trace.to_dict()
     out["diff"] = diff_traces(original, result.trace)
-    return out
+    return fast_json(out)

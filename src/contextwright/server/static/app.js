@@ -259,7 +259,7 @@ async function assemble() {
   if (budget) body.budget = Number(budget);
   const session = $("#session").value.trim();
   if (session) body.session = session;
-  const result = await api("POST", `/v1/projects/${P()}/assemble`, body);
+  const result = await api("POST", `/v1/projects/${P()}/assemble?trace=true`, body);
   state.result = result;
   state.trace = result.trace;
   $("#replay-of").textContent = result.trace_id;
