@@ -258,12 +258,19 @@ def run_one(n: int, calls: int, workdir: str) -> dict[str, Any]:
     queries: list[float] = []
     last_n: list[float] = []
     tokens: list[int] = []
+    stages: dict[str, list[float]] = {}
+    items: list[int] = []
+    trace_kb: list[float] = []
     for agent, task, day in reqs:
         session = f"{agent}-{day}"
         t = time.perf_counter()
         result = engine.assemble(PROJECT, agent, task, BUDGET, session=session)
         full.append((time.perf_counter() - t) * 1000)
         tokens.append(result.tokens)
+        for stage, ms in result.trace.timings_ms.items():
+            stages.setdefault(stage, []).append(ms)
+        items.append(len(result.trace.items))
+        trace_kb.append(len(json.dumps(result.trace.to_dict(), default=str)) / 1000)
         assert result.tokens <= result.available
         t = time.perf_counter()
         _baseline_queries(engine, agent, task, session)
@@ -279,6 +286,9 @@ def run_one(n: int, calls: int, workdir: str) -> dict[str, Any]:
         "assemble_ms": _stats(full),
         "baseline_queries_ms": _stats(queries),
         "baseline_last_n_ms": _stats(last_n),
+        "stages_ms_p50": {k: _pct(v, 50) for k, v in stages.items()},
+        "trace_items_p50": int(statistics.median(items)),
+        "trace_kb_p50": round(statistics.median(trace_kb), 1),
         "window_tokens_p50": int(statistics.median(tokens)),
         "available": BUDGET.available,
         "ingest_records_per_s": round(n / ingest_s),

@@ -284,7 +284,7 @@ def test_serve_prints_the_inspector_url_and_serves(tmp_path: Path) -> None:
     port = free_port()
     db = f"sqlite:///{tmp_path / 'serve.db'}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "contextwright.cli", "--db", db, "serve", "--port", str(port)],
+        [sys.executable, "-m", "contextwright.cli", "serve", "--db", db, "--port", str(port)],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
@@ -294,6 +294,7 @@ def test_serve_prints_the_inspector_url_and_serves(tmp_path: Path) -> None:
         lines = [proc.stderr.readline() for _ in range(2)]
         assert f"inspector: http://127.0.0.1:{port}/inspector/" in "".join(lines)
         wait_http(f"http://127.0.0.1:{port}/health")
+        assert (tmp_path / "serve.db").exists()
         page = httpx.get(f"http://127.0.0.1:{port}/inspector/")
         assert page.status_code == 200 and "inspector" in page.text
     finally:

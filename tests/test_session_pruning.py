@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextwright.records import Record, build_record
 from contextwright.sessions import (
@@ -157,3 +159,46 @@ def test_provider_errors_are_parsed() -> None:
     )
     bare = parse_provider_error({"error": {"message": "x", "code": "context_length_exceeded"}})
     assert bare is not None and bare.limit is None
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    kinds=st.lists(st.sampled_from(["msg", "pair", "pending", "correction", "pin"]), max_size=40),
+    keep=st.integers(2, 8),
+)
+def test_select_partitions_turns_and_never_splits_a_pair(kinds: list[str], keep: int) -> None:
+    records: list[Record] = []
+    for i, k in enumerate(kinds):
+        if k in ("pair", "pending"):
+            call = rec("tool_call", f"call {i}", meta={"name": "read_file"})
+            records.append(call)
+            if k == "pair":
+                records.append(rec("tool_result", f"result {i}", reply_to=call.id))
+        elif k == "correction":
+            records.append(rec(content=f"Actually, I meant {i}.", author="user"))
+        else:
+            records.append(rec(content=f"message {i}", pinned=k == "pin"))
+    turns = build_turns(records)
+    sel = select(turns, keep)
+    parts = [*sel.replace, *sel.summaries, *sel.protected, *sel.kept]
+    assert sorted(t.key for t in parts) == sorted(t.key for t in turns)
+    assert sorted(r for t in parts for r in t.ids) == sorted(r.id for r in records)
+    for t in parts:
+        if t.is_tool and t.result is not None:
+            assert t.result.reply_to == t.head.id
+    assert [t.key for t in sel.kept] == [t.key for t in turns][-keep:] if turns else True
+    assert not any(t.protected for t in sel.replace)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    texts=st.lists(st.text(min_size=1, max_size=300), max_size=30),
+    bound=st.integers(1, 300),
+)
+def test_extractive_summary_stays_within_its_bound(texts: list[str], bound: int) -> None:
+    from contextwright.summarizers import ExtractiveSummarizer
+
+    s = ExtractiveSummarizer(COUNTER)
+    out = s.summarize(texts, max_tokens=bound)
+    assert COUNTER.count(out) <= bound
+    assert out == s.summarize(texts, max_tokens=bound)

@@ -50,6 +50,7 @@ def sim_engine(tmp_path: Path) -> Iterator[Engine]:
     e.close()
 
 
+@pytest.mark.slow
 def test_thousand_turn_session(sim_engine: Engine, tmp_path: Path) -> None:
     engine = sim_engine
     sessions = engine.sessions

@@ -4,7 +4,7 @@ Sections are filled in priority order (state first, working_memory last); inside
 pinned items come first, then by score, newest first on ties. Items are cut at record boundaries:
 an item that does not fit is dropped and smaller ones after it may still fit. Only a single
 oversized item (the first of its section, pinned, or state) is cut, at a sentence boundary, with
-`[truncated, N tokens omitted]`. Nothing here does I/O.
+`[truncated, N tokens omitted]`; the task never is (a budget too small for it is a BudgetError). Nothing here does I/O.
 """
 
 from __future__ import annotations

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+import socket
+
 import click
 
 from . import State, cli, pass_state
 
 
 @cli.command()
+@click.option("--db", metavar="URL", default=None, help="Store URL (same as the group's --db).")
 @click.option("--host", default=None, help="Interface to bind (default 127.0.0.1).")
 @click.option("--port", default=None, type=click.IntRange(0, 65535), help="Default 8765.")
 @click.option(
@@ -16,12 +20,16 @@ from . import State, cli, pass_state
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
 )
 @pass_state
-def serve(state: State, host: str | None, port: int | None, log_level: str | None) -> None:
+def serve(
+    state: State, db: str | None, host: str | None, port: int | None, log_level: str | None
+) -> None:
     """Run the HTTP API and the inspector on 127.0.0.1 (SQLite file by default; --db for any store)."""
     import uvicorn
 
     from ..server import create_app
 
+    if db:
+        state.settings = state.settings.with_(db=db)
     settings = state.settings.with_(
         **{
             k: v
@@ -29,13 +37,18 @@ def serve(state: State, host: str | None, port: int | None, log_level: str | Non
             if v is not None
         }
     )
+    if settings.port == 0:  # any free port, so that the printed URL is the real one
+        with socket.socket() as sock:
+            sock.bind((settings.host, 0))
+            settings = settings.with_(port=int(sock.getsockname()[1]))
     app = create_app(state.engine, settings)
     config = uvicorn.Config(
         app, host=settings.host, port=settings.port, log_level=settings.log_level
     )
     server = uvicorn.Server(config)
     shown = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
-    click.echo(f"contextwright serving {settings.db}", err=True)
+    shown_db = re.sub(r"://[^/@]*@", "://***@", settings.db)  # never print a password
+    click.echo(f"contextwright serving {shown_db}", err=True)
     click.echo(f"inspector: http://{shown}:{settings.port}/inspector/", err=True)
     click.echo(f"API docs:  http://{shown}:{settings.port}/docs", err=True)
     server.run()
@@ -50,12 +63,15 @@ def serve(state: State, host: str | None, port: int | None, log_level: str | Non
     help="stdio for a local agent, http for streamable HTTP.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--db", metavar="URL", default=None, help="Store URL (same as the group's --db).")
 @click.option("--port", default=8766, show_default=True, type=click.IntRange(1, 65535))
 @pass_state
-def mcp(state: State, transport: str, host: str, port: int) -> None:
+def mcp(state: State, transport: str, host: str, db: str | None, port: int) -> None:
     """Run the MCP server (tools: post_message, assemble_context, search_memory, ...)."""
     from ..mcpserver import build_server
 
+    if db:
+        state.settings = state.settings.with_(db=db)
     server = build_server(state.engine)
     if transport == "stdio":
         server.run("stdio")

@@ -188,7 +188,11 @@ class SessionManager:
                     reply_to=reply_to or self._pending_call(st),
                 )
             fields["meta"] = extra_meta
-            command = isinstance(content, str) and content.strip() == COMPACT_COMMAND
+            command = (
+                role in ("user", "assistant")
+                and isinstance(content, str)
+                and content.strip() == COMPACT_COMMAND
+            )
             if command:
                 fields.update(status="compacted", tags=[*fields["tags"], "command"])
             record = self.engine.add(**fields)

@@ -1,0 +1,168 @@
+"""Benchmark of vector search in the engine: assemble latency with vectors on at N records, the
+ingest rate with and without embeddings, and the memory and disk that vectors cost.
+
+    .venv/bin/python bench/vectors.py [--records 100000] [--calls 200] [--sample 2000] [--json]
+
+The records are bench/assemble.py's synthetic team month, with the same requests and budget.
+Embedding 100k texts takes this machine most of an hour, so `--sample` records are embedded by the
+real MiniLM embedder (this gives the embedding rate) and the rest get random unit vectors: a
+brute-force search costs the same whatever the values. Query embedding is real on every call
+(distinct tasks, so the engine's query cache never hits).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from assemble import AGENTS, BUDGET, PROJECT, _requests, _stats, generate
+
+from contextwright import Engine
+from contextwright.embedders.minilm import MiniLMEmbedder
+from contextwright.ports import Query
+from contextwright.vectors import embed_text
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def file_mb(path: str) -> float:
+    return sum(os.path.getsize(path + s) for s in ("", "-wal") if os.path.exists(path + s)) / 1e6
+
+
+def checkpoint(engine: Engine) -> None:
+    engine.store._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # type: ignore[attr-defined]
+
+
+def run(n: int, calls: int, sample: int, workdir: str) -> dict[str, Any]:
+    embedder = MiniLMEmbedder()
+    records = generate(n)
+    path = os.path.join(workdir, "vectors.db")
+
+    # 1. Ingest without embeddings.
+    engine = Engine.open(f"sqlite:///{path}", persist_traces=False)
+    for name, role in AGENTS:
+        engine.register_agent(PROJECT, name, role)
+    t0 = time.perf_counter()
+    for i in range(0, n, 1000):
+        engine.add_many(records[i : i + 1000])
+    plain_rate = n / (time.perf_counter() - t0)
+    checkpoint(engine)
+    size_plain = file_mb(path)
+
+    # 2. Ingest with embeddings on a fresh file: add returns at once; the worker catches up.
+    side = os.path.join(workdir, "embedded.db")
+    with Engine.open(f"sqlite:///{side}", embedder=embedder, persist_traces=False) as e2:
+        t0 = time.perf_counter()
+        for i in range(0, sample, 500):
+            e2.add_many(records[i : min(i + 500, sample)])
+        add_s = time.perf_counter() - t0
+        e2.wait_for_embeddings()
+        total_s = time.perf_counter() - t0
+
+    # 3. Vectors for every record: the sample's real ones, random unit vectors for the rest.
+    ids = [r.id for r in engine.store.query(Query(PROJECT, None, limit=n, newest_first=False))]
+    texts = [embed_text(r) for r in engine.store.get_many(ids[:sample])]
+    real = embedder.embed(texts)
+    rng = np.random.default_rng(5)
+    t0 = time.perf_counter()
+    for i in range(0, len(ids), 5000):
+        chunk = ids[i : i + 5000]
+        if i + len(chunk) <= sample:
+            vecs = real[i : i + len(chunk)]
+        else:
+            vecs = rng.standard_normal((len(chunk), embedder.dim)).astype(np.float32)
+            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        engine.store.put_vectors(embedder.name, list(zip(chunk, vecs, strict=True)))  # type: ignore[attr-defined]
+    put_rate = len(ids) / (time.perf_counter() - t0)
+    checkpoint(engine)
+    size_vectors = file_mb(path)
+    engine.close()
+
+    # 4. Assemble with vectors on, and without, on the same file.
+    engine = Engine.open(f"sqlite:///{path}", embedder=embedder, persist_traces=False)
+    before = rss_mb()
+    t0 = time.perf_counter()
+    engine.store.vector_search(PROJECT, None, real[0], 10, embedder.name)  # type: ignore[attr-defined]
+    load_s = time.perf_counter() - t0
+    matrix_mb = rss_mb() - before
+    reqs = _requests(calls + 10, seed=23)
+    for agent, task, day in reqs[:10]:
+        engine.assemble(PROJECT, agent, task + " warm", BUDGET, session=f"{agent}-{day}")
+    with_v: list[float] = []
+    without_v: list[float] = []
+    embed_q: list[float] = []
+    search: list[float] = []
+    no_vector = [s.name for s in engine.sources if s.name != "vector"]
+    for k, (agent, task, day) in enumerate(reqs[10:]):
+        session = f"{agent}-{day}"
+        t = time.perf_counter()
+        engine.assemble(PROJECT, agent, f"{task} #{k}", BUDGET, session=session)
+        with_v.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        engine.assemble(PROJECT, agent, f"{task} #{k}", BUDGET, session=session, sources=no_vector)
+        without_v.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        q = embedder.embed([f"{task} @{k}"])[0]
+        embed_q.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        engine.store.vector_search(PROJECT, agent, q, 40, embedder.name)  # type: ignore[attr-defined]
+        search.append((time.perf_counter() - t) * 1000)
+    lag = engine.vectors.status().get("lag")
+    engine.close()
+    return {
+        "records": n,
+        "calls": calls,
+        "embedder": embedder.name,
+        "assemble_with_vectors_ms": _stats(with_v),
+        "assemble_without_vectors_ms": _stats(without_v),
+        "query_embedding_ms": _stats(embed_q),
+        "vector_search_ms": _stats(search),
+        "ingest_records_per_s_without_embeddings": round(plain_rate),
+        "ingest_add_records_per_s_with_embedder_on": round(sample / add_s),
+        "embedded_records_per_s": round(sample / total_s, 1),
+        "put_vectors_per_s": round(put_rate),
+        "disk_mb_per_100k_vectors": round((size_vectors - size_plain) * 100_000 / n, 1),
+        "memory_mb_per_100k_vectors": round(matrix_mb * 100_000 / n, 1),
+        "matrix_load_s": round(load_s, 2),
+        "lag_after_run": lag,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--sample", type=int, default=2000, help="records embedded for real")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--dir", help="where the database files go (default: a temp dir)")
+    args = parser.parse_args()
+    random.seed(1)
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        report = run(args.records, args.calls, min(args.sample, args.records), tmp)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    for key, value in report.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        print(f"{key:<42} {value}")
+
+
+if __name__ == "__main__":
+    main()
