@@ -251,10 +251,15 @@ def run_one(n: int, calls: int, workdir: str) -> dict[str, Any]:
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     size = os.path.getsize(path)
 
+    # The same store through an engine without the locality pass (records said near strong
+    # matches), to show what that pass costs; both run on every request, interleaved.
+    no_loc = Engine(engine.store, locality=False)
     reqs = _requests(calls)
     for agent, task, day in reqs[:10]:  # warm the page cache and the token cache
         engine.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
+        no_loc.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
     full: list[float] = []
+    without: list[float] = []
     queries: list[float] = []
     last_n: list[float] = []
     tokens: list[int] = []
@@ -273,17 +278,22 @@ def run_one(n: int, calls: int, workdir: str) -> dict[str, Any]:
         trace_kb.append(len(json.dumps(result.trace.to_dict(), default=str)) / 1000)
         assert result.tokens <= result.available
         t = time.perf_counter()
+        no_loc.assemble(PROJECT, agent, task, BUDGET, session=session)
+        without.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
         _baseline_queries(engine, agent, task, session)
         queries.append((time.perf_counter() - t) * 1000)
         t = time.perf_counter()
         _baseline_last_n(engine, agent)
         last_n.append((time.perf_counter() - t) * 1000)
+    no_loc.close()
     engine.close()
     rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {
         "records": n,
         "calls": calls,
         "assemble_ms": _stats(full),
+        "assemble_no_locality_ms": _stats(without),
         "baseline_queries_ms": _stats(queries),
         "baseline_last_n_ms": _stats(last_n),
         "stages_ms_p50": {k: _pct(v, 50) for k, v in stages.items()},
@@ -321,13 +331,14 @@ def _print(report: dict[str, Any]) -> None:
     m = report["machine"]
     print(f"machine: {m['nproc']} cpu · {m['cpu']} · python {m['python']} · sqlite {m['sqlite']}")
     head = (
-        f"{'records':>8} {'p50 ms':>8} {'p99 ms':>8} {'queries p50':>12} {'last-N p50':>11} "
-        f"{'ingest/s':>9} {'file MB':>8} {'RSS MB':>7}"
+        f"{'records':>8} {'p50 ms':>8} {'p99 ms':>8} {'no-loc p50':>11} {'queries p50':>12} "
+        f"{'last-N p50':>11} {'ingest/s':>9} {'file MB':>8} {'RSS MB':>7}"
     )
     print(head)
     for r in report["results"]:
         print(
             f"{r['records']:>8} {r['assemble_ms']['p50']:>8.2f} {r['assemble_ms']['p99']:>8.2f} "
+            f"{r['assemble_no_locality_ms']['p50']:>11.2f} "
             f"{r['baseline_queries_ms']['p50']:>12.2f} {r['baseline_last_n_ms']['p50']:>11.2f} "
             f"{r['ingest_records_per_s']:>9} {r['file_mb']:>8.1f} {r['peak_rss_mb']:>7.1f}"
         )

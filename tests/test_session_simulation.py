@@ -45,7 +45,7 @@ def contents(win: SessionWindow) -> list[str]:
 
 @pytest.fixture
 def sim_engine(tmp_path: Path) -> Iterator[Engine]:
-    e = Engine.open(f"sqlite:///{tmp_path / 'sim.db'}", workers=1)
+    e = Engine.open(f"sqlite:///{tmp_path / 'sim.db'}", workers=1, persist_traces=False)
     yield e
     e.close()
 

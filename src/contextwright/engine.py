@@ -69,6 +69,7 @@ class Engine:
         workers: int = 4,
         clock: Callable[[], float] = time.time,
         persist_traces: bool = True,
+        locality: bool = True,
         rules: RuleSet | str | Path | Sequence[Any] | None = None,
         cache_ttl_s: float = 30.0,
         embedder: Embedder | str | None = None,
@@ -81,6 +82,7 @@ class Engine:
         self.deadline_s = deadline_ms / 1000.0
         self.clock = clock
         self.persist_traces = persist_traces
+        self.locality = locality  # lift records said near strong matches (locality.py)
         self._pool = (
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cw-source")
             if workers > 1
@@ -400,6 +402,7 @@ class Engine:
             terms=query_terms(task),
             limits=dict(limits or {}),
         )
+        ctx.options["locality"] = self.locality
         if task_id is not None:
             ctx.options["task_id"] = task_id
         warnings = self._validate_refs(project, agent, task)
