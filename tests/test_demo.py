@@ -84,7 +84,7 @@ def test_output_shows_three_windows_budgets_and_traces(demo: tuple[Path, str]) -
     for view in VIEWS:
         assert f"Window for {view.agent} · {view.format}" in text
     assert text.count("Budget: gpt-4o window 6000") == 3
-    assert text.count("sources (") == 3
+    assert text.count("; the sources") == 3
     assert "superseded by" in text  # a superseded decision is shown as dropped, with why
 
 

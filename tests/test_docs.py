@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import re
 from pathlib import Path
 
@@ -19,7 +20,7 @@ def examples(path: Path) -> list[tuple[str, str]]:
     blocks = [(m.group(1), m.group(2)) for m in FENCE.finditer(path.read_text())]
     return [
         (code, expected)
-        for (lang, code), (next_lang, expected) in zip(blocks, blocks[1:], strict=False)
+        for (lang, code), (next_lang, expected) in itertools.pairwise(blocks)
         if lang == "python" and next_lang == "text"
     ]
 

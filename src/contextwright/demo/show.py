@@ -64,7 +64,8 @@ class RichConsole:
     def __init__(self) -> None:
         from rich.console import Console as _Console
 
-        self.console = _Console(width=WIDTH + 10, highlight=False)
+        # A terminal gets its own width; a pipe or a file gets a fixed one.
+        self.console = _Console(highlight=False, width=None if sys.stdout.isatty() else WIDTH + 10)
 
     def rule(self, title: str) -> None:
         from rich.rule import Rule
@@ -83,7 +84,8 @@ class RichConsole:
     def table(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         from rich.table import Table
 
-        t = Table(title=_esc(title), title_justify="left", show_lines=False)
+        self.console.print(f"[bold]{_esc(title)}")
+        t = Table(show_lines=False)
         for h in headers:
             t.add_column(_esc(h), overflow="fold")
         for r in rows:
@@ -213,7 +215,7 @@ def show_trace(console: Console, trace: Trace) -> None:
         for s in trace.sources
     ]
     console.table(
-        f"Trace {trace.id}: sources ({trace.latency_ms:.1f} ms in total)",
+        f"Trace {trace.id}: assembled in {trace.latency_ms:.1f} ms; the sources",
         ["source", "ms", "candidates", "cache", "error"],
         rows,
     )

@@ -2,10 +2,13 @@
 
 Stores keep vectors durably as int8 with one scale per vector (a quarter of float32 on disk, and
 the recall benchmark shows no loss; see docs/vectors.md). Search dequantizes once, into this
-matrix, which grows by appending and is shared by every call in the process. At 100k vectors a
-matrix-vector product takes a few milliseconds, which measured faster than an approximate index
-at this size and is exact. Visibility is enforced here, before ranking: a row the agent may not
-see never competes for a place.
+matrix, which grows by appending and is shared by every call in the process. Up to EXACT_UP_TO
+rows the search is an exact matrix-vector product. Above that, reading 150 MB of float32 per
+query costs too much (35 ms at 100k here), so one sign bit per dimension preselects
+OVERSAMPLE x limit rows by Hamming distance, and those are ranked exactly: 4x faster at 100k,
+and 99% of the exact top 10 on LoCoMo. An HNSW index (usearch) took minutes to build at 100k on
+this machine, so it was not chosen. Visibility is enforced here, before ranking: a row the agent
+may not see never competes for a place.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from typing import Any
 import numpy as np
 
 F32 = np.dtype[np.float32]
+EXACT_UP_TO = 20_000
+OVERSAMPLE = 10
 
 
 def quantize(vec: np.ndarray[Any, Any]) -> tuple[bytes, float]:
@@ -30,6 +35,14 @@ def quantize(vec: np.ndarray[Any, Any]) -> tuple[bytes, float]:
 
 def dequantize(data: bytes, scale: float) -> np.ndarray[Any, F32]:
     return np.frombuffer(data, dtype=np.int8).astype(np.float32) * np.float32(scale)
+
+
+def signs(vec: np.ndarray[Any, Any], words: int) -> np.ndarray[Any, np.dtype[np.uint64]]:
+    """One bit per dimension (positive or not), packed into `words` 64-bit words."""
+    bits = np.packbits(np.asarray(vec).ravel() > 0)
+    padded = np.zeros(words * 8, dtype=np.uint8)
+    padded[: bits.size] = bits
+    return padded.view(np.uint64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +69,8 @@ class VectorMatrix:
         self._m = np.zeros((0, dim), dtype=np.float32)
         self._restricted: dict[int, Access] = {}
         self._public = np.zeros(0, dtype=bool)
+        self._bits = np.zeros((0, (dim + 63) // 64), dtype=np.uint64)
+        self._masks: dict[str, np.ndarray[Any, np.dtype[np.bool_]]] = {}
         self.seq = 0  # the store's high-water mark of what this matrix holds
         self.lock = threading.Lock()
 
@@ -68,6 +83,7 @@ class VectorMatrix:
 
     def add(self, ids: Sequence[str], vecs: np.ndarray[Any, Any], access: Sequence[Access]) -> None:
         with self.lock:
+            self._masks.clear()
             n = len(self.ids)
             need = n + len(ids)
             if need > self._m.shape[0]:
@@ -76,7 +92,9 @@ class VectorMatrix:
                 grown[:n] = self._m[:n]
                 public = np.zeros(cap, dtype=bool)
                 public[:n] = self._public[:n]
-                self._m, self._public = grown, public
+                bits = np.zeros((cap, self._bits.shape[1]), dtype=np.uint64)
+                bits[:n] = self._bits[:n]
+                self._m, self._public, self._bits = grown, public, bits
             for rid, vec, acc in zip(ids, vecs, access, strict=True):
                 at = self.row.get(rid)
                 if at is None:
@@ -84,6 +102,7 @@ class VectorMatrix:
                     self.ids.append(rid)
                     self.row[rid] = at
                 self._m[at] = vec
+                self._bits[at] = signs(vec, self._bits.shape[1])
                 self._public[at] = acc.visibility == "project"
                 if acc.visibility == "project":
                     self._restricted.pop(at, None)
@@ -99,17 +118,38 @@ class VectorMatrix:
             if n == 0 or limit <= 0:
                 return []
             q = np.asarray(query, dtype=np.float32).ravel()
-            scores = self._m[:n] @ q
-            if agent is not None:
-                mask = self._public[:n].copy()
-                for at, acc in self._restricted.items():
-                    if at < n and acc.allows(agent):
-                        mask[at] = True
-                scores = np.where(mask, scores, -np.inf)
-            k = min(limit, n)
-            top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+            mask = None
+            if agent is not None and self._restricted:
+                mask = self._masks.get(agent)
+                if mask is None:  # rebuilt only after the matrix changes
+                    mask = self._public[:n].copy()
+                    for at, acc in self._restricted.items():
+                        if at < n and acc.allows(agent):
+                            mask[at] = True
+                    if len(self._masks) > 256:
+                        self._masks.clear()
+                    self._masks[agent] = mask
+            if n <= EXACT_UP_TO:
+                rows = np.arange(n)
+                scores = self._m[:n] @ q
+                if mask is not None:
+                    scores = np.where(mask, scores, -np.inf)
+            else:
+                ham = np.bitwise_count(self._bits[:n] ^ signs(q, self._bits.shape[1]))
+                dist = ham.sum(axis=1, dtype=np.int32)
+                if mask is not None:
+                    dist = np.where(mask, dist, np.iinfo(np.int32).max)
+                wide = min(max(limit * OVERSAMPLE, 200), n)
+                rows = np.argpartition(dist, wide - 1)[:wide] if wide < n else np.arange(n)
+                scores = self._m[rows] @ q
+                if mask is not None:
+                    scores = np.where(mask[rows], scores, -np.inf)
+            k = min(limit, len(rows))
+            top = np.argpartition(-scores, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
             top = top[np.argsort(-scores[top], kind="stable")]
-            return [(self.ids[int(i)], float(scores[i])) for i in top if np.isfinite(scores[i])]
+            return [
+                (self.ids[int(rows[i])], float(scores[i])) for i in top if np.isfinite(scores[i])
+            ]
 
 
 class MemoryVectors:

@@ -1,20 +1,31 @@
 """The scale-out store: PostgreSQL through psycopg 3 with a connection pool; tsvector + GIN for full
-text, pgvector for vectors. The engine keeps no state between calls, so many workers can serve one
-database. Same semantics as the SQLite store, checked by the same contract suite.
+text, pgvector for vectors (postgres_vectors.py). The engine keeps no state between calls, so many
+workers can serve one database. Same semantics as the SQLite store, checked by the same contract
+suite; full-text ranking is PostgreSQL's (the 'english' configuration and ts_rank_cd), not BM25.
+
+    store = PostgresStore("postgresql://app@db.internal/contextwright?pool_max=16")
+
+The URL is checked with one direct connection before the pool opens, so a wrong host or password
+fails at once with libpq's own words (and no password in them), not after a pool timeout.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+from urllib.parse import unquote
 
-import numpy as np
-
-from ..errors import MissingExtra, StoreError
+from ..errors import MissingExtra, StoreError, ValidationError
 from ..ports import Hit, Query
 from ..records import Record
 from ._rows import COLUMNS, query_terms, record_to_row, row_to_record
+from .postgres_vectors import M003_VECTORS, PostgresVectors
+
+DEFAULT_POOL_MAX = 8
+# Serializes schema changes when many workers start at once against a fresh database.
+MIGRATION_LOCK = 0x636F6E74  # "cont"
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -74,18 +85,34 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX docs_by_key ON docs(collection, project, key, at);
         """,
     ),
-    (
-        "m003_vectors",
-        """
-        CREATE EXTENSION IF NOT EXISTS vector;
-        CREATE TABLE vectors (
-            rid BIGINT NOT NULL, model TEXT NOT NULL, project TEXT NOT NULL,
-            embedding vector NOT NULL, PRIMARY KEY (rid, model)
-        );
-        CREATE INDEX vectors_project ON vectors(project, model);
-        """,
-    ),
+    ("m003_vectors", M003_VECTORS),
 ]
+
+# A record, its addressing rows and its tags in one statement (one round trip, pipelined).
+INSERT_RECORD = f"""
+    WITH ins AS (
+        INSERT INTO records ({COLUMNS}) VALUES ({", ".join(["%s"] * 20)})
+        ON CONFLICT (id) DO NOTHING RETURNING rid
+    ), addr AS (
+        INSERT INTO addressing (name, how, rid)
+        SELECT u.name, u.how, ins.rid FROM ins, unnest(%s::text[], %s::text[]) AS u(name, how)
+        ON CONFLICT DO NOTHING
+    ), tags AS (
+        INSERT INTO record_tags (tag, rid) SELECT u.tag, ins.rid FROM ins, unnest(%s::text[]) AS u(tag)
+        ON CONFLICT DO NOTHING
+    )
+    SELECT rid FROM ins
+"""
+# A supersedes link: the old record's status fact (only if it exists, as in SQLite) and the edge.
+SUPERSEDE = """
+    WITH upd AS (
+        UPDATE records SET current_status = 'superseded' WHERE id = %(old)s RETURNING id
+    ), fact AS (
+        INSERT INTO status_facts (record_id, status, by, at, note)
+        SELECT id, 'superseded', %(by)s, %(at)s, %(note)s FROM upd
+    )
+    INSERT INTO edges VALUES (%(project)s, %(new)s, %(old)s, 'supersedes') ON CONFLICT DO NOTHING
+"""
 
 VISIBLE = (
     "(r.visibility = 'project' OR r.author = %(agent)s OR (r.visibility = 'direct' AND EXISTS "
@@ -95,73 +122,126 @@ COLS = ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(","))
 SELECT = f"SELECT {COLS} FROM records r"
 
 
-def _vector_literal(vec: Any) -> str:
-    v = np.asarray(vec, dtype=np.float32).ravel()
-    return "[" + ",".join(f"{x:.6g}" for x in v.tolist()) + "]"
-
-
-class PostgresStore:
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8) -> None:
+class PostgresStore(PostgresVectors):
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int | None = None,
+        connect_timeout: int = 10,
+    ) -> None:
         try:
-            import psycopg  # noqa: F401
+            import psycopg
             from psycopg_pool import ConnectionPool
         except ImportError as exc:
             raise MissingExtra("PostgresStore", "postgres") from exc
-        self.url = url
+        conninfo, pool_max = _pool_option(url)
+        max_size = max_size if max_size is not None else pool_max or DEFAULT_POOL_MAX
+        if not isinstance(max_size, int) or max_size < 1:
+            raise ValidationError("max_size", max_size, "give a pool size of at least 1")
+        if not isinstance(min_size, int) or not 0 <= min_size <= max_size:
+            raise ValidationError("min_size", min_size, f"give 0 to max_size ({max_size})")
+        self.url = redact(url)
+        self._secret = _password(conninfo)
+        self._broken_types: tuple[type[BaseException], ...] = (psycopg.OperationalError,)
+        self._select, self._cols, self._visible = SELECT, COLS, VISIBLE
+        extra: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in conninfo:
+            extra["connect_timeout"] = connect_timeout
         try:
+            with psycopg.connect(conninfo, **extra) as conn:
+                self._migrate(conn)
             self._pool = ConnectionPool(
-                url, min_size=min_size, max_size=max_size, kwargs={"autocommit": True},
-                open=True, timeout=15,
+                conninfo, min_size=min_size, max_size=max_size, kwargs=extra, open=True,
+                timeout=15, name="contextwright",
             )  # fmt: skip
             self._pool.wait(timeout=15)
-            self._migrate()
         except StoreError:
             raise
         except Exception as exc:
-            raise StoreError(f"cannot open {_redact(url)}: {exc}") from exc
+            err = self._error(f"cannot open {self.url}", exc)
+            if self._secret and self._secret in str(exc):
+                raise err from None  # the chained exception would print the password
+            raise err from exc
 
     # -- plumbing -------------------------------------------------------------------------------
 
-    def _migrate(self) -> None:
-        with self._pool.connection() as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(4242)")
+    @staticmethod
+    def _migrate(conn: Any) -> None:
+        names = [name for name, _ in MIGRATIONS]
+        # The common case, a worker starting against a migrated database: one read, no lock.
+        if conn.execute("SELECT to_regclass('migrations') IS NOT NULL").fetchone()[0]:
+            done = {r[0] for r in conn.execute("SELECT name FROM migrations")}
+            if done >= set(names):
+                return
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             conn.execute(
-                "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL)"
+                "CREATE TABLE IF NOT EXISTS migrations "
+                "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL)"
             )
             done = {row[0] for row in conn.execute("SELECT name FROM migrations")}
             for name, script in MIGRATIONS:
                 if name not in done:
                     conn.execute(script)
-                    conn.execute("INSERT INTO migrations VALUES (%s, now())", (name,))
+                    conn.execute("INSERT INTO migrations VALUES (%s, clock_timestamp())", (name,))
 
     def applied_migrations(self) -> list[str]:
         return [r[0] for r in self._read("SELECT name FROM migrations ORDER BY applied_at, name")]
 
-    def _read(self, sql: str, params: Any = None) -> list[Any]:
-        try:
-            with self._pool.connection() as conn:
-                return list(conn.execute(sql, params).fetchall())
-        except Exception as exc:
-            raise StoreError(f"read failed on {_redact(self.url)}: {exc}") from exc
+    def _error(self, what: str, exc: BaseException) -> StoreError:
+        text = str(exc).strip() or type(exc).__name__
+        if self._secret:
+            text = text.replace(self._secret, "***")
+        return StoreError(f"{what}: {text}")
 
-    def _write(self, fn: Any) -> Any:
+    @staticmethod
+    def _ours(exc: BaseException) -> bool:
+        """Errors of the database or the pool; anything else is a bug and propagates as is."""
+        return type(exc).__module__.startswith(("psycopg", "psycopg_pool"))
+
+    def _read(self, sql: str, params: Any = None) -> list[Any]:
+        for attempt in (1, 2):
+            broken = False
+            try:
+                with self._pool.connection() as conn:
+                    try:
+                        return list(conn.execute(sql, params).fetchall())
+                    except self._broken_types:
+                        broken = bool(conn.broken)
+                        raise
+            except Exception as exc:
+                if not self._ours(exc):
+                    raise
+                if broken and attempt == 1:
+                    # The server dropped a connection (restart, failover, idle kill), and likely
+                    # every other one: replace the dead ones in the pool, then try once more.
+                    self._pool.check()
+                    continue
+                raise self._error(f"read failed on {self.url}", exc) from exc
+        raise AssertionError("unreachable")
+
+    def _write(self, fn: Callable[[Any], Any]) -> Any:
+        """`fn(conn)` in one transaction: all of it is stored, or none of it."""
         try:
             with self._pool.connection() as conn, conn.transaction():
                 return fn(conn)
         except StoreError:
             raise
         except Exception as exc:
-            if type(exc).__module__.startswith("psycopg"):
-                raise StoreError(f"cannot write {_redact(self.url)}: {exc}") from exc
+            if self._ours(exc):
+                raise self._error(f"cannot write {self.url}", exc) from exc
             raise
 
     @staticmethod
     def _bump(conn: Any, projects: Iterable[str]) -> None:
-        for p in sorted(set(projects)):
-            conn.execute(
+        # Sorted, so that two writers to the same projects lock their rows in the same order.
+        with conn.cursor() as cur:
+            cur.executemany(
                 "INSERT INTO project_versions VALUES (%s, 1) ON CONFLICT (project) "
                 "DO UPDATE SET version = project_versions.version + 1",
-                (p,),
+                [(p,) for p in sorted(set(projects))],
             )
 
     # -- records --------------------------------------------------------------------------------
@@ -169,51 +249,44 @@ class PostgresStore:
     def add_many(self, records: Sequence[Record]) -> list[Record]:
         if not records:
             return []
+        unique = list({r.id: r for r in reversed(records)}.values())[::-1]  # first of each id
+        rows = [
+            (
+                *record_to_row(r),
+                [*r.to, *r.mentions],
+                ["to"] * len(r.to) + ["mention"] * len(r.mentions),
+                list(r.tags),
+            )
+            for r in unique
+        ]
 
         def write(conn: Any) -> list[Record]:
-            existing = {r.id: r for r in self._get_many(conn, [r.id for r in records])}
-            out: list[Record] = []
-            fresh: dict[str, Record] = {}
-            for r in records:
-                if r.id in existing:
-                    out.append(existing[r.id])
-                elif r.id in fresh:
-                    out.append(fresh[r.id])
-                else:
-                    fresh[r.id] = r
-                    out.append(r)
-            marks = ", ".join(["%s"] * 20)
-            for r in fresh.values():
-                rid = conn.execute(
-                    f"INSERT INTO records ({COLUMNS}) VALUES ({marks}) RETURNING rid",
-                    record_to_row(r),
-                ).fetchone()[0]
-                addressing = [(n, "to", rid) for n in r.to] + [
-                    (n, "mention", rid) for n in r.mentions
-                ]
+            with conn.cursor() as cur:
+                # One statement per record, pipelined: an id already stored inserts nothing and
+                # returns no rid (also when another writer stored it a moment ago).
+                cur.executemany(INSERT_RECORD, rows, returning=True)
+                rids = []
+                while True:
+                    row = cur.fetchone()
+                    rids.append(None if row is None else row[0])
+                    if not cur.nextset():
+                        break
+            fresh = [r for r, rid in zip(unique, rids, strict=True) if rid is not None]
+            stored = {r.id: r for r in fresh}
+            old = [r.id for r, rid in zip(unique, rids, strict=True) if rid is None]
+            stored.update((r.id, r) for r in self._get_many(conn, old))
+            # After the whole batch, so that a record may supersede one later in the same batch.
+            replaced = [
+                {"old": r.supersedes, "new": r.id, "by": r.author, "at": r.created_at,
+                 "project": r.project, "note": f"by {r.id}"}
+                for r in fresh if r.supersedes
+            ]  # fmt: skip
+            if replaced:
                 with conn.cursor() as cur:
-                    if addressing:
-                        cur.executemany(
-                            "INSERT INTO addressing VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                            addressing,
-                        )
-                    if r.tags:
-                        cur.executemany(
-                            "INSERT INTO record_tags VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                            [(t, rid) for t in r.tags],
-                        )
-            for r in fresh.values():
-                if r.supersedes:
-                    self._status(
-                        conn, r.supersedes, "superseded", r.author, r.created_at, f"by {r.id}"
-                    )
-                    conn.execute(
-                        "INSERT INTO edges VALUES (%s, %s, %s, 'supersedes') ON CONFLICT DO NOTHING",
-                        (r.project, r.id, r.supersedes),
-                    )
+                    cur.executemany(SUPERSEDE, replaced)
             if fresh:
-                self._bump(conn, (r.project for r in fresh.values()))
-            return out
+                self._bump(conn, (r.project for r in fresh))
+            return [stored[r.id] for r in records]
 
         result: list[Record] = self._write(write)
         return result
@@ -226,8 +299,12 @@ class PostgresStore:
         return sorted((row_to_record(row) for row in rows), key=lambda r: order.get(r.id, 0))
 
     def get_many(self, ids: Sequence[str]) -> list[Record]:
-        with self._pool.connection() as conn:
-            return self._get_many(conn, list(ids))
+        ids = list(ids)
+        if not ids:
+            return []
+        rows = self._read(f"{SELECT} WHERE r.id = ANY(%s)", (ids,))
+        order = {rid: n for n, rid in enumerate(ids)}
+        return sorted((row_to_record(row) for row in rows), key=lambda r: order.get(r.id, 0))
 
     def query(self, q: Query) -> list[Record]:
         where = ["r.project = %(project)s"]
@@ -439,69 +516,42 @@ class PostgresStore:
             )
         return [dict(json.loads(r[0])) for r in rows]
 
-    # -- vectors (pgvector, exact cosine search) ------------------------------------------------
-
-    def unembedded(self, model: str, limit: int) -> list[Record]:
-        sql = (
-            f"{SELECT} WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.rid = r.rid AND v.model = %s) "
-            "ORDER BY r.rid LIMIT %s"
-        )
-        return [row_to_record(row) for row in self._read(sql, (model, limit))]
-
-    def unembedded_count(self, model: str) -> int:
-        sql = (
-            "SELECT count(*) FROM records r WHERE NOT EXISTS "
-            "(SELECT 1 FROM vectors v WHERE v.rid = r.rid AND v.model = %s)"
-        )
-        return int(self._read(sql, (model,))[0][0])
-
-    def put_vectors(self, model: str, rows: Sequence[tuple[str, Any]]) -> None:
-        if not rows:
-            return
-
-        def write(conn: Any) -> None:
-            for record_id, vec in rows:
-                found = conn.execute(
-                    "SELECT rid, project FROM records WHERE id = %s", (record_id,)
-                ).fetchone()
-                if found is None:
-                    continue
-                conn.execute(
-                    "INSERT INTO vectors VALUES (%s, %s, %s, %s::vector) ON CONFLICT (rid, model) "
-                    "DO UPDATE SET embedding = excluded.embedding",
-                    (found[0], model, found[1], _vector_literal(vec)),
-                )
-
-        self._write(write)
-
-    def vector_search(
-        self, project: str, agent: str | None, vector: Any, limit: int, model: str
-    ) -> list[Hit]:
-        visible = f" AND {VISIBLE}" if agent is not None else ""
-        sql = (
-            f"SELECT {COLS}, 1 - (v.embedding <=> %(vec)s::vector) AS score FROM vectors v "
-            "JOIN records r ON r.rid = v.rid "
-            f"WHERE v.project = %(project)s AND v.model = %(model)s{visible} "
-            "ORDER BY v.embedding <=> %(vec)s::vector, r.rid LIMIT %(limit)s"
-        )
-        params = {
-            "vec": _vector_literal(vector),
-            "project": project,
-            "model": model,
-            "agent": agent,
-            "limit": limit,
-        }
-        return [Hit(row_to_record(row[:-1]), float(row[-1])) for row in self._read(sql, params)]
-
     def close(self) -> None:
         self._pool.close()
 
 
-def _redact(url: str) -> str:
-    """Never print a password in an error message."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}:***@{host}" if ":" in creds else url
-    return url
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/?#]*):.*@")
+_PASSWORD_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]*)", re.IGNORECASE)
+
+
+def redact(url: str) -> str:
+    """The URL without its password (in the user part or as a `password=` parameter)."""
+    return _PASSWORD_KV.sub(r"\1***", _USERINFO.sub(r"\1:***@", url, count=1))
+
+
+def _password(conninfo: str) -> str | None:
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        value = conninfo_to_dict(conninfo).get("password")
+    except Exception:  # unparsable: the connect that follows says why
+        m = _USERINFO.match(conninfo)
+        value = unquote(conninfo[len(m.group(1)) + 1 : m.end() - 1]) if m else None
+    return str(value) if value else None
+
+
+def _pool_option(url: str) -> tuple[str, int | None]:
+    """Take `pool_max=N` out of the URL's query (libpq would reject it); the rest goes to libpq."""
+    base, sep, query = url.partition("?")
+    if not sep or "://" not in base:
+        return url, None
+    keep, pool_max = [], None
+    for part in query.split("&"):
+        name, _, value = part.partition("=")
+        if name != "pool_max":
+            keep.append(part)
+        elif value.isdigit() and int(value) >= 1:
+            pool_max = int(value)
+        else:
+            raise ValidationError("pool_max", value, "give a whole number of connections >= 1")
+    return base + ("?" + "&".join(keep) if keep else ""), pool_max

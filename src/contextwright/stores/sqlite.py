@@ -114,7 +114,7 @@ VISIBLE = (
 SELECT = "SELECT " + ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(",")) + " FROM records r"
 # Full-text words found in more records than this are left out of the BM25 query.
 COMMON_DF = 2000
-LARGE_WINDOW = 1000
+LARGE_WINDOW = 500
 
 
 def _union_kinds(join: str, where: str, n: int, order: str) -> str:
@@ -354,11 +354,14 @@ class SQLiteStore(SQLiteVectors):
         # A small store ranks every match. A large one ranks the newest LARGE_WINDOW matches of
         # its selective words only, so that the cost stays bounded whatever the words are.
         inner = "ORDER BY score LIMIT :wide" if selective is None else "ORDER BY rowid DESC LIMIT :window"
+        # Filter and rank on the few columns that decide, then read whole rows for the winners.
         sql = (
-            f"SELECT {', '.join(f'r.{c.strip()}' for c in COLUMNS.split(','))}, f.score FROM "
+            f"SELECT {', '.join(f'r.{c.strip()}' for c in COLUMNS.split(','))}, g.score FROM "
+            "(SELECT f.rowid AS rid, f.score AS score FROM "
             "(SELECT rowid, bm25(records_fts) AS score FROM records_fts WHERE records_fts MATCH :m "
             f"{inner}) f JOIN records r ON r.rid = f.rowid "
-            f"WHERE r.project = :project{visible} ORDER BY f.score LIMIT :limit"
+            f"WHERE r.project = :project{visible} ORDER BY f.score, f.rowid DESC LIMIT :limit) g "
+            "JOIN records r ON r.rid = g.rid ORDER BY g.score, g.rid DESC"
         )
         params = {
             "m": selective or match,

@@ -1,0 +1,92 @@
+"""The vector half of PostgresStore: one pgvector row per (record, model), searched exactly by
+cosine distance inside the database, with the visibility rule in the same WHERE clause, so that a
+record the agent may not see never takes a place in the top `limit`.
+
+Exact search, no approximate index: the SQLite store is exact too, and the two must return the
+same records for the same data. A project with millions of vectors would want an HNSW index
+(`CREATE INDEX ... USING hnsw (embedding vector_cosine_ops)`), which trades that for speed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..ports import Hit
+from ..records import Record
+from ._rows import row_to_record
+
+M003_VECTORS = """
+        CREATE EXTENSION IF NOT EXISTS vector;
+        CREATE TABLE vectors (
+            rid BIGINT NOT NULL, model TEXT NOT NULL, project TEXT NOT NULL,
+            embedding vector NOT NULL, PRIMARY KEY (rid, model)
+        );
+        CREATE INDEX vectors_project ON vectors(project, model);
+"""
+
+_MISSING = "NOT EXISTS (SELECT 1 FROM vectors v WHERE v.rid = r.rid AND v.model = %(model)s)"
+
+
+def vector_literal(vec: Any) -> str:
+    """pgvector's text form. Nine significant digits keep float32 exact (no loss before search)."""
+    v = np.asarray(vec, dtype=np.float32).ravel()
+    return "[" + ",".join(f"{x:.9g}" for x in v.tolist()) + "]"
+
+
+class PostgresVectors:
+    """Mixed into PostgresStore, which supplies the reads and the write transaction."""
+
+    _read: Callable[..., list[Any]]
+    _write: Callable[[Callable[[Any], Any]], Any]
+    _select: str
+    _cols: str
+    _visible: str
+
+    def unembedded(self, model: str, limit: int) -> list[Record]:
+        sql = f"{self._select} WHERE {_MISSING} ORDER BY r.rid LIMIT %(limit)s"
+        return [row_to_record(row) for row in self._read(sql, {"model": model, "limit": limit})]
+
+    def unembedded_count(self, model: str) -> int:
+        sql = f"SELECT count(*) FROM records r WHERE {_MISSING}"
+        return int(self._read(sql, {"model": model})[0][0])
+
+    def put_vectors(self, model: str, rows: Sequence[tuple[str, Any]]) -> None:
+        # One statement per vector, sent as one pipelined batch; ids that are gone match nothing.
+        params = [(model, vector_literal(vec), record_id) for record_id, vec in rows]
+        if not params:
+            return
+
+        def write(conn: Any) -> None:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO vectors (rid, model, project, embedding) "
+                    "SELECT rid, %s, project, %s::vector FROM records WHERE id = %s "
+                    "ON CONFLICT (rid, model) DO UPDATE SET embedding = excluded.embedding",
+                    params,
+                )
+
+        self._write(write)
+
+    def vector_search(
+        self, project: str, agent: str | None, vector: Any, limit: int, model: str
+    ) -> list[Hit]:
+        if limit <= 0:
+            return []
+        visible = f" AND {self._visible}" if agent is not None else ""
+        sql = (
+            f"SELECT {self._cols}, 1 - (v.embedding <=> %(vec)s::vector) AS score FROM vectors v "
+            "JOIN records r ON r.rid = v.rid "
+            f"WHERE v.project = %(project)s AND v.model = %(model)s{visible} "
+            "ORDER BY v.embedding <=> %(vec)s::vector, r.rid LIMIT %(limit)s"
+        )
+        params = {
+            "vec": vector_literal(vector),
+            "project": project,
+            "model": model,
+            "agent": agent,
+            "limit": limit,
+        }
+        return [Hit(row_to_record(row[:-1]), float(row[-1])) for row in self._read(sql, params)]

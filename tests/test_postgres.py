@@ -1,0 +1,407 @@
+"""PostgreSQL beyond the contract suite: migrations applied once by many workers, concurrent
+writers, a pool that outlives dropped connections, pgvector search with the same answers as the
+SQLite store, errors that never show a password, the missing extra, and the engine end to end."""
+
+from __future__ import annotations
+
+import builtins
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+from contextwright import Budget, Engine, MissingExtra, StoreError, ValidationError
+from contextwright.embedders import HashEmbedder
+from contextwright.ports import Query
+from contextwright.records import Record, build_record
+from contextwright.stores import open_store
+from contextwright.stores.postgres import MIGRATIONS, PostgresStore, redact
+from contextwright.stores.sqlite import SQLiteStore
+
+pytestmark = pytest.mark.postgres
+
+P = "pgp"
+T0 = 1_750_000_000.0
+SECRET = "s3cret-Pa55"
+
+
+def rec(i: int, **fields: Any) -> Record:
+    data: dict[str, Any] = {
+        "id": f"r{i:05d}",
+        "project": P,
+        "author": "ann",
+        "kind": "note",
+        "content": f"note number {i}",
+        "created_at": T0 + i,
+        **fields,
+    }
+    return build_record(data, lambda text: len(text.split()))
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[PostgresStore]:
+    store = PostgresStore(pg_url)
+    yield store
+    store.close()
+
+
+def _other_db(pg_url: str, name: str) -> str:
+    """A fresh, empty database on the same server, dropped again by the caller."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    base, _, query = pg_url.partition("?")
+    return base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
+
+
+def _drop_db(pg_url: str, name: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _run_threads(n: int, target: Callable[[int], None]) -> list[BaseException]:
+    errors: list[BaseException] = []
+    start = threading.Barrier(n)
+
+    def body(k: int) -> None:
+        try:
+            start.wait()
+            target(k)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return errors
+
+
+# -- migrations -----------------------------------------------------------------------------------
+
+
+def test_migrations_are_recorded_once_and_reopening_is_a_no_op(pg_url: str) -> None:
+    names = [name for name, _ in MIGRATIONS]
+    url = _other_db(pg_url, "cw_migrate")
+    try:
+        # Several workers start at once against an empty database: one of them migrates.
+        stores: list[PostgresStore] = []
+        errors = _run_threads(4, lambda _k: stores.append(PostgresStore(url, max_size=1)))
+        assert errors == []
+        for store in stores:
+            assert store.applied_migrations() == names
+        with psycopg.connect(url) as conn:
+            before = conn.execute(
+                "SELECT name, applied_at FROM migrations ORDER BY name"
+            ).fetchall()
+        assert [n for n, _ in before] == sorted(names)
+        for store in stores:
+            store.close()
+        again = PostgresStore(url)
+        assert again.applied_migrations() == names
+        again.close()
+        with psycopg.connect(url) as conn:
+            after = conn.execute("SELECT name, applied_at FROM migrations ORDER BY name").fetchall()
+        assert after == before
+    finally:
+        _drop_db(pg_url, "cw_migrate")
+
+
+# -- concurrency and the pool ---------------------------------------------------------------------
+
+
+def test_concurrent_writers_lose_nothing_and_bump_the_version_once_per_write(
+    pg: PostgresStore,
+) -> None:
+    threads, writes = 4, 15
+
+    def writer(k: int) -> None:
+        for j in range(writes):
+            n = k * 1000 + j * 10
+            if j % 3 == 0:  # some batches, some single records
+                pg.add_many([rec(n + m) for m in range(3)])
+            else:
+                pg.add_many([rec(n, to=["bob"], tags=["t"])])
+
+    assert _run_threads(threads, writer) == []
+    expected = threads * sum(3 if j % 3 == 0 else 1 for j in range(writes))
+    assert pg.count(P) == expected
+    assert pg.version(P) == threads * writes
+    got = pg.query(Query(P, None, limit=10_000))
+    assert len({r.id for r in got}) == expected
+    assert len(pg.query(Query(P, None, tag="t", limit=10_000))) == threads * 10
+
+
+def test_concurrent_writers_of_the_same_id_store_it_once(pg: PostgresStore) -> None:
+    results: list[Record] = []
+    lock = threading.Lock()
+
+    def writer(k: int) -> None:
+        stored = pg.add_many([rec(7, content=f"written by {k}")])[0]
+        with lock:
+            results.append(stored)
+
+    assert _run_threads(4, writer) == []
+    assert pg.count(P) == 1
+    assert len({r.content for r in results}) == 1  # everyone got back the record as stored
+    assert results[0] == pg.get_many(["r00007"])[0]
+    assert pg.version(P) == 1
+
+
+def test_the_pool_survives_many_calls_and_dropped_connections(pg_url: str) -> None:
+    store = PostgresStore(pg_url, max_size=2)
+    try:
+        store.add_many([rec(i) for i in range(20)])
+
+        def reader(k: int) -> None:
+            for i in range(40):
+                assert len(store.query(Query(P, "ann", limit=5))) == 5
+                store.kv_set(P, f"k{k}", str(i), T0)
+
+        assert _run_threads(6, reader) == []
+        assert store._pool.get_stats()["pool_size"] <= 2
+        # The server drops every connection (a restart, a failover): the next reads reconnect.
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        for _ in range(3):
+            assert store.count(P) == 20
+        assert store.kv_list(P, "k") == {f"k{k}": "39" for k in range(6)}
+    finally:
+        store.close()
+
+
+def test_a_second_worker_sees_every_write_at_once(pg_url: str) -> None:
+    """The engine keeps no state: two processes' stores on one database agree after each write."""
+    a, b = PostgresStore(pg_url), PostgresStore(pg_url)
+    try:
+        a.add_many([rec(1)])
+        assert b.version(P) == 1 and b.get_many(["r00001"])[0].content == "note number 1"
+        b.set_status("r00001", "resolved", "bob", T0 + 5)
+        assert a.version(P) == 2 and a.get_many(["r00001"])[0].status == "resolved"
+    finally:
+        a.close()
+        b.close()
+
+
+# -- vectors --------------------------------------------------------------------------------------
+
+TEXTS = [
+    "the login cache keeps stale sessions",
+    "sessions live in redis now",
+    "billing export runs every night",
+    "the rate limiter drops bursts above 100",
+    "password reset emails are delayed",
+    "redis cluster failover drill on friday",
+    "dark mode ships behind a flag",
+    "csv import chokes on quoted newlines",
+]
+QUERIES = ["where do sessions live", "redis failover", "nightly billing", "login cache stale"]
+
+
+def _vector_records() -> list[Record]:
+    out = []
+    for i, text in enumerate(TEXTS):
+        fields: dict[str, Any] = {"content": text, "author": ["ann", "bob", "cat"][i % 3]}
+        if i % 4 == 1:  # direct to dan: ann, bob or cat may not see it unless they wrote it
+            fields.update(visibility="direct", to=["dan"])
+        if i % 4 == 3:
+            fields.update(visibility="private")
+        out.append(rec(i, **fields))
+    return out
+
+
+def _embed(store: Any, records: list[Record]) -> None:
+    emb = HashEmbedder()
+    store.put_vectors(emb.name, [(r.id, v) for r, v in zip(records, emb.embed(TEXTS), strict=True)])
+
+
+def test_vector_search_matches_the_sqlite_store(pg: PostgresStore, tmp_path: Path) -> None:
+    records = _vector_records()
+    sqlite = SQLiteStore(str(tmp_path / "v.db"))
+    try:
+        for store in (pg, sqlite):
+            store.add_many(records)
+            assert store.unembedded_count("hash") == len(records)
+            assert [r.id for r in store.unembedded("hash", 3)] == [r.id for r in records[:3]]
+            _embed(store, records)
+            assert store.unembedded_count("hash") == 0
+        emb = HashEmbedder()
+        by_id = {r.id: r for r in records}
+        for text in QUERIES:
+            q = emb.embed([text])[0]
+            for agent in (None, "ann", "bob", "dan", "eve"):
+                got = pg.vector_search(P, agent, q, 4, "hash")
+                want = sqlite.vector_search(P, agent, q, 4, "hash")
+                assert [h.record.id for h in got] == [h.record.id for h in want], (text, agent)
+                # Same cosines up to SQLite's int8 quantization.
+                for g, w in zip(got, want, strict=True):
+                    assert abs(g.score - w.score) < 0.02
+                assert [h.score for h in got] == sorted((h.score for h in got), reverse=True)
+                if agent is not None:
+                    assert all(by_id[h.record.id].visible_to(agent) for h in got)
+        # A direct record is found by its recipient and its author, by nobody else.
+        q = emb.embed([TEXTS[1]])[0]
+        assert pg.vector_search(P, "dan", q, 1, "hash")[0].record.id == "r00001"
+        assert pg.vector_search(P, "bob", q, 1, "hash")[0].record.id == "r00001"
+        assert "r00001" not in [h.record.id for h in pg.vector_search(P, "eve", q, 8, "hash")]
+    finally:
+        sqlite.close()
+
+
+def test_vectors_are_replaced_skipped_and_scoped(pg: PostgresStore) -> None:
+    records = _vector_records()
+    pg.add_many(records)
+    _embed(pg, records)
+    one_hot = np.zeros(HashEmbedder().dim, dtype=np.float32)
+    one_hot[3] = 1.0
+    # Embedding again overwrites; an id that does not exist is skipped; nothing else changes.
+    pg.put_vectors("hash", [("r00000", one_hot), ("gone", one_hot)])
+    top = pg.vector_search(P, None, one_hot, 1, "hash")[0]
+    assert top.record.id == "r00000" and top.score == pytest.approx(1.0, abs=1e-6)
+    assert pg.vector_search("other", None, one_hot, 5, "hash") == []
+    assert pg.vector_search(P, None, one_hot, 5, "another-model") == []
+    assert pg.vector_search(P, None, one_hot, 0, "hash") == []
+    assert pg.unembedded_count("another-model") == len(records)
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+def _all_text(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://cw:{SECRET}@127.0.0.1:1/cw",  # nothing listens on port 1
+        f"postgresql://cw:{SECRET}@127.0.0.1:notaport/cw",
+        f"postgresql://cw@127.0.0.1:1/cw?password={SECRET}",
+    ],
+)
+def test_an_unreachable_server_is_a_store_error_without_the_password(url: str) -> None:
+    with pytest.raises(StoreError) as info:
+        open_store(url)
+    assert SECRET not in _all_text(info.value)
+    assert "cannot open postgresql://cw" in str(info.value)
+    assert "***" in str(info.value)
+
+
+def test_a_missing_database_is_a_store_error_without_the_password(pg_url: str) -> None:
+    base, _, query = pg_url.partition("?")
+    user_host = base.split("://", 1)[1].rsplit("/", 1)[0].split("@", 1)
+    url = f"postgresql://{user_host[0].split(':')[0]}:{SECRET}@{user_host[1]}/nope?{query}"
+    with pytest.raises(StoreError, match='database "nope" does not exist') as info:
+        PostgresStore(url)
+    assert SECRET not in _all_text(info.value)
+
+
+@pytest.mark.parametrize(
+    "url,shown",
+    [
+        ("postgresql://app:pw@db:5432/cw", "postgresql://app:***@db:5432/cw"),
+        ("postgresql://app@db/cw", "postgresql://app@db/cw"),
+        ("postgres://app:p@ss:w@rd@db/cw", "postgres://app:***@db/cw"),
+        ("postgresql://app@db/cw?password=pw&sslmode=require", "postgresql://app@db/cw?password=***&sslmode=require"),
+        ("host=db user=app password=pw dbname=cw", "host=db user=app password=*** dbname=cw"),
+    ],
+)  # fmt: skip
+def test_redact(url: str, shown: str) -> None:
+    assert redact(url) == shown
+
+
+def test_the_store_url_never_holds_the_password(pg_url: str) -> None:
+    base, _, query = pg_url.partition("?")
+    scheme, rest = base.split("://", 1)
+    user, host = rest.split("@", 1)
+    url = f"{scheme}://{user.split(':')[0]}:{SECRET}@{host}?{query}&pool_max=3"
+    store = PostgresStore(url)
+    try:
+        assert SECRET not in store.url and "pool_max" in store.url
+        assert store._pool.max_size == 3
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("value", ["0", "many", ""])
+def test_a_bad_pool_size_is_a_validation_error(value: str) -> None:
+    with pytest.raises(ValidationError, match="pool_max"):
+        PostgresStore(f"postgresql://app@127.0.0.1:1/cw?pool_max={value}")
+
+
+def test_text_postgres_cannot_hold_is_refused_and_changes_nothing(pg: PostgresStore) -> None:
+    pg.add_many([rec(1)])
+    with pytest.raises(StoreError, match="NUL"):
+        pg.add_many([rec(2), rec(3, content="a NUL \x00 byte")])
+    assert pg.count(P) == 1 and pg.version(P) == 1
+    assert pg.get_many(["r00002", "r00003"]) == []
+
+
+def test_without_the_extra_the_error_names_the_pip_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_import = builtins.__import__
+
+    def no_psycopg(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.split(".")[0] in ("psycopg", "psycopg_pool"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_psycopg)
+    expected = "PostgresStore requires the 'postgres' extra: pip install 'contextwright[postgres]'"
+    for opener in (PostgresStore, open_store, Engine.open):
+        with pytest.raises(MissingExtra) as info:
+            opener("postgresql://app@db/cw")
+        assert str(info.value) == expected
+        assert info.value.to_dict()["extra"] == "postgres"
+
+
+# -- the engine on PostgreSQL ---------------------------------------------------------------------
+
+
+def test_engine_end_to_end(pg_url: str) -> None:
+    with Engine(PostgresStore(pg_url), clock=lambda: T0 + 100) as engine:
+        engine.register_agent(P, "bob", "developer")
+        engine.add(project=P, author="pm", kind="constraint", content="Never log auth tokens.",
+                   pinned=True)  # fmt: skip
+        engine.add(project=P, author="ann", content="The login cache keeps stale sessions.")
+        task = engine.add(
+            project=P, author="ann", kind="task", content="@bob fix the login bug", to=["bob"]
+        )
+        engine.add(project=P, author="ann", visibility="private", content="SECRET login notes")
+        result = engine.assemble(P, "bob", "fix the login bug", Budget(model="gpt-4o", window=4000))
+        assert "Never log auth tokens." in result.text
+        assert "login cache keeps stale sessions" in result.text
+        assert "fix the login bug" in result.text
+        assert "SECRET" not in result.text
+        assert result.tokens <= result.available
+        stored = engine.trace(result.trace.id)
+        assert stored.id == result.trace.id and stored.tokens == result.tokens
+        assert [t.id for t in engine.traces(P, "bob")] == [result.trace.id]
+        kept = [i for i in stored.items if i["decision"] == "kept"]
+        assert "fulltext" in {i["source"] for i in kept}
+        assert any(task.id in i["record_ids"] for i in kept)
+
+
+def test_the_vector_source_on_postgres(pg_url: str) -> None:
+    with Engine(PostgresStore(pg_url), embedder="hash", clock=lambda: T0 + 100) as engine:
+        engine.register_agent(P, "bob", "developer")
+        engine.add_many(
+            {"project": P, "author": "ann", "content": text, "id": f"v{i}"}
+            for i, text in enumerate(TEXTS)
+        )
+        assert engine.wait_for_embeddings(timeout=20)
+        result = engine.assemble(P, "bob", "redis failover drill", 4000)
+        notes = result.trace.notes["vectors"]
+        assert notes["on"] is True and notes["lag"] == 0 and notes["embedder"] == "hash"
+        vector_items = [i for i in result.trace.items if "vector" in i["sources"]]
+        assert vector_items and vector_items[0]["record_ids"] == ["v5"]
