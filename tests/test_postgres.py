@@ -5,6 +5,10 @@ SQLite store, errors that never show a password, the missing extra, and the engi
 from __future__ import annotations
 
 import builtins
+import contextlib
+import io
+import random
+import re
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -405,3 +409,79 @@ def test_the_vector_source_on_postgres(pg_url: str) -> None:
         assert notes["on"] is True and notes["lag"] == 0 and notes["embedder"] == "hash"
         vector_items = [i for i in result.trace.items if "vector" in i["sources"]]
         assert vector_items and vector_items[0]["record_ids"] == ["v5"]
+
+
+# -- full text ------------------------------------------------------------------------------------
+
+
+def _corpus() -> list[Record]:
+    """Short messages and long tool results over the same common words; a few rare names."""
+    rng = random.Random(5)
+    common = ["login", "flow", "cache", "session", "token", "deploy", "review", "billing"]
+    rare = ["zorblax", "quimby", "vantor", "pelgrin"]
+    out = []
+    for i in range(60):
+        if i % 3 == 0:
+            lines = [" ".join(rng.choices(common, k=8)) for _ in range(30)]
+            out.append(rec(i, kind="tool_result", content="\n".join(lines)))
+        else:
+            words = [*rng.choices(common, k=5), *([rare[i % 4]] if i % 5 == 1 else [])]
+            out.append(rec(i, content=" ".join(words)))
+    return out
+
+
+def test_full_text_ranks_rare_words_first_and_long_records_lower(
+    pg: PostgresStore, tmp_path: Path
+) -> None:
+    """BM25 on both stores: a rare word outweighs common ones, and length discounts. With
+    PostgreSQL's ts_rank the long tool results, full of the common words, would come first."""
+    sqlite = SQLiteStore(str(tmp_path / "t.db"))
+    try:
+        records = _corpus()
+        for store in (pg, sqlite):
+            store.add_many(records)
+        for task, rare in (
+            ("fix the login flow for zorblax", "zorblax"),
+            ("vantor review", "vantor"),
+        ):
+            with_rare = {r.id for r in records if rare in r.content}
+            for store in (pg, sqlite):
+                hits = store.search_text(P, "ann", task, 10)
+                assert {h.record.id for h in hits[: len(with_rare)]} == with_rare
+        hits = pg.search_text(P, "ann", "billing token", 10)
+        assert len(hits) == 10 and all(h.record.kind == "note" for h in hits)
+    finally:
+        sqlite.close()
+
+
+def test_a_new_word_is_found_although_its_count_is_cached(pg: PostgresStore) -> None:
+    pg.add_many([rec(i) for i in range(50)])
+    assert pg.search_text(P, None, "zeta release", 5) == []
+    pg.add_many([rec(99, content="the zeta release is out")])  # too little growth to recount
+    assert [h.record.id for h in pg.search_text(P, None, "zeta release", 5)] == ["r00099"]
+
+
+def test_the_docs_example_prints_what_it_shows(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/postgres.md's example, on the session's server rather than a second one of its own."""
+    import pgserver
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "postgres.md").read_text()
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```", text, re.S | re.M)
+    at = next(i for i, (lang, code) in enumerate(blocks) if "pgserver.get_server" in code)
+    code, (lang, expected) = blocks[at][1], blocks[at + 1]
+    assert lang == "text"
+
+    class SessionServer:
+        def get_uri(self) -> str:
+            return pg_url
+
+        def cleanup(self) -> None:
+            pass
+
+    monkeypatch.setattr(pgserver, "get_server", lambda *a, **k: SessionServer())
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "docs/postgres.md", "exec"), {"__name__": "docs"})
+    assert out.getvalue().split() == expected.split()

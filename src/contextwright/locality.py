@@ -2,10 +2,10 @@
 
 Full text and vectors judge each record alone, but meaning is spread over a conversation: the
 answer follows the question, a plan spans several turns of one session. After relevance is fused,
-the sessions that hold the strongest matches lift every record in them, and each record is lifted
-by its best direct neighbour in time. Records of those sessions that no source returned join as
-`nearby` candidates. On LoCoMo (dev) this adds about 4 points of turn recall at 1,000 tokens
-(docs/recall.md). The lift is a score component, `nearby`, so the trace shows it.
+the sessions that hold the strongest matches lift the candidates in them, and the records said
+just before and after each strong match join as candidates, lifted by a share of its relevance.
+On LoCoMo (dev) this adds about 6 points of turn recall at 1,000 tokens (docs/recall.md). The lift
+is a score component, `nearby`, so the trace shows it.
 """
 
 from __future__ import annotations
@@ -27,11 +27,10 @@ SPREAD_SECTIONS = ("knowledge", "suggestions")
 
 @dataclass(frozen=True)
 class LocalityConfig:
-    top: int = 10  # strongest matches that vote for their session
+    top: int = 10  # strongest matches: they vote for their sessions and fetch their neighbours
     sessions: int = 6  # sessions lifted
-    session_weight: float = 0.6  # lift of a record in the best session, in relevance units
+    session_weight: float = 0.3  # lift of a record in the best session, in relevance units
     neighbour_weight: float = 0.2  # share of the best neighbour's relevance
-    session_limit: int = 400  # records read per lifted session
 
 
 def spread(
@@ -40,58 +39,76 @@ def spread(
     config: ScoringConfig,
     locality: LocalityConfig | None = None,
 ) -> list[Candidate]:
-    """Add the `nearby` component (and nearby records) after `fuse_relevance` has run."""
+    """Add the `nearby` component (and the strong matches' neighbours) after `fuse_relevance`.
+
+    Cost: two indexed one-row reads per strong match (its neighbours by time in its session),
+    whatever the size of the store.
+    """
     cfg = locality or LocalityConfig()
     out = list(candidates)
+    by_key = {c.key: c for c in out}
     rel = {
         c.key: c.components.get("relevance", 0.0)
         for c in out
         if c.record is not None and c.section in SPREAD_SECTIONS
     }
     strong = sorted((k for k, v in rel.items() if v > 0), key=lambda k: (-rel[k], k))[: cfg.top]
-    if not strong:
-        return out
-    by_key = {c.key: c for c in out}
     votes: defaultdict[str, float] = defaultdict(float)
+    adjacent: defaultdict[str, set[str]] = defaultdict(set)
     for key in strong:
-        session = by_key[key].records[0].session
-        if session:
-            votes[session] += rel[key]
+        match = by_key[key].records[0]
+        if not match.session:
+            continue
+        votes[match.session] += rel[key]
+        for n in _neighbours(match, ctx):
+            adjacent[n.id].add(match.id)
+            adjacent[match.id].add(n.id)
+            if n.id not in by_key:
+                fresh = _nearby(n, ctx, match)
+                by_key[n.id] = fresh
+                out.append(fresh)
     if not votes:
         return out
     lifted = sorted(votes, key=lambda s: (-votes[s], s))[: cfg.sessions]
     best = votes[lifted[0]]
     w_rel = config.weights.get("relevance", 1.0) / max(config.weights.get("nearby", 1.0), 1e-9)
-    for session in lifted:
-        members = ctx.store.query(
-            Query(
-                ctx.project,
-                ctx.agent,
-                session=session,
-                limit=cfg.session_limit,
-                newest_first=False,
-            )
+    for c in out:
+        r = c.record
+        if r is None or c.section not in SPREAD_SECTIONS:
+            continue
+        lift = cfg.session_weight * votes[r.session] / best if r.session in lifted else 0.0
+        nb = cfg.neighbour_weight * max(
+            (rel.get(n, 0.0) for n in adjacent.get(r.id, ())), default=0.0
         )
-        lift = cfg.session_weight * votes[session] / best
-        for i, r in enumerate(members):
-            if r.kind in ("tool_call", "tool_result") or r.status == "superseded":
-                continue
-            near = [members[j].id for j in (i - 1, i + 1) if 0 <= j < len(members)]
-            nb = max((rel.get(n, 0.0) for n in near), default=0.0)
-            c = by_key.get(r.id)
-            if c is None:
-                c = _nearby(r, ctx, session)
-                by_key[r.id] = c
-                out.append(c)
-            elif c.section not in SPREAD_SECTIONS:
-                continue
-            value = w_rel * (lift + cfg.neighbour_weight * nb)
-            c.components["nearby"] = round(value, 6)
-            total = c.components.get("relevance", 0.0) + value / max(w_rel, 1e-9)
-            c.section = "knowledge" if total >= KNOWLEDGE_AT else "suggestions"
+        if lift <= 0 and nb <= 0:
+            continue
+        c.components["nearby"] = round(w_rel * (lift + nb), 6)
+        total = c.components.get("relevance", 0.0) + lift + nb
+        c.section = "knowledge" if total >= KNOWLEDGE_AT else "suggestions"
     return out
 
 
-def _nearby(r: Record, ctx: SourceContext, session: str) -> Candidate:
-    reason = f"said in session {session} beside strong matches"
+def _neighbours(r: Record, ctx: SourceContext) -> list[Record]:
+    """The records said just before and just after `r` in its session, that the agent may see."""
+    before = ctx.store.query(
+        Query(ctx.project, ctx.agent, session=r.session, before=r.created_at, limit=1)
+    )
+    after = ctx.store.query(
+        Query(
+            ctx.project,
+            ctx.agent,
+            session=r.session,
+            since=r.created_at,
+            limit=2,
+            newest_first=False,
+        )
+    )
+    found = [*before, *[a for a in after if a.id != r.id][:1]]
+    return [
+        n for n in found if n.kind not in ("tool_call", "tool_result") and n.status != "superseded"
+    ]
+
+
+def _nearby(r: Record, ctx: SourceContext, beside: Record) -> Candidate:
+    reason = f"said next to a strong match ({beside.id}) in session {r.session}"
     return record_candidate(r, ctx, "nearby", "knowledge", reason)

@@ -56,10 +56,8 @@ class EmbeddingWorker:
         self.batch = batch
         self.embedded = 0
         self.error: str | None = None
-        self._inflight = 0
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="cw-embedder", daemon=True)
         self._wake.set()
         self._thread.start()
@@ -68,10 +66,8 @@ class EmbeddingWorker:
         self._wake.set()
 
     def lag(self) -> int:
-        """Records not yet searchable by vector (in flight included)."""
-        with self._lock:
-            inflight = self._inflight
-        return self.store.unembedded_count(self.embedder.name) + inflight
+        """Records not yet searchable by vector (those being embedded right now included)."""
+        return self.store.unembedded_count(self.embedder.name)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every record stored so far has a vector; False on timeout or if the
@@ -107,18 +103,10 @@ class EmbeddingWorker:
         records = self.store.unembedded(self.embedder.name, self.batch)
         if not records:
             return False
-        with self._lock:
-            self._inflight = len(records)
-        try:
-            vecs = self.embedder.embed([embed_text(r) for r in records])
-            self.store.put_vectors(
-                self.embedder.name, [(r.id, vecs[i]) for i, r in enumerate(records)]
-            )
-            self.embedded += len(records)
-            self.error = None
-        finally:
-            with self._lock:
-                self._inflight = 0
+        vecs = self.embedder.embed([embed_text(r) for r in records])
+        self.store.put_vectors(self.embedder.name, [(r.id, vecs[i]) for i, r in enumerate(records)])
+        self.embedded += len(records)
+        self.error = None
         return True
 
 

@@ -27,9 +27,9 @@ from ..ports import Embedder
 from ..records import Record
 from ..scoring import item_prefix
 from ..stores.sqlite import SQLiteStore
+from . import METHODS
 from .locomo import CATEGORIES, Conversation, Question, load_locomo
 
-from . import METHODS
 AGENT = "assistant"
 FORMAT = "markdown"
 # Relevance sources may fill the window here: nothing else competes for it in a conversation.

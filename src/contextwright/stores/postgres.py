@@ -1,7 +1,8 @@
-"""The scale-out store: PostgreSQL through psycopg 3 with a connection pool; tsvector + GIN for full
-text, pgvector for vectors (postgres_vectors.py). The engine keeps no state between calls, so many
-workers can serve one database. Same semantics as the SQLite store, checked by the same contract
-suite; full-text ranking is PostgreSQL's (the 'english' configuration and ts_rank_cd), not BM25.
+"""The scale-out store: PostgreSQL through psycopg 3 with a connection pool; a GIN-indexed tsvector
+ranked by BM25 for full text (postgres_text.py), pgvector for vectors (postgres_vectors.py), and
+the schema and write statements in postgres_schema.py. The engine keeps no state between calls,
+so many workers can serve one database. Same semantics as the SQLite store, checked by the same
+contract suite (docs/postgres.md lists the differences).
 
     store = PostgresStore("postgresql://app@db.internal/contextwright?pool_max=16")
 
@@ -18,101 +19,24 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..errors import MissingExtra, StoreError, ValidationError
-from ..ports import Hit, Query
+from ..ports import Query
 from ..records import Record
-from ._rows import COLUMNS, query_terms, record_to_row, row_to_record
-from .postgres_vectors import M003_VECTORS, PostgresVectors
+from ._rows import COLUMNS, record_to_row, row_to_record
+from .postgres_schema import (
+    ADD_EDGES,
+    INSERT_RECORDS,
+    KV_SET,
+    MIGRATIONS,
+    PUT_DOC,
+    SET_STATUS,
+    SUPERSEDE,
+)
+from .postgres_text import PostgresText
+from .postgres_vectors import PostgresVectors
 
 DEFAULT_POOL_MAX = 8
 # Serializes schema changes when many workers start at once against a fresh database.
 MIGRATION_LOCK = 0x636F6E74  # "cont"
-
-MIGRATIONS: list[tuple[str, str]] = [
-    (
-        "m001_records",
-        """
-        CREATE TABLE records (
-            rid BIGSERIAL PRIMARY KEY,
-            id TEXT NOT NULL UNIQUE,
-            project TEXT NOT NULL, milestone TEXT, session TEXT, author TEXT NOT NULL,
-            kind TEXT NOT NULL, recipients TEXT NOT NULL, visibility TEXT NOT NULL,
-            mentions TEXT NOT NULL, tags TEXT NOT NULL, refs TEXT NOT NULL,
-            current_status TEXT, supersedes TEXT, reply_to TEXT, pinned INTEGER NOT NULL,
-            created_at DOUBLE PRECISION NOT NULL, content TEXT NOT NULL, tokens INTEGER NOT NULL,
-            content_hash TEXT NOT NULL, meta TEXT NOT NULL,
-            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED
-        );
-        CREATE INDEX records_project_time ON records(project, created_at);
-        CREATE INDEX records_session_time ON records(project, session, created_at);
-        CREATE INDEX records_kind_time ON records(project, kind, created_at);
-        CREATE INDEX records_author_time ON records(project, author, created_at);
-        CREATE INDEX records_status ON records(project, current_status, kind)
-            WHERE current_status IS NOT NULL;
-        CREATE INDEX records_pinned ON records(project, created_at) WHERE pinned = 1;
-        CREATE INDEX records_reply ON records(reply_to) WHERE reply_to IS NOT NULL;
-        CREATE INDEX records_supersedes ON records(supersedes) WHERE supersedes IS NOT NULL;
-        CREATE INDEX records_tsv ON records USING GIN (tsv);
-        CREATE TABLE addressing (
-            name TEXT NOT NULL, how TEXT NOT NULL, rid BIGINT NOT NULL,
-            PRIMARY KEY (name, how, rid)
-        );
-        CREATE INDEX addressing_rid ON addressing(rid);
-        CREATE TABLE record_tags (tag TEXT NOT NULL, rid BIGINT NOT NULL, PRIMARY KEY (tag, rid));
-        CREATE TABLE status_facts (
-            seq BIGSERIAL PRIMARY KEY, record_id TEXT NOT NULL, status TEXT NOT NULL,
-            by TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, note TEXT NOT NULL DEFAULT ''
-        );
-        CREATE INDEX status_facts_record ON status_facts(record_id, seq);
-        CREATE TABLE project_versions (project TEXT PRIMARY KEY, version BIGINT NOT NULL);
-        """,
-    ),
-    (
-        "m002_edges_kv_docs",
-        """
-        CREATE TABLE edges (
-            project TEXT NOT NULL, src TEXT NOT NULL, dst TEXT NOT NULL, kind TEXT NOT NULL,
-            PRIMARY KEY (project, src, kind, dst)
-        );
-        CREATE INDEX edges_dst ON edges(project, dst, kind);
-        CREATE TABLE kv (
-            project TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-            at DOUBLE PRECISION NOT NULL, PRIMARY KEY (project, key)
-        );
-        CREATE TABLE docs (
-            collection TEXT NOT NULL, id TEXT NOT NULL, project TEXT NOT NULL, key TEXT,
-            at DOUBLE PRECISION NOT NULL, data TEXT NOT NULL, PRIMARY KEY (collection, id)
-        );
-        CREATE INDEX docs_by_key ON docs(collection, project, key, at);
-        """,
-    ),
-    ("m003_vectors", M003_VECTORS),
-]
-
-# A record, its addressing rows and its tags in one statement (one round trip, pipelined).
-INSERT_RECORD = f"""
-    WITH ins AS (
-        INSERT INTO records ({COLUMNS}) VALUES ({", ".join(["%s"] * 20)})
-        ON CONFLICT (id) DO NOTHING RETURNING rid
-    ), addr AS (
-        INSERT INTO addressing (name, how, rid)
-        SELECT u.name, u.how, ins.rid FROM ins, unnest(%s::text[], %s::text[]) AS u(name, how)
-        ON CONFLICT DO NOTHING
-    ), tags AS (
-        INSERT INTO record_tags (tag, rid) SELECT u.tag, ins.rid FROM ins, unnest(%s::text[]) AS u(tag)
-        ON CONFLICT DO NOTHING
-    )
-    SELECT rid FROM ins
-"""
-# A supersedes link: the old record's status fact (only if it exists, as in SQLite) and the edge.
-SUPERSEDE = """
-    WITH upd AS (
-        UPDATE records SET current_status = 'superseded' WHERE id = %(old)s RETURNING id
-    ), fact AS (
-        INSERT INTO status_facts (record_id, status, by, at, note)
-        SELECT id, 'superseded', %(by)s, %(at)s, %(note)s FROM upd
-    )
-    INSERT INTO edges VALUES (%(project)s, %(new)s, %(old)s, 'supersedes') ON CONFLICT DO NOTHING
-"""
 
 VISIBLE = (
     "(r.visibility = 'project' OR r.author = %(agent)s OR (r.visibility = 'direct' AND EXISTS "
@@ -122,7 +46,7 @@ COLS = ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(","))
 SELECT = f"SELECT {COLS} FROM records r"
 
 
-class PostgresStore(PostgresVectors):
+class PostgresStore(PostgresText, PostgresVectors):
     def __init__(
         self,
         url: str,
@@ -222,11 +146,27 @@ class PostgresStore(PostgresVectors):
                 raise self._error(f"read failed on {self.url}", exc) from exc
         raise AssertionError("unreachable")
 
-    def _write(self, fn: Callable[[Any], Any]) -> Any:
-        """`fn(conn)` in one transaction: all of it is stored, or none of it."""
+    def _run(self, sql: str, params: Any) -> list[Any]:
+        """One write statement, atomic on its own (autocommit); its rows, if it returns any.
+        Never retried: a connection lost after the commit would apply it twice."""
         try:
-            with self._pool.connection() as conn, conn.transaction():
-                return fn(conn)
+            with self._pool.connection() as conn:
+                cur = conn.execute(sql, params)
+                return list(cur.fetchall()) if cur.description is not None else []
+        except Exception as exc:
+            if self._ours(exc):
+                raise self._error(f"cannot write {self.url}", exc) from exc
+            raise
+
+    def _write(self, fn: Callable[[Any], Any], *, transaction: bool = True) -> Any:
+        """`fn(conn)` in one transaction: all of it is stored, or none of it. Without one, `fn`
+        must make at most one write statement, which autocommit makes atomic by itself."""
+        try:
+            with self._pool.connection() as conn:
+                if not transaction:
+                    return fn(conn)
+                with conn.transaction():
+                    return fn(conn)
         except StoreError:
             raise
         except Exception as exc:
@@ -234,61 +174,43 @@ class PostgresStore(PostgresVectors):
                 raise self._error(f"cannot write {self.url}", exc) from exc
             raise
 
-    @staticmethod
-    def _bump(conn: Any, projects: Iterable[str]) -> None:
-        # Sorted, so that two writers to the same projects lock their rows in the same order.
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO project_versions VALUES (%s, 1) ON CONFLICT (project) "
-                "DO UPDATE SET version = project_versions.version + 1",
-                [(p,) for p in sorted(set(projects))],
-            )
-
     # -- records --------------------------------------------------------------------------------
 
     def add_many(self, records: Sequence[Record]) -> list[Record]:
         if not records:
             return []
         unique = list({r.id: r for r in reversed(records)}.values())[::-1]  # first of each id
-        rows = [
-            (
-                *record_to_row(r),
-                [*r.to, *r.mentions],
-                ["to"] * len(r.to) + ["mention"] * len(r.mentions),
-                list(r.tags),
-            )
+        columns = [list(col) for col in zip(*map(record_to_row, unique), strict=True)]
+        # Addressing rows and tags as parallel arrays, joined to the inserted records by id.
+        addressed = [
+            (r.id, n, how)
             for r in unique
+            for how, names in (("to", r.to), ("mention", r.mentions))
+            for n in names
         ]
+        tagged = [(r.id, t) for r in unique for t in r.tags]
+        params = [*columns, *_columns(addressed, 3), *_columns(tagged, 2)]
 
         def write(conn: Any) -> list[Record]:
-            with conn.cursor() as cur:
-                # One statement per record, pipelined: an id already stored inserts nothing and
-                # returns no rid (also when another writer stored it a moment ago).
-                cur.executemany(INSERT_RECORD, rows, returning=True)
-                rids = []
-                while True:
-                    row = cur.fetchone()
-                    rids.append(None if row is None else row[0])
-                    if not cur.nextset():
-                        break
-            fresh = [r for r, rid in zip(unique, rids, strict=True) if rid is not None]
-            stored = {r.id: r for r in fresh}
-            old = [r.id for r, rid in zip(unique, rids, strict=True) if rid is None]
+            fresh = {row[0] for row in conn.execute(INSERT_RECORDS, params).fetchall()}
+            stored = {r.id: r for r in unique if r.id in fresh}
+            old = [r.id for r in unique if r.id not in fresh]
             stored.update((r.id, r) for r in self._get_many(conn, old))
             # After the whole batch, so that a record may supersede one later in the same batch.
             replaced = [
                 {"old": r.supersedes, "new": r.id, "by": r.author, "at": r.created_at,
                  "project": r.project, "note": f"by {r.id}"}
-                for r in fresh if r.supersedes
+                for r in unique if r.supersedes and r.id in fresh
             ]  # fmt: skip
             if replaced:
                 with conn.cursor() as cur:
                     cur.executemany(SUPERSEDE, replaced)
-            if fresh:
-                self._bump(conn, (r.project for r in fresh))
             return [stored[r.id] for r in records]
 
-        result: list[Record] = self._write(write)
+        if any(r.supersedes for r in unique):
+            result: list[Record] = self._write(write)
+        else:  # one statement, atomic by itself: no BEGIN and COMMIT round trips
+            result = self._write(write, transaction=False)
         return result
 
     def _get_many(self, conn: Any, ids: Sequence[str]) -> list[Record]:
@@ -347,43 +269,9 @@ class PostgresStore(PostgresVectors):
         )
         return [row_to_record(row) for row in self._read(sql, params)]
 
-    def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
-        terms = query_terms(text)
-        if not terms or limit <= 0:
-            return []
-        visible = f" AND {VISIBLE}" if agent is not None else ""
-        sql = (
-            f"SELECT {COLS}, ts_rank_cd(r.tsv, q, 1) AS score FROM records r, "
-            "to_tsquery('english', %(q)s) q "
-            f"WHERE r.project = %(project)s AND r.tsv @@ q{visible} "
-            "ORDER BY score DESC, r.rid DESC LIMIT %(limit)s"
-        )
-        params = {"q": " | ".join(terms), "project": project, "agent": agent, "limit": limit}
-        return [Hit(row_to_record(row[:-1]), float(row[-1])) for row in self._read(sql, params)]
-
-    def _status(
-        self, conn: Any, record_id: str, status: str, by: str, at: float, note: str
-    ) -> bool:
-        cur = conn.execute(
-            "UPDATE records SET current_status = %s WHERE id = %s RETURNING project",
-            (status, record_id),
-        )
-        row = cur.fetchone()
-        if row is None:
-            return False
-        conn.execute(
-            "INSERT INTO status_facts (record_id, status, by, at, note) VALUES (%s, %s, %s, %s, %s)",
-            (record_id, status, by, at, note),
-        )
-        return True
-
     def set_status(self, record_id: str, status: str, by: str, at: float, note: str = "") -> None:
-        def write(conn: Any) -> None:
-            row = conn.execute("SELECT project FROM records WHERE id = %s", (record_id,)).fetchone()
-            if row is not None and self._status(conn, record_id, status, by, at, note):
-                self._bump(conn, [row[0]])
-
-        self._write(write)
+        params = {"id": record_id, "status": status, "by": by, "at": at, "note": note}
+        self._run(SET_STATUS, params)
 
     def status_history(self, record_id: str) -> list[dict[str, Any]]:
         rows = self._read(
@@ -429,17 +317,10 @@ class PostgresStore(PostgresVectors):
     # -- edges, kv, docs ------------------------------------------------------------------------
 
     def add_edges(self, project: str, edges: Iterable[tuple[str, str, str]]) -> None:
-        rows = [(project, s, d, k) for s, d, k in edges]
-
-        def write(conn: Any) -> None:
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO edges VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING", rows
-                )
-            self._bump(conn, [project])
-
+        rows = list(edges)
         if rows:
-            self._write(write)
+            src, dst, kind = (list(col) for col in zip(*rows, strict=True))
+            self._run(ADD_EDGES, {"project": project, "src": src, "dst": dst, "kind": kind})
 
     def edges(
         self,
@@ -460,15 +341,7 @@ class PostgresStore(PostgresVectors):
         return [(s, d, k) for s, d, k in self._read(sql, params)]
 
     def kv_set(self, project: str, key: str, value: str, at: float) -> None:
-        def write(conn: Any) -> None:
-            conn.execute(
-                "INSERT INTO kv VALUES (%s, %s, %s, %s) ON CONFLICT (project, key) "
-                "DO UPDATE SET value = excluded.value, at = excluded.at",
-                (project, key, value, at),
-            )
-            self._bump(conn, [project])
-
-        self._write(write)
+        self._run(KV_SET, {"project": project, "key": key, "value": value, "at": at})
 
     def kv_get(self, project: str, key: str) -> str | None:
         rows = self._read("SELECT value FROM kv WHERE project = %s AND key = %s", (project, key))
@@ -486,13 +359,7 @@ class PostgresStore(PostgresVectors):
         key: str | None = None,
     ) -> None:  # fmt: skip
         payload = json.dumps(data, separators=(",", ":"), default=str)
-        self._write(
-            lambda conn: conn.execute(
-                "INSERT INTO docs VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (collection, id) DO UPDATE "
-                "SET project = excluded.project, key = excluded.key, at = excluded.at, data = excluded.data",
-                (collection, doc_id, project, key, at, payload),
-            )
-        )
+        self._run(PUT_DOC, (collection, doc_id, project, key, at, payload))
 
     def get_doc(self, collection: str, doc_id: str) -> dict[str, Any] | None:
         rows = self._read(
@@ -522,6 +389,10 @@ class PostgresStore(PostgresVectors):
 
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/?#]*):.*@")
 _PASSWORD_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]*)", re.IGNORECASE)
+
+
+def _columns(rows: Sequence[tuple[str, ...]], width: int) -> list[list[str]]:
+    return [[row[i] for row in rows] for i in range(width)]
 
 
 def redact(url: str) -> str:

@@ -121,7 +121,8 @@ def _union_kinds(join: str, where: str, n: int, order: str) -> str:
     """`kind IN (...) ORDER BY created_at LIMIT n` as one ordered index range per kind, merged.
     SQLite would otherwise walk the whole project in time order looking for a rare kind."""
     one = (
-        "SELECT * FROM (" + SELECT.replace(" FROM records r", ", r.rid AS rid_ FROM records r")
+        "SELECT * FROM ("
+        + SELECT.replace(" FROM records r", ", r.rid AS rid_ FROM records r")
         + f"{join} WHERE {where} AND r.kind = :k{{i}} "
         f"ORDER BY r.created_at {order}, r.rid {order} LIMIT :limit)"
     )
@@ -298,18 +299,19 @@ class SQLiteStore(SQLiteVectors):
         if q.agent is not None:
             where.append(VISIBLE)
         # Several kinds and nothing narrower: one index range per kind, merged (see _union_kinds).
+        kinds = None if q.kinds is None else tuple(dict.fromkeys(q.kinds))  # each kind once
         per_kind = (
-            q.kinds is not None
-            and len(q.kinds) > 1
+            kinds is not None
+            and len(kinds) > 1
             and all(
                 getattr(q, f) is None
                 for f in ("session", "author", "statuses", "addressed_to", "tag", "pinned")
             )
         )
-        if q.kinds is not None:
-            params.update({f"k{i}": k for i, k in enumerate(q.kinds)})
+        if kinds is not None:
+            params.update({f"k{i}": k for i, k in enumerate(kinds)})
             if not per_kind:
-                marks = ", ".join(f":k{i}" for i in range(len(q.kinds)))
+                marks = ", ".join(f":k{i}" for i in range(len(kinds)))
                 where.append(f"r.kind IN ({marks})")
         if q.statuses is not None:
             marks = ", ".join(f":s{i}" for i in range(len(q.statuses)))
@@ -338,8 +340,8 @@ class SQLiteStore(SQLiteVectors):
             join += " JOIN record_tags tg ON tg.rid = r.rid AND tg.tag = :tag"
             params["tag"] = q.tag
         order = "DESC" if q.newest_first else "ASC"
-        if per_kind and q.kinds is not None:
-            sql = _union_kinds(join, " AND ".join(where), len(q.kinds), order)
+        if per_kind and kinds is not None:
+            sql = _union_kinds(join, " AND ".join(where), len(kinds), order)
         else:
             time_col = "ad.at" if by == "ad" else "r.created_at"
             sql = f"{SELECT}{join} WHERE {' AND '.join(where)} ORDER BY {time_col} {order}, {by}.rid {order} LIMIT :limit"
@@ -353,7 +355,11 @@ class SQLiteStore(SQLiteVectors):
         visible = f" AND {VISIBLE}" if agent is not None else ""
         # A small store ranks every match. A large one ranks the newest LARGE_WINDOW matches of
         # its selective words only, so that the cost stays bounded whatever the words are.
-        inner = "ORDER BY score LIMIT :wide" if selective is None else "ORDER BY rowid DESC LIMIT :window"
+        inner = (
+            "ORDER BY score LIMIT :wide"
+            if selective is None
+            else "ORDER BY rowid DESC LIMIT :window"
+        )
         # Filter and rank on the few columns that decide, then read whole rows for the winners.
         sql = (
             f"SELECT {', '.join(f'r.{c.strip()}' for c in COLUMNS.split(','))}, g.score FROM "

@@ -1,0 +1,145 @@
+"""Benchmark of the PostgreSQL store beside the SQLite store, in the same run on the same records:
+assemble latency (p50/p99), the batched and the one-at-a-time ingest rate, and the bare store
+reads that the default sources make.
+
+    .venv/bin/python bench/postgres.py [--records 10000] [--calls 200] [--json]
+
+The records, requests and budget are bench/assemble.py's synthetic team month. PostgreSQL is a
+local `pgserver` (16, with pgvector) on a Unix socket, with its default durable settings (fsync
+and synchronous commit on); SQLite is a WAL file with synchronous=NORMAL, as the stores open it.
+The two engines take turns request by request, so that a noisy machine slows both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from assemble import AGENTS, BUDGET, PROJECT, _baseline_queries, _requests, _stats, generate
+
+from contextwright import Engine
+from contextwright.stores.postgres import PostgresStore
+from contextwright.stores.sqlite import SQLiteStore
+
+SINGLES = 300  # records added one call at a time, after the batched ingest
+
+
+def start_postgres(workdir: str) -> tuple[Any, str]:
+    """A throwaway server and an empty `cw_bench` database; returns (server, url)."""
+    runtime = os.path.join(workdir, "xdg")
+    os.makedirs(runtime, mode=0o700, exist_ok=True)
+    os.environ.setdefault("XDG_RUNTIME_DIR", runtime)
+    import pgserver
+    import psycopg
+
+    pgdata = os.path.join(workdir, "pgdata")
+    os.makedirs(pgdata)
+    os.chmod(workdir, 0o755)  # as root, pgserver runs the server as its own user
+    os.chmod(pgdata, 0o755)
+    server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        conn.execute("CREATE DATABASE cw_bench")
+    base, _, query = server.get_uri().partition("?")
+    return server, base.rsplit("/", 1)[0] + "/cw_bench" + (f"?{query}" if query else "")
+
+
+def ingest(engine: Engine, records: list[dict[str, Any]]) -> dict[str, float]:
+    bulk, singles = records[:-SINGLES], records[-SINGLES:]
+    t0 = time.perf_counter()
+    for i in range(0, len(bulk), 1000):
+        engine.add_many(bulk[i : i + 1000])
+    bulk_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for r in singles:
+        engine.add(**r)
+    singles_s = time.perf_counter() - t0
+    return {
+        "batched_records_per_s": round(len(bulk) / bulk_s),
+        "single_records_per_s": round(len(singles) / singles_s),
+        "single_add_ms": round(singles_s / len(singles) * 1000, 2),
+    }
+
+
+def run(n: int, calls: int, workdir: str) -> dict[str, Any]:
+    server, url = start_postgres(workdir)
+    try:
+        engines = {
+            "sqlite": Engine(SQLiteStore(os.path.join(workdir, "bench.db"))),
+            "postgres": Engine(PostgresStore(url)),
+        }
+        records = generate(n)
+        out: dict[str, Any] = {name: {} for name in engines}
+        for name, engine in engines.items():
+            for agent, role in AGENTS:
+                engine.register_agent(PROJECT, agent, role)
+            out[name]["ingest"] = ingest(engine, records)
+            assert engine.store.count(PROJECT) == n
+        reqs = _requests(calls)
+        for agent, task, day in reqs[:10]:  # warm caches (page cache, token cache, plans)
+            for engine in engines.values():
+                engine.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
+        times: dict[str, list[float]] = {name: [] for name in engines}
+        reads: dict[str, list[float]] = {name: [] for name in engines}
+        tokens: dict[str, list[int]] = {name: [] for name in engines}
+        for agent, task, day in reqs:
+            session = f"{agent}-{day}"
+            for name, engine in engines.items():
+                t = time.perf_counter()
+                result = engine.assemble(PROJECT, agent, task, BUDGET, session=session)
+                times[name].append((time.perf_counter() - t) * 1000)
+                tokens[name].append(result.tokens)
+                t = time.perf_counter()
+                _baseline_queries(engine, agent, task, session)
+                reads[name].append((time.perf_counter() - t) * 1000)
+        for name, engine in engines.items():
+            out[name]["assemble_ms"] = _stats(times[name])
+            out[name]["store_reads_ms"] = _stats(reads[name])
+            out[name]["window_tokens_p50"] = sorted(tokens[name])[len(tokens[name]) // 2]
+            engine.close()
+        return {"records": n, "calls": calls, **out}
+    finally:
+        server.cleanup()
+
+
+def _print(report: dict[str, Any]) -> None:
+    print(f"{report['records']} records, {report['calls']} assemble calls per store")
+    print(
+        f"{'store':>9} {'p50 ms':>8} {'p99 ms':>8} {'reads p50':>10} {'batched/s':>10} "
+        f"{'single/s':>9} {'tokens p50':>11}"
+    )
+    for name in ("sqlite", "postgres"):
+        r = report[name]
+        print(
+            f"{name:>9} {r['assemble_ms']['p50']:>8.2f} {r['assemble_ms']['p99']:>8.2f} "
+            f"{r['store_reads_ms']['p50']:>10.2f} {r['ingest']['batched_records_per_s']:>10} "
+            f"{r['ingest']['single_records_per_s']:>9} {r['window_tokens_p50']:>11}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    workdir = tempfile.mkdtemp(prefix="cw-bench-pg-")
+    try:
+        report = run(args.records, args.calls, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print(report)
+
+
+if __name__ == "__main__":
+    main()

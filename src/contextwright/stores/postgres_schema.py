@@ -1,0 +1,148 @@
+"""The schema and the write statements of PostgresStore, apart from its Python.
+
+Each write is one statement where it can be: a data-modifying CTE runs as one atomic statement, so
+in autocommit mode a write costs one round trip instead of BEGIN, three statements and COMMIT.
+The statements of a write that needs more than one run inside a transaction.
+"""
+
+from __future__ import annotations
+
+from ._rows import COLUMNS
+from .postgres_vectors import M003_VECTORS
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "m001_records",
+        """
+        CREATE TABLE records (
+            rid BIGSERIAL PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            project TEXT NOT NULL, milestone TEXT, session TEXT, author TEXT NOT NULL,
+            kind TEXT NOT NULL, recipients TEXT NOT NULL, visibility TEXT NOT NULL,
+            mentions TEXT NOT NULL, tags TEXT NOT NULL, refs TEXT NOT NULL,
+            current_status TEXT, supersedes TEXT, reply_to TEXT, pinned INTEGER NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL, content TEXT NOT NULL, tokens INTEGER NOT NULL,
+            content_hash TEXT NOT NULL, meta TEXT NOT NULL,
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED
+        );
+        CREATE INDEX records_project_time ON records(project, created_at);
+        CREATE INDEX records_session_time ON records(project, session, created_at);
+        CREATE INDEX records_kind_time ON records(project, kind, created_at);
+        CREATE INDEX records_author_time ON records(project, author, created_at);
+        CREATE INDEX records_status ON records(project, current_status, kind)
+            WHERE current_status IS NOT NULL;
+        CREATE INDEX records_pinned ON records(project, created_at) WHERE pinned = 1;
+        CREATE INDEX records_reply ON records(reply_to) WHERE reply_to IS NOT NULL;
+        CREATE INDEX records_supersedes ON records(supersedes) WHERE supersedes IS NOT NULL;
+        CREATE INDEX records_tsv ON records USING GIN (tsv);
+        CREATE TABLE addressing (
+            name TEXT NOT NULL, how TEXT NOT NULL, rid BIGINT NOT NULL,
+            PRIMARY KEY (name, how, rid)
+        );
+        CREATE INDEX addressing_rid ON addressing(rid);
+        CREATE TABLE record_tags (tag TEXT NOT NULL, rid BIGINT NOT NULL, PRIMARY KEY (tag, rid));
+        CREATE TABLE status_facts (
+            seq BIGSERIAL PRIMARY KEY, record_id TEXT NOT NULL, status TEXT NOT NULL,
+            by TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, note TEXT NOT NULL DEFAULT ''
+        );
+        CREATE INDEX status_facts_record ON status_facts(record_id, seq);
+        CREATE TABLE project_versions (project TEXT PRIMARY KEY, version BIGINT NOT NULL);
+        """,
+    ),
+    (
+        "m002_edges_kv_docs",
+        """
+        CREATE TABLE edges (
+            project TEXT NOT NULL, src TEXT NOT NULL, dst TEXT NOT NULL, kind TEXT NOT NULL,
+            PRIMARY KEY (project, src, kind, dst)
+        );
+        CREATE INDEX edges_dst ON edges(project, dst, kind);
+        CREATE TABLE kv (
+            project TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL, PRIMARY KEY (project, key)
+        );
+        CREATE TABLE docs (
+            collection TEXT NOT NULL, id TEXT NOT NULL, project TEXT NOT NULL, key TEXT,
+            at DOUBLE PRECISION NOT NULL, data TEXT NOT NULL, PRIMARY KEY (collection, id)
+        );
+        CREATE INDEX docs_by_key ON docs(collection, project, key, at);
+        """,
+    ),
+    ("m003_vectors", M003_VECTORS),
+]
+
+# Column types of record_to_row(), in COLUMNS order, for unnest().
+_TYPES = ["text"] * 14 + ["int", "float8", "text", "int", "text", "text"]
+_BUMP = """
+    INSERT INTO project_versions (project, version) SELECT DISTINCT project, 1 FROM {src}
+    ORDER BY project ON CONFLICT (project) DO UPDATE SET version = project_versions.version + 1
+"""
+
+# A whole batch of records with their addressing rows and tags, and the version bump of every
+# project that got a record: one statement. An id already stored inserts nothing and is not
+# returned (also when another writer stored it a moment ago).
+INSERT_RECORDS = f"""
+    WITH src AS (
+        SELECT * FROM unnest({", ".join(f"%s::{t}[]" for t in _TYPES)})
+        WITH ORDINALITY AS s({COLUMNS}, n)
+    ), ins AS (
+        INSERT INTO records ({COLUMNS}) SELECT {COLUMNS} FROM src ORDER BY n
+        ON CONFLICT (id) DO NOTHING RETURNING rid, id, project
+    ), addr AS (
+        INSERT INTO addressing (name, how, rid)
+        SELECT a.name, a.how, ins.rid
+        FROM unnest(%s::text[], %s::text[], %s::text[]) AS a(id, name, how) JOIN ins USING (id)
+        ON CONFLICT DO NOTHING
+    ), tags AS (
+        INSERT INTO record_tags (tag, rid)
+        SELECT t.tag, ins.rid FROM unnest(%s::text[], %s::text[]) AS t(id, tag) JOIN ins USING (id)
+        ON CONFLICT DO NOTHING
+    ), bump AS ({_BUMP.format(src="ins")})
+    SELECT id FROM ins
+"""
+
+# A supersedes link: the old record's status fact (only if it exists, as in SQLite) and the edge.
+# A separate statement, after the batch: a CTE does not see rows inserted by its own statement.
+SUPERSEDE = """
+    WITH upd AS (
+        UPDATE records SET current_status = 'superseded' WHERE id = %(old)s RETURNING id
+    ), fact AS (
+        INSERT INTO status_facts (record_id, status, by, at, note)
+        SELECT id, 'superseded', %(by)s, %(at)s, %(note)s FROM upd
+    )
+    INSERT INTO edges VALUES (%(project)s, %(new)s, %(old)s, 'supersedes') ON CONFLICT DO NOTHING
+"""
+
+# A status fact, the record's current status and the version bump; nothing for an unknown id.
+SET_STATUS = f"""
+    WITH upd AS (
+        UPDATE records SET current_status = %(status)s WHERE id = %(id)s RETURNING id, project
+    ), fact AS (
+        INSERT INTO status_facts (record_id, status, by, at, note)
+        SELECT id, %(status)s, %(by)s, %(at)s, %(note)s FROM upd
+    )
+    {_BUMP.format(src="upd")}
+"""
+
+ADD_EDGES = f"""
+    WITH e AS (
+        INSERT INTO edges (project, src, dst, kind)
+        SELECT %(project)s, e.src, e.dst, e.kind
+        FROM unnest(%(src)s::text[], %(dst)s::text[], %(kind)s::text[]) AS e(src, dst, kind)
+        ON CONFLICT DO NOTHING
+    ), p AS (SELECT %(project)s::text AS project)
+    {_BUMP.format(src="p")}
+"""
+
+KV_SET = f"""
+    WITH kv AS (
+        INSERT INTO kv VALUES (%(project)s, %(key)s, %(value)s, %(at)s) ON CONFLICT (project, key)
+        DO UPDATE SET value = excluded.value, at = excluded.at
+    ), p AS (SELECT %(project)s::text AS project)
+    {_BUMP.format(src="p")}
+"""
+
+PUT_DOC = """
+    INSERT INTO docs VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (collection, id) DO UPDATE
+    SET project = excluded.project, key = excluded.key, at = excluded.at, data = excluded.data
+"""

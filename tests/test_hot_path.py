@@ -1,0 +1,165 @@
+"""The fast paths of the assemble hot path give the same answers as the plain ones.
+
+SQLite answers some reads with shapes chosen for speed (one index range per kind, a time-ordered
+addressing table, a literal for pinned rows, a common-word cutoff in full text), and long texts are
+counted line by line through the token cache. The memory store and a direct tiktoken count are the
+references here."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextwright import Engine
+from contextwright.ports import Query
+from contextwright.records import build_record
+from contextwright.stores import open_store
+from contextwright.stores.sqlite import COMMON_DF
+from contextwright.tokens import default_counter
+
+AGENTS = ["ann", "bob", "cy"]
+KINDS = ["message", "note", "constraint", "state", "decision", "task"]
+
+
+def _records(seed: int, n: int) -> list[dict[str, object]]:
+    rng = random.Random(seed)
+    out: list[dict[str, object]] = []
+    for i in range(n):
+        vis = rng.choice(["project", "project", "direct", "private"])
+        to = rng.sample(AGENTS, rng.randint(1 if vis == "direct" else 0, 2))
+        mention = f" @{rng.choice(AGENTS)}" if rng.random() < 0.3 else ""
+        out.append(
+            {
+                "id": f"r{i:04d}",
+                "project": "p",
+                "author": rng.choice(AGENTS),
+                "kind": rng.choice(KINDS),
+                "content": f"item {i} about {rng.choice(['auth', 'billing', 'search'])}{mention}",
+                "to": to,
+                "visibility": vis,
+                "pinned": rng.random() < 0.2,
+                "session": rng.choice(["s1", "s2"]),
+                # Out of insertion order, with ties: the order must come from created_at, then id.
+                "created_at": 1_700_000_000.0 + rng.randint(0, 40) * 60,
+            }
+        )
+    return out
+
+
+def _ids(rs: list[object]) -> list[str]:
+    return [r.id for r in rs]  # type: ignore[attr-defined]
+
+
+QUERIES = [
+    {"kinds": ("constraint", "state")},
+    {"kinds": ("constraint", "state", "constraint")},  # a kind named twice counts once
+    {"kinds": ("message", "note", "decision"), "newest_first": False},
+    {"kinds": ("constraint", "state"), "since": 1_700_000_600.0},
+    {"pinned": True},
+    {"pinned": False, "limit": 7},
+    {"addressed_to": "bob"},
+    {"addressed_to": "ann", "kinds": ("message", "note"), "limit": 5},
+    {"addressed_to": "cy", "newest_first": False, "limit": 9},
+]
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 60))
+def test_sqlite_reads_match_the_memory_store(tmp_path_factory: object, seed: int, n: int) -> None:
+    path = Path(tmp_path_factory.mktemp("hot")) / "s.db"  # type: ignore[attr-defined]
+    sqlite, memory = open_store(f"sqlite:///{path}"), open_store("memory://")
+    try:
+        counter = default_counter()
+        records = [build_record(r, counter.count) for r in _records(seed, n)]
+        sqlite.add_many(records)
+        memory.add_many(records)
+        for agent in [*AGENTS, None]:
+            for extra in QUERIES:
+                args = {"limit": 12, **extra}
+                q = Query("p", agent, **args)  # type: ignore[arg-type]
+                assert _ids(sqlite.query(q)) == _ids(memory.query(q)), (agent, extra)
+    finally:
+        sqlite.close()
+        memory.close()
+
+
+def test_records_added_after_the_migration_are_addressed_in_time_order(tmp_path: Path) -> None:
+    with Engine.open(f"sqlite:///{tmp_path / 'a.db'}") as engine:
+        engine.add(project="p", author="ann", content="late @bob", created_at=300.0, id="late")
+        engine.add(project="p", author="ann", content="early @bob", created_at=100.0, id="early")
+        engine.add(project="p", author="cy", content="mid", to=["bob"], created_at=200.0, id="mid")
+        got = engine.records("p", agent="bob", addressed_to="bob")
+        assert [r.id for r in got] == ["late", "mid", "early"]
+
+
+def test_full_text_on_a_large_store_still_finds_the_rare_word(tmp_path: Path) -> None:
+    """Above COMMON_DF records, common words leave the query; the rare one still finds its record,
+    old as it is, among many newer matches of the common words."""
+    with Engine.open(f"sqlite:///{tmp_path / 'big.db'}") as engine:
+        engine.add(
+            project="p",
+            author="ann",
+            kind="decision",
+            content="The PKCE flow replaces implicit grants for the login page.",
+            created_at=1_000.0,
+        )
+        filler = [
+            {
+                "project": "p",
+                "author": "bob",
+                "content": f"login page tweak number {i} for the login flow",
+                "created_at": 2_000.0 + i,
+            }
+            for i in range(COMMON_DF + 300)
+        ]
+        engine.add_many(filler)
+        hits = engine.store.search_text("p", "bob", "fix the login page PKCE flow", 10)
+        # As in Lucene's common-terms query: records with only the common words are not returned
+        # while a rarer word is in the query.
+        assert [h.record.content for h in hits] == [
+            "The PKCE flow replaces implicit grants for the login page."
+        ]
+        hits_common = engine.store.search_text("p", "bob", "login page tweak", 5)
+        assert len(hits_common) == 5  # only common words: the rarest is kept, so it still answers
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "\n",
+                "\n\n",
+                " ",
+                "  ",
+                "\t",
+                "\r\n",
+                "word",
+                "'s",
+                "-",
+                "## ",
+                "[x]",
+                "1234",
+                "é",
+                "日本",
+                ".",
+                "\u00a0",
+                "\x85",
+                "\u2028",
+                ".\n",
+                "`",
+                "\x1c",
+                "Ab",
+            ]
+        ),
+        min_size=60,
+        max_size=400,
+    )
+)
+def test_long_texts_are_counted_exactly(parts: list[str]) -> None:
+    counter = default_counter()
+    text = "".join(parts)
+    assert counter.count(text) == len(counter.encode(text))

@@ -1,0 +1,162 @@
+"""The LoCoMo recall benchmark, on a small slice of the dev file read from ../shared at test time
+(never copied into the repository)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextwright import ValidationError
+from contextwright.embedders import HashEmbedder
+from contextwright.evals import run_recall
+from contextwright.evals.locomo import load_locomo, parse_date
+from contextwright.evals.recall import main
+
+DEV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+needs_dev = pytest.mark.skipif(
+    not DEV.exists(), reason=f"the LoCoMo dev split is not at {DEV} (../shared is absent)"
+)
+
+
+def sliced(tmp_path: Path, sessions: int = 2, questions: int = 12) -> Path:
+    """The first conversation cut to its first sessions, with the questions they answer."""
+    sample = json.loads(DEV.read_text())[0]
+    conv = {k: v for k, v in sample["conversation"].items() if not k.startswith("session_")}
+    for n in range(1, sessions + 1):
+        conv[f"session_{n}"] = sample["conversation"][f"session_{n}"]
+        conv[f"session_{n}_date_time"] = sample["conversation"][f"session_{n}_date_time"]
+    ids = {t["dia_id"] for n in range(1, sessions + 1) for t in conv[f"session_{n}"]}
+    qa = [q for q in sample["qa"] if q.get("evidence") and set(q["evidence"]) <= ids]
+    out = {"sample_id": "slice", "conversation": conv, "qa": qa[:questions]}
+    path = tmp_path / "slice.json"
+    path.write_text(json.dumps([out]))
+    return path
+
+
+def test_parse_date() -> None:
+    assert parse_date("1:56 pm on 8 May, 2023") == 1683554160.0
+    assert parse_date("10:37 am on 27 June, 2023") == 1687862220.0
+    with pytest.raises(ValueError):
+        parse_date("yesterday")
+
+
+@needs_dev
+def test_turns_become_records_with_speaker_date_and_caption(tmp_path: Path) -> None:
+    conv = load_locomo(sliced(tmp_path))[0]
+    first = conv.turns[0]
+    assert (first.dia_id, first.speaker, first.session) == ("D1:1", "Caroline", 1)
+    assert first.created_at == parse_date("1:56 pm on 8 May, 2023")
+    assert any("[shares an image:" in t.text for t in conv.turns)
+    assert conv.questions and all(q.evidence for q in conv.questions)
+
+
+@needs_dev
+def test_report_shape_and_a_budget_that_holds_everything(tmp_path: Path) -> None:
+    report = run_recall(sliced(tmp_path), [500, 8000], embedder=HashEmbedder())
+    rows = {(r["method"], r["budget"]): r for r in report["results"]}
+    assert set(rows) == {(m, b) for m in ("contextwright", "recency", "bm25") for b in (500, 8000)}
+    for r in report["results"]:
+        assert set(r) == {
+            "method",
+            "budget",
+            "turn_recall",
+            "all_evidence_recall",
+            "questions",
+            "by_category",
+        }
+        assert 0.0 <= r["all_evidence_recall"] <= r["turn_recall"] <= 1.0
+        assert r["questions"] == 12
+        assert sum(c["questions"] for c in r["by_category"].values()) == 12
+    # The two sessions hold ~2,000 tokens: at 8,000 every method sees every turn.
+    assert rows[("recency", 8000)]["turn_recall"] == 1.0
+    assert rows[("contextwright", 8000)]["turn_recall"] == 1.0
+    # At 500 tokens selection matters: the engine beats the recency window.
+    assert rows[("contextwright", 500)]["turn_recall"] > rows[("recency", 500)]["turn_recall"]
+    assert report["vectors"]["on"] is True
+
+
+@needs_dev
+def test_with_the_real_default_embedder(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime", reason="needs the 'vectors' extra")
+    path = sliced(tmp_path, sessions=1, questions=4)
+    report = run_recall(path, [300], ["contextwright", "bm25"], embedder="minilm")
+    assert report["vectors"]["embedder"] == "minilm-l6-int8" and report["vectors"]["lag"] == 0
+    cw = report["results"][0]
+    assert cw["method"] == "contextwright" and cw["questions"] == 4
+    assert cw["turn_recall"] > 0.0
+
+
+@needs_dev
+def test_module_command_prints_json_and_a_progress_bar(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = sliced(tmp_path, sessions=1, questions=3)
+    code = main(["--path", str(path), "--budgets", "400", "--embedder", "hash", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert [r["method"] for r in json.loads(out)["results"]] == ["contextwright", "recency", "bm25"]
+    assert "3/3" in err
+
+
+def write(tmp_path: Path, data: Any) -> Path:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+GOOD: dict[str, Any] = {
+    "sample_id": "s",
+    "conversation": {
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "hi"}],
+    },
+    "qa": [{"question": "who said hi?", "evidence": ["D1:1"], "category": 4}],
+}
+
+
+@pytest.mark.parametrize(
+    ("damage", "field"),
+    [
+        (lambda d: d.pop("qa"), "[0].qa"),
+        (lambda d: d.pop("conversation"), "[0].conversation"),
+        (lambda d: d["qa"][0].pop("evidence"), "[0].qa[0].evidence"),
+        (lambda d: d["qa"][0].pop("category"), "[0].qa[0].category"),
+        (
+            lambda d: d["conversation"].pop("session_1_date_time"),
+            "[0].conversation.session_1_date_time",
+        ),
+        (
+            lambda d: d["conversation"]["session_1"][0].pop("speaker"),
+            "[0].conversation.session_1[0].speaker",
+        ),
+    ],
+)
+def test_a_dataset_of_the_wrong_shape_names_the_path_and_the_field(
+    tmp_path: Path, damage: Any, field: str
+) -> None:
+    data = copy.deepcopy(GOOD)
+    damage(data)
+    path = write(tmp_path, [data])
+    with pytest.raises(ValidationError) as err:
+        run_recall(path, [500], embedder=None)
+    assert str(path) in err.value.field and err.value.field.endswith(field)
+
+
+def test_other_bad_input(tmp_path: Path) -> None:
+    assert load_locomo(write(tmp_path, [GOOD]))[0].questions[0].evidence == {"D1:1"}
+    with pytest.raises(ValidationError, match="path"):
+        run_recall(tmp_path / "missing.json", [500])
+    with pytest.raises(ValidationError, match="budgets"):
+        run_recall(write(tmp_path, [GOOD]), "500,lots")
+    with pytest.raises(ValidationError, match="methods"):
+        run_recall(write(tmp_path, [GOOD]), [500], ["magic"])
+    bad_date = copy.deepcopy(GOOD)
+    bad_date["conversation"]["session_1_date_time"] = "last tuesday"
+    with pytest.raises(ValidationError, match="session_1_date_time"):
+        run_recall(write(tmp_path, [bad_date]), [500], embedder=None)
+    with pytest.raises(ValidationError):
+        run_recall(write(tmp_path, {"not": "a list"}), [500], embedder=None)

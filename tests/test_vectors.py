@@ -1,0 +1,246 @@
+"""Vector search: the embedders, vectors in the stores, the background embedder, the `vector`
+source and its fallbacks. Real stores throughout; the real MiniLM embedder runs once per module."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextwright import Engine, MissingExtra, ValidationError
+from contextwright.embedders import HashEmbedder, load_embedder
+from contextwright.ports import Store
+from contextwright.stores import _vectors
+from contextwright.stores._vectors import Access, VectorMatrix, dequantize, quantize
+from contextwright.stores.sqlite import SQLiteStore
+
+NOTES = [
+    ("ann", "the cache lives in redis on port 6379"),
+    ("ann", "we chose postgres for the main database"),
+    ("bob", "the lunch menu has pasta on fridays"),
+]
+
+
+@pytest.fixture
+def vengine(store: Store) -> Iterator[Engine]:
+    e = Engine(store, embedder=HashEmbedder())
+    yield e
+    e.close()
+
+
+class GatedEmbedder:
+    """Embeds only when the test opens the gate: shows that `add` never waits."""
+
+    name = "gated"
+    dim = 256
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.inner = HashEmbedder(self.dim)
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        if len(texts) > 1 or not self.gate.is_set():
+            self.gate.wait(timeout=20)
+        return self.inner.embed(texts)
+
+
+class BrokenEmbedder:
+    name = "broken"
+    dim = 8
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        raise RuntimeError("model file is corrupt")
+
+
+def add_notes(e: Engine, project: str = "p") -> None:
+    for author, text in NOTES:
+        e.add(project=project, author=author, kind="note", content=text)
+
+
+def test_vector_source_finds_records_and_trace_reports_no_lag(vengine: Engine) -> None:
+    add_notes(vengine)
+    assert vengine.wait_for_embeddings(timeout=20)
+    result = vengine.assemble("p", "bob", "redis cache port", 2000)
+    vector_items = [i for i in result.trace.items if "vector" in i["sources"]]
+    assert vector_items and "vector" in vector_items[0]["components"]
+    best = max(vector_items, key=lambda i: i["components"]["vector"])
+    assert "redis" in best["preview"]
+    assert result.trace.notes["vectors"] == {
+        "on": True,
+        "embedder": "hash",
+        "fusion": vengine.scoring.fusion,
+        "lag": 0,
+    }
+    assert "relevance" in best["components"]
+
+
+def test_private_records_never_come_back_from_vector_search(vengine: Engine) -> None:
+    vengine.register_agent("p", "bob")
+    vengine.add(
+        project="p",
+        author="ann",
+        kind="note",
+        content="secret redis password",
+        visibility="private",
+    )
+    vengine.add(
+        project="p",
+        author="ann",
+        kind="note",
+        content="redis note for carl",
+        visibility="direct",
+        to=["carl"],
+    )
+    assert vengine.wait_for_embeddings(timeout=20)
+    store: Any = vengine.store
+    vec = HashEmbedder().embed(["redis password"])[0]
+    for_bob = [h.record.content for h in store.vector_search("p", "bob", vec, 10, "hash")]
+    for_carl = [h.record.content for h in store.vector_search("p", "carl", vec, 10, "hash")]
+    for_ann = [h.record.content for h in store.vector_search("p", "ann", vec, 10, "hash")]
+    assert for_bob == []
+    assert for_carl == ["redis note for carl"]
+    assert sorted(for_ann) == ["redis note for carl", "secret redis password"]
+    window = vengine.assemble("p", "bob", "redis password", 2000)
+    assert "secret" not in window.text and "carl" not in window.text
+
+
+def test_add_never_waits_for_the_embedder_and_the_trace_shows_the_lag(store: Store) -> None:
+    embedder = GatedEmbedder()
+    with Engine(store, embedder=embedder) as e:
+        add_notes(e)  # returns although the embedder is blocked
+        found = e.assemble("p", "bob", "redis cache", 2000)
+        assert "redis" in found.text  # searchable by full text at once
+        assert found.trace.notes["vectors"]["lag"] == 3
+        embedder.gate.set()
+        assert e.wait_for_embeddings(timeout=20)
+        assert e.assemble("p", "bob", "redis cache", 2000).trace.notes["vectors"]["lag"] == 0
+
+
+def test_without_an_embedder_the_trace_says_full_text_alone(engine: Engine) -> None:
+    add_notes(engine)
+    result = engine.assemble("p", "bob", "redis cache", 2000)
+    assert "redis" in result.text
+    assert result.trace.notes["vectors"]["on"] is False
+    assert "full text alone" in result.trace.notes["vectors"]["reason"]
+    assert engine.wait_for_embeddings(timeout=1)
+
+
+def test_an_embedder_that_fails_to_load_falls_back_with_a_warning(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("contextwright.embedders.minilm.MODEL_PACKAGE", "no_such_model_package")
+    with Engine(store, embedder="minilm") as e:
+        add_notes(e)
+        result = e.assemble("p", "bob", "redis cache", 2000)
+    assert "redis" in result.text
+    assert any("failed to load" in w and "contextwright[vectors]" in w for w in result.warnings)
+    assert result.trace.notes["vectors"]["on"] is False
+
+
+def test_an_embedder_that_fails_at_run_time_is_a_warning_not_a_failed_call(store: Store) -> None:
+    with Engine(store, embedder=BrokenEmbedder()) as e:
+        add_notes(e)
+        assert not e.wait_for_embeddings(timeout=0.5)
+        result = e.assemble("p", "bob", "redis cache", 2000)
+    assert "redis" in result.text
+    failed = [s for s in result.trace.sources if s["name"] == "vector"]
+    assert failed and "corrupt" in (failed[0]["error"] or "")
+
+
+def test_missing_extra_and_unknown_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("contextwright.embedders.minilm.MODEL_PACKAGE", "no_such_model_package")
+    with pytest.raises(MissingExtra, match=r"pip install 'contextwright\[vectors\]'"):
+        load_embedder("minilm")
+    with pytest.raises(ValidationError, match="embedder"):
+        load_embedder("word2vec")
+    with pytest.raises(ValidationError, match="embedder"):
+        Engine.open("memory://", embedder="word2vec")
+    assert load_embedder("none") is None
+
+
+def test_sqlite_records_the_vectors_migration_and_keeps_vectors_across_opens(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "v.db")
+    with Engine(SQLiteStore(path), embedder=HashEmbedder()) as e:
+        add_notes(e)
+        assert e.wait_for_embeddings(timeout=20)
+    store = SQLiteStore(path)
+    assert "m003_vectors" in store.applied_migrations()
+    assert store.unembedded("hash", 10) == []
+    assert store.unembedded_count("hash") == 0
+    assert len(store.unembedded("other-model", 10)) == 3
+    hits = store.vector_search("p", "bob", HashEmbedder().embed(["lunch pasta"])[0], 1, "hash")
+    assert "pasta" in hits[0].record.content
+    store.close()
+
+
+def test_put_vectors_skips_unknown_ids_and_leaves_records_alone(store: Store) -> None:
+    e = Engine(store)
+    add_notes(e)
+    vs: Any = store
+    before = [r.to_dict() for r in store.query(_query())]
+    vs.put_vectors("hash", [("no-such-id", np.ones(4, dtype=np.float32))])
+    assert [r.to_dict() for r in store.query(_query())] == before
+    assert vs.unembedded_count("hash") == 3
+    e.close()
+
+
+def _query() -> Any:
+    from contextwright.ports import Query
+
+    return Query("p", None, limit=100)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(-1, 1, allow_nan=False, width=32), min_size=8, max_size=64))
+def test_int8_quantization_keeps_the_direction(values: list[float]) -> None:
+    v = np.asarray(values, dtype=np.float32)
+    back = dequantize(*quantize(v))
+    assert back.shape == v.shape
+    assert np.max(np.abs(back - v)) <= np.max(np.abs(v)) / 127 + 1e-6
+
+
+def test_preselected_search_above_the_exact_size_agrees_and_masks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_vectors, "EXACT_UP_TO", 50)
+    rng = np.random.default_rng(3)
+    vecs = rng.standard_normal((600, 32)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    m = VectorMatrix(32)
+    access = [Access("x", "private") if i % 7 == 0 else Access("x", "project") for i in range(600)]
+    m.add([f"r{i}" for i in range(600)], vecs, access)
+    hits = m.search(vecs[1], "y", 5)
+    assert hits[0][0] == "r1" and abs(hits[0][1] - 1.0) < 1e-5
+    assert all(int(rid[1:]) % 7 for rid, _ in m.search(vecs[7], "y", 20))
+    assert m.search(vecs[7], "x", 1)[0][0] == "r7"
+
+
+def test_the_default_embedder_is_real_and_offline(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime", reason="needs the 'vectors' extra")
+    embedder = load_embedder("minilm")
+    assert embedder is not None and embedder.dim == 384
+    v = embedder.embed(
+        ["what food is served?", "where do we keep cached values?", *(t for _, t in NOTES)]
+    )
+    assert v.shape == (5, 384) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-4)
+    assert int(np.argmax(v[2:] @ v[0])) == 2  # pasta, with no word in common
+    assert int(np.argmax(v[2:] @ v[1])) == 0  # redis
+    with Engine(SQLiteStore(str(tmp_path / "m.db")), embedder=embedder) as e:
+        add_notes(e)
+        assert e.wait_for_embeddings(timeout=60)
+        result = e.assemble("p", "ann", "what food is served?", 2000)
+    vector = {
+        i["preview"]: i["components"]["vector"]
+        for i in result.trace.items
+        if "vector" in i["components"]
+    }
+    assert max(vector, key=lambda k: vector[k]).endswith("the lunch menu has pasta on fridays")
