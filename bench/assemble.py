@@ -9,6 +9,8 @@ noisy (other processes), so two baselines are measured beside the engine in the 
 - `queries`: the bare store reads that the default sources make, run one after another, with no
   scoring, packing, rendering or trace;
 - `last_n`: a naive window, the newest 60 records the agent may see, joined into one text.
+
+The same calls also run through an engine with `locality=False`, to show what that pass costs.
 """
 
 from __future__ import annotations

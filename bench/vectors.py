@@ -1,7 +1,8 @@
 """Benchmark of vector search in the engine: assemble latency with vectors on at N records, the
 ingest rate with and without embeddings, and the memory and disk that vectors cost.
 
-    .venv/bin/python bench/vectors.py [--records 100000] [--calls 200] [--sample 2000] [--json]
+    .venv/bin/python bench/vectors.py [--records 100000] [--calls 200] [--sample 2000]
+        [--embedder minilm|static:PATH] [--json]
 
 The records are bench/assemble.py's synthetic team month, with the same requests and budget.
 Embedding 100k texts takes this machine most of an hour, so `--sample` records are embedded by the
@@ -28,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from assemble import AGENTS, BUDGET, PROJECT, _requests, _stats, generate
 
 from contextwright import Engine
-from contextwright.embedders.minilm import MiniLMEmbedder
+from contextwright.embedders import load_embedder
 from contextwright.ports import Query
 from contextwright.vectors import embed_text
 
@@ -49,8 +50,8 @@ def checkpoint(engine: Engine) -> None:
     engine.store._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # type: ignore[attr-defined]
 
 
-def run(n: int, calls: int, sample: int, workdir: str) -> dict[str, Any]:
-    embedder = MiniLMEmbedder()
+def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> dict[str, Any]:
+    embedder: Any = load_embedder(name)
     records = generate(n)
     path = os.path.join(workdir, "vectors.db")
 
@@ -101,6 +102,8 @@ def run(n: int, calls: int, sample: int, workdir: str) -> dict[str, Any]:
     engine.store.vector_search(PROJECT, None, real[0], 10, embedder.name)  # type: ignore[attr-defined]
     load_s = time.perf_counter() - t0
     matrix_mb = rss_mb() - before
+    matrix = engine.store._vec()[1][(PROJECT, embedder.name)]  # type: ignore[attr-defined]
+    exact_mb = (matrix.nbytes + len(matrix) * embedder.dim / 8) / 1e6
     reqs = _requests(calls + 10, seed=23)
     for agent, task, day in reqs[:10]:
         engine.assemble(PROJECT, agent, task + " warm", BUDGET, session=f"{agent}-{day}")
@@ -139,6 +142,7 @@ def run(n: int, calls: int, sample: int, workdir: str) -> dict[str, Any]:
         "put_vectors_per_s": round(put_rate),
         "disk_mb_per_100k_vectors": round((size_vectors - size_plain) * 100_000 / n, 1),
         "memory_mb_per_100k_vectors": round(matrix_mb * 100_000 / n, 1),
+        "matrix_mb_per_100k_vectors": round(exact_mb * 100_000 / n, 1),
         "matrix_load_s": round(load_s, 2),
         "lag_after_run": lag,
     }
@@ -149,12 +153,13 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--sample", type=int, default=2000, help="records embedded for real")
+    parser.add_argument("--embedder", default="minilm", help="minilm or static:PATH")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--dir", help="where the database files go (default: a temp dir)")
     args = parser.parse_args()
     random.seed(1)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        report = run(args.records, args.calls, min(args.sample, args.records), tmp)
+        report = run(args.records, args.calls, min(args.sample, args.records), tmp, args.embedder)
     if args.json:
         print(json.dumps(report, indent=2))
         return

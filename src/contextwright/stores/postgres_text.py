@@ -1,5 +1,5 @@
-"""Full-text search for PostgresStore: the GIN-indexed tsvector finds the matches, and a BM25
-score ranks them, as SQLite's FTS5 does.
+"""Full-text search for PostgresStore: the tsvector finds the matches, and a BM25 score ranks them,
+as SQLite's FTS5 does.
 
 PostgreSQL's own ts_rank and ts_rank_cd know nothing of how rare a word is and barely discount
 length, so a long tool result that holds every common word of the task outranks the one short
@@ -7,8 +7,13 @@ message with the task's rare name in it: on the benchmark's records their top 40
 results for every request, and not one of SQLite's top 10. Here each query word is weighted by
 its inverse document frequency, counted once and cached per process (recounted after 20% growth,
 like SQLiteStore), and a record's length discounts its score as BM25 does (k1 = 1.2, b = 0.75;
-a word counts once per record). Words found in more than COMMON_DF records are left out of the
-match on a large store, as in SQLiteStore, so the cost stays bounded whatever the words are.
+a word counts once per record).
+
+The cost is bounded as in SQLiteStore: on a large store, words found in more than COMMON_DF
+records are left out of the match, and only the newest LARGE_WINDOW matches are ranked. Each
+ranked row's tsvector is unpacked once (`strip`, in a LATERAL that the planner may not inline) and
+every word looked up in that copy: a long record's tsvector is stored compressed, and each `@@`
+on the stored value would decompress it again.
 """
 
 from __future__ import annotations
@@ -22,10 +27,11 @@ from ..ports import Hit
 from ._rows import query_terms, row_to_record
 
 COMMON_DF = 2000  # as SQLiteStore
+LARGE_WINDOW = 1000  # as SQLiteStore
 K1, B = 1.2, 0.75
-# A lock, word -> (records with it, max rid when counted), [average lexemes, max rid then].
-_State = tuple[threading.Lock, dict[str, tuple[int, int]], list[float]]
 _TSQ = "plainto_tsquery('english', %(t{i})s)"  # never a syntax error, whatever the word
+# A word's count: (records with it, max rid when counted).
+_Count = tuple[int, int]
 
 
 class PostgresText:
@@ -35,64 +41,79 @@ class PostgresText:
     _cols: str
     _visible: str
 
-    def _text_stats(self) -> _State:
-        state: _State | None = getattr(self, "_text_state", None)
+    def _text_state(self) -> tuple[threading.Lock, dict[str, _Count], list[float]]:
+        state: tuple[threading.Lock, dict[str, _Count], list[float]] | None = getattr(
+            self, "_text", None
+        )
         if state is None:
-            state = (threading.Lock(), {}, [0.0, 0.0])
-            self._text_state = state
+            state = (threading.Lock(), {}, [0.0, 0.0, 0.0])  # [avg lexemes, max rid, records]
+            self._text = state
         return state
 
-    def _weights(self, terms: list[str]) -> tuple[dict[str, float], float]:
-        """IDF per word and the average record length in lexemes."""
-        lock, df, avg = self._text_stats()
+    def _counts(self, terms: list[str]) -> tuple[dict[str, _Count], int, float]:
+        """Each word's count, the number of records, and the average record length in lexemes."""
+        lock, cache, avg = self._text_state()
         top = int(self._read("SELECT coalesce(max(rid), 0) FROM records")[0][0])
         with lock:
-            stale = [t for t in terms if t not in df or top > df[t][1] * 1.2]
+            stale = [t for t in terms if t not in cache or top > cache[t][1] * 1.2]
             avg_stale = avg[0] == 0.0 or top > avg[1] * 1.2
         if stale:
-            ors = " || ".join(_TSQ.format(i=i) for i in range(len(stale)))
+            # One index scan per word: a GIN match needs no recheck, so no tsvector is read.
             counts = ", ".join(
-                f"count(*) FILTER (WHERE tsv @@ {_TSQ.format(i=i)})" for i in range(len(stale))
+                f"(SELECT count(*) FROM records WHERE tsv @@ {_TSQ.format(i=i)})"
+                for i in range(len(stale))
             )
-            params = {f"t{i}": t for i, t in enumerate(stale)}
-            row = self._read(f"SELECT {counts} FROM records WHERE tsv @@ ({ors})", params)[0]
+            row = self._read(f"SELECT {counts}", {f"t{i}": t for i, t in enumerate(stale)})[0]
             with lock:
-                df.update((t, (int(n), top)) for t, n in zip(stale, row, strict=True))
+                cache.update((t, (int(c), top)) for t, c in zip(stale, row, strict=True))
         if avg_stale:
-            # The newest records stand for all: one short index range, however large the table.
+            # Counted, not max(rid): ids are never reused, and a conflicting insert uses one up.
+            # The newest records stand for all in the average: one short index range.
             sample = "SELECT length(tsv) AS n FROM records ORDER BY rid DESC LIMIT 2000"
-            mean = self._read(f"SELECT coalesce(avg(n), 0) FROM ({sample}) s")[0][0]
+            row = self._read(
+                f"SELECT (SELECT count(*) FROM records), (SELECT avg(n) FROM ({sample}) s)"
+            )[0]
             with lock:
-                avg[:] = [max(float(mean), 1.0), float(top)]
+                avg[:] = [max(float(row[1] or 0), 1.0), float(top), float(row[0])]
         with lock:
-            n = max(top, 1)
-            # A word counted in no record may be in one now (the count is cached): weigh it as
-            # the rarest, and keep it in the match; matching nothing costs nothing.
-            weights = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t in terms
-                       for f in [max(df[t][0], 1)]}  # fmt: skip
-            return weights, avg[0]
+            return {t: cache[t] for t in terms}, int(avg[2]), avg[0]
 
     def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
         terms = query_terms(text)
         if not terms or limit <= 0:
             return []
-        weights, avg = self._weights(terms)
-        lock, df, _ = self._text_stats()
-        with lock:
-            counts = {t: df[t][0] for t in terms}
-        match = [t for t in terms if counts[t] <= COMMON_DF] or [min(terms, key=counts.__getitem__)]
-        params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(match)}
-        params.update(project=project, agent=agent, limit=limit, avg=avg)
-        params.update({f"w{i}": weights[t] for i, t in enumerate(match)})
+        counts, total, avg = self._counts(terms)
+        words = list(terms)
+        df = {t: counts[t][0] for t in words}
+        large = total > COMMON_DF
+        if large:
+            words = [t for t in words if df[t] <= COMMON_DF] or [min(words, key=df.__getitem__)]
+        n = max(total, 1)
+        params: dict[str, Any] = {
+            "project": project,
+            "agent": agent,
+            "limit": limit,
+            "avg": avg,
+            "window": max(limit * 8, LARGE_WINDOW) if large else None,  # NULL: no limit
+        }
+        for i, t in enumerate(words):
+            # A word counted in no record may be in one now (counts are cached): weigh it as the
+            # rarest and keep it in the match; matching nothing costs nothing.
+            f = max(df[t], 1)
+            params[f"t{i}"] = t
+            params[f"w{i}"] = math.log(1 + (n - f + 0.5) / (f + 0.5))
+        ors = " || ".join(_TSQ.format(i=i) for i in range(len(words)))
         present = " + ".join(
-            f"%(w{i})s * (r.tsv @@ {_TSQ.format(i=i)})::int" for i in range(len(match))
+            f"%(w{i})s::float8 * (l.v @@ {_TSQ.format(i=i)})::int" for i in range(len(words))
         )
-        ors = " || ".join(_TSQ.format(i=i) for i in range(len(match)))
         visible = f" AND {self._visible}" if agent is not None else ""
         sql = (
             f"SELECT {self._cols}, ({present}) * {K1 + 1} / "
-            f"(1 + {K1} * (1 - {B} + {B} * length(r.tsv) / %(avg)s)) AS score "
-            f"FROM records r WHERE r.project = %(project)s AND r.tsv @@ ({ors}){visible} "
-            "ORDER BY score DESC, r.rid DESC LIMIT %(limit)s"
+            f"(1 + {K1} * (1 - {B} + {B} * length(l.v) / %(avg)s::float8)) AS score "
+            "FROM (SELECT rid FROM records WHERE project = %(project)s "
+            f"AND tsv @@ ({ors}) ORDER BY rid DESC LIMIT %(window)s) w "
+            "JOIN records r ON r.rid = w.rid "
+            "CROSS JOIN LATERAL (SELECT strip(r.tsv) AS v OFFSET 0) l "
+            f"WHERE true{visible} ORDER BY score DESC, r.rid DESC LIMIT %(limit)s"
         )
         return [Hit(row_to_record(row[:-1]), float(row[-1])) for row in self._read(sql, params)]

@@ -7,14 +7,14 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ..ports import Hit
 from ..records import Record
 from ._rows import COLUMNS, row_to_record
-from ._vectors import Access, VectorMatrix, dequantize, quantize
+from ._vectors import Access, VectorMatrix, quantize
 
 M003_VECTORS = """
         CREATE TABLE vectors (
@@ -25,6 +25,7 @@ M003_VECTORS = """
         CREATE INDEX vectors_project_seq ON vectors(project, model, seq);
 """
 
+LOAD_CHUNK = 10_000
 _SELECT = "SELECT " + ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(","))
 _MISSING = "NOT EXISTS (SELECT 1 FROM vectors v WHERE v.rid = r.rid AND v.model = :model)"
 
@@ -37,7 +38,7 @@ class SQLiteVectors:
     def _vec(self) -> tuple[threading.Lock, dict[Any, Any]]:
         state: tuple[threading.Lock, dict[Any, Any]] | None = getattr(self, "_vec_state", None)
         if state is None:
-            state = (threading.Lock(), {})
+            state = (threading.Lock(), {"loading": threading.Lock()})
             self._vec_state = state
         return state
 
@@ -108,29 +109,52 @@ class SQLiteVectors:
             return m
         if m is not None and m.seq >= top:
             return m
-        rows = conn.execute(
-            "SELECT v.seq, r.id, r.author, r.visibility, r.recipients, v.scale, v.data "
-            "FROM vectors v JOIN records r ON r.rid = v.rid "
-            "WHERE v.project = ? AND v.model = ? AND v.seq > ? ORDER BY v.seq",
-            (project, model, m.seq if m is not None else 0),
-        ).fetchall()
-        if not rows:
-            return m
-        vecs = [dequantize(row[6], row[5]) for row in rows]
-        with lock:
-            m = state.get((project, model))
-            if m is None or m.dim != vecs[0].shape[0]:
-                m = VectorMatrix(vecs[0].shape[0])
-                state[(project, model)] = m
-            fresh = [(row, v) for row, v in zip(rows, vecs, strict=True) if row[0] > m.seq]
-            if fresh:
+        with self._vec_loading():  # one loader at a time; the others wait, then find it done
+            with lock:
+                m = cast("VectorMatrix | None", state.get((project, model)))
+            after = m.seq if m is not None else 0
+            if m is not None and after >= top:
+                return m
+            cur = conn.execute(
+                "SELECT v.seq, r.id, r.author, r.visibility, r.recipients, v.scale, v.data "
+                "FROM vectors v JOIN records r ON r.rid = v.rid "
+                "WHERE v.project = ? AND v.model = ? AND v.seq > ? ORDER BY v.seq",
+                (project, model, after),
+            )
+            while rows := cur.fetchmany(LOAD_CHUNK):
+                dim = len(rows[0][6])
+                data = np.frombuffer(b"".join(row[6] for row in rows), dtype=np.int8)
+                scales = np.asarray([row[5] for row in rows], dtype=np.float32)
+                vecs = data.reshape(len(rows), dim).astype(np.float32) * scales[:, None]
+                with lock:
+                    m = state.get((project, model))
+                    if m is None or m.dim != dim:
+                        m = VectorMatrix(dim)
+                        if after == 0:
+                            m.reserve(self._vec_rows(project, model))
+                        state[(project, model)] = m
                 m.add(
-                    [row[1] for row, _ in fresh],
-                    np.stack([v for _, v in fresh]),
-                    [Access(row[2], row[3], tuple(json.loads(row[4]))) for row, _ in fresh],
+                    [row[1] for row in rows],
+                    vecs,
+                    [Access(row[2], row[3], tuple(json.loads(row[4]))) for row in rows],
                 )
-                m.seq = max(m.seq, max(row[0] for row, _ in fresh))
+                m.seq = max(m.seq, int(rows[-1][0]))
         return m
+
+    def _vec_loading(self) -> threading.Lock:
+        _, state = self._vec()
+        loading: threading.Lock = state["loading"]
+        return loading
+
+    def _vec_rows(self, project: str, model: str) -> int:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT count(*) FROM vectors WHERE project = ? AND model = ?", (project, model)
+            )
+            .fetchone()
+        )
+        return int(row[0])
 
     def vector_search(
         self, project: str, agent: str | None, vector: Any, limit: int, model: str
