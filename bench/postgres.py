@@ -6,7 +6,8 @@ reads that the default sources make.
 
 The records, requests and budget are bench/assemble.py's synthetic team month. PostgreSQL is a
 local `pgserver` (16, with pgvector) on a Unix socket, with its default durable settings (fsync
-and synchronous commit on); SQLite is a WAL file with synchronous=NORMAL, as the stores open it.
+and synchronous commit on; `--synchronous-commit off` for the durability of SQLite's setting); SQLite
+is a WAL file with synchronous=NORMAL, as the store opens it.
 The two engines take turns request by request, so that a noisy machine slows both alike.
 """
 
@@ -33,7 +34,7 @@ from contextwright.stores.sqlite import SQLiteStore
 SINGLES = 300  # records added one call at a time, after the batched ingest
 
 
-def start_postgres(workdir: str) -> tuple[Any, str]:
+def start_postgres(workdir: str, synchronous_commit: str = "on") -> tuple[Any, str]:
     """A throwaway server and an empty `cw_bench` database; returns (server, url)."""
     runtime = os.path.join(workdir, "xdg")
     os.makedirs(runtime, mode=0o700, exist_ok=True)
@@ -47,6 +48,7 @@ def start_postgres(workdir: str) -> tuple[Any, str]:
     server = pgserver.get_server(pgdata, cleanup_mode="stop")
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
         conn.execute("CREATE DATABASE cw_bench")
+        conn.execute(f"ALTER DATABASE cw_bench SET synchronous_commit = {synchronous_commit}")
     base, _, query = server.get_uri().partition("?")
     return server, base.rsplit("/", 1)[0] + "/cw_bench" + (f"?{query}" if query else "")
 
@@ -68,8 +70,8 @@ def ingest(engine: Engine, records: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def run(n: int, calls: int, workdir: str) -> dict[str, Any]:
-    server, url = start_postgres(workdir)
+def run(n: int, calls: int, workdir: str, synchronous_commit: str = "on") -> dict[str, Any]:
+    server, url = start_postgres(workdir, synchronous_commit)
     try:
         engines = {
             "sqlite": Engine(SQLiteStore(os.path.join(workdir, "bench.db"))),
@@ -109,13 +111,16 @@ def run(n: int, calls: int, workdir: str) -> dict[str, Any]:
             out[name]["store_reads_ms"] = _stats(reads[name])
             out[name]["window_tokens_p50"] = sorted(tokens[name])[len(tokens[name]) // 2]
             engine.close()
-        return {"records": n, "calls": calls, **out}
+        return {"records": n, "calls": calls, "synchronous_commit": synchronous_commit, **out}
     finally:
         server.cleanup()
 
 
 def _print(report: dict[str, Any]) -> None:
-    print(f"{report['records']} records, {report['calls']} assemble calls per store")
+    print(
+        f"{report['records']} records, {report['calls']} assemble calls per store, "
+        f"PostgreSQL synchronous_commit={report['synchronous_commit']}"
+    )
     print(
         f"{'store':>9} {'p50 ms':>8} {'p99 ms':>8} {'reads p50':>10} {'batched/s':>10} "
         f"{'single/s':>9} {'tokens p50':>11}"
@@ -133,11 +138,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument(
+        "--synchronous-commit",
+        choices=["on", "off"],
+        default="on",
+        help="off: a commit does not wait for its WAL flush (SQLite's synchronous=NORMAL is alike)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="cw-bench-pg-")
     try:
-        report = run(args.records, args.calls, workdir)
+        report = run(args.records, args.calls, workdir, args.synchronous_commit)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     if args.json:

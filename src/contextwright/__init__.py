@@ -20,7 +20,12 @@ from .errors import (
 )
 from .ports import Query
 from .records import KINDS, Record
+from .replay import diff_traces
 from .roles import Agent, RoleProfile
+from .rules import RuleSet, check_rules, load_rules
+from .scoring import ScoringConfig
+from .sessions import SessionConfig, SessionManager
+from .tasks import Handoff, TaskBoard
 from .tokens import MODELS, ModelSpec, TokenCounter, register_model
 from .trace import Trace
 
@@ -36,6 +41,7 @@ __all__ = [
     "ContextOverflow",
     "ContextwrightError",
     "Engine",
+    "Handoff",
     "Item",
     "MissingExtra",
     "ModelSpec",
@@ -44,10 +50,18 @@ __all__ = [
     "Record",
     "RoleProfile",
     "RuleError",
+    "RuleSet",
+    "ScoringConfig",
+    "SessionConfig",
+    "SessionManager",
     "StoreError",
+    "TaskBoard",
     "TokenCounter",
     "Trace",
     "ValidationError",
+    "check_rules",
+    "diff_traces",
+    "load_rules",
     "register_model",
 ]
 __version__ = "0.1.0"

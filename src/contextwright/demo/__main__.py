@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..budget import Budget
 from ..engine import Engine
-from . import scenario
+from . import scenario, session_act, tasks_act
 from .show import Console, make_console, show_budget, show_trace, show_window
 
 Act = Callable[[Engine, Console], None]
@@ -73,7 +73,18 @@ def act_three_windows(engine: Engine, console: Console) -> None:
         show_trace(console, engine.trace(result.trace.id))
 
 
-ACTS: list[Act] = [act_team_week, act_three_windows]
+def act_computed_context(engine: Engine, console: Console) -> None:
+    """A project of tasks with handoffs, and the computed context a later task receives."""
+    console.rule("Computed context for a task (spec 3)")
+    tasks_act.run(engine, console)
+
+
+def act_long_session(engine: Engine, console: Console) -> None:
+    """One long session compacted, with the gauge before and after."""
+    session_act.run(engine, console)
+
+
+ACTS: list[Act] = [act_team_week, act_three_windows, act_computed_context, act_long_session]
 
 
 def open_fresh(directory: str) -> Engine:

@@ -362,7 +362,7 @@ def _say(console: Any, text: str) -> None:
     if console is None:
         print(text)
     else:
-        console.print(text, markup=False, highlight=False)
+        console.text(text)
 
 
 def build(engine: Engine) -> dict[str, str]:
