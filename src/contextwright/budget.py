@@ -4,18 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .candidates import SECTIONS
 from .errors import ValidationError
 from .tokens import MODELS, ModelSpec, model_spec
-
-SECTIONS = (
-    "state",
-    "warnings",
-    "constraints",
-    "knowledge",
-    "history",
-    "suggestions",
-    "working_memory",
-)
 
 
 @dataclass(frozen=True)
