@@ -36,7 +36,8 @@ SINGLES = 300  # records added one call at a time, after the batched ingest
 
 def start_postgres(workdir: str, synchronous_commit: str = "on") -> tuple[Any, str]:
     """A throwaway server and an empty `cw_bench` database; returns (server, url)."""
-    runtime = os.path.join(workdir, "xdg")
+    # pgserver keeps a lock file in the runtime dir until the interpreter exits: not in workdir.
+    runtime = os.path.join(tempfile.gettempdir(), f"cw-xdg-{os.getuid()}")
     os.makedirs(runtime, mode=0o700, exist_ok=True)
     os.environ.setdefault("XDG_RUNTIME_DIR", runtime)
     import pgserver

@@ -74,6 +74,7 @@ GOOD: dict[str, Any] = {"project": "p", "author": "alice", "content": "fine"}
         ({**GOOD, "content": "x" * (MAX_CONTENT_CHARS + 1)}, "content"),
         ({**GOOD, "content": b"bytes"}, "content"),
         ({**GOOD, "content": ["a"]}, "content"),
+        ({**GOOD, "content": "a NUL \x00 byte"}, "content"),
         ({**GOOD, "author": 3}, "author"),
         ({**GOOD, "author": "a" * 201}, "author"),
         ({**GOOD, "kind": "rumour"}, "kind"),

@@ -485,3 +485,14 @@ def test_the_docs_example_prints_what_it_shows(
     with contextlib.redirect_stdout(out):
         exec(compile(code, "docs/postgres.md", "exec"), {"__name__": "docs"})
     assert out.getvalue().split() == expected.split()
+
+
+def test_a_batch_is_stored_in_its_order_and_duplicates_return_the_first(pg: PostgresStore) -> None:
+    a1, b, a2 = rec(1, content="first"), rec(2), rec(1, content="second")
+    out = pg.add_many([a1, b, a2])
+    assert [r.content for r in out] == ["first", "note number 2", "first"]
+    # Same created_at: the insertion order breaks the tie, as in SQLite.
+    same = [rec(10 + i, created_at=T0) for i in range(5)]
+    pg.add_many([*same, same[0]])
+    got = pg.query(Query(P, None, since=T0, before=T0 + 0.5, newest_first=False, limit=10))
+    assert [r.id for r in got] == [r.id for r in same]

@@ -44,6 +44,7 @@ class KVSource:
     """Values of the KV keys that the task, or a record addressed to this agent, @mentions."""
 
     name = "kv"
+    inline = True  # a short indexed read: runs on the calling thread (pipeline.py)
 
     def run(self, ctx: SourceContext) -> list[Candidate]:
         wanted: dict[str, str] = {}  # key -> reason

@@ -250,6 +250,12 @@ def build_record(
             f"split it into records of at most {MAX_CONTENT_CHARS} characters",
             problem="is too large",
         )
+    if "\x00" in content:
+        # PostgreSQL text cannot hold NUL; refusing it everywhere keeps every store alike.
+        raise ValidationError(
+            "content", "<text with a NUL character>", "remove the \\x00 characters",
+            problem="contains a NUL character",
+        )  # fmt: skip
     visibility = data.get("visibility", "project")
     if visibility not in VISIBILITIES:
         raise ValidationError("visibility", visibility, f"use one of {', '.join(VISIBILITIES)}")

@@ -95,6 +95,7 @@ class HistorySource:
     """The agent's session: its recent turns, with each tool call joined to its result."""
 
     name = "history"
+    inline = True  # a short indexed read: runs on the calling thread (pipeline.py)
 
     def run(self, ctx: SourceContext) -> list[Candidate]:
         limit = ctx.limit(self.name, 60)
@@ -159,6 +160,7 @@ class AddressedSource:
     """Records that @mention this agent or were sent to it directly, from any peer."""
 
     name = "addressed"
+    inline = True  # a short indexed read: runs on the calling thread (pipeline.py)
 
     def run(self, ctx: SourceContext) -> list[Candidate]:
         q = Query(ctx.project, ctx.agent, addressed_to=ctx.agent, limit=ctx.limit(self.name, 25))
@@ -177,6 +179,7 @@ class OpenItemsSource:
     """Unresolved tasks and outstanding questions in the project."""
 
     name = "open_items"
+    inline = True  # a short indexed read: runs on the calling thread (pipeline.py)
 
     def run(self, ctx: SourceContext) -> list[Candidate]:
         q = Query(
@@ -225,6 +228,7 @@ class PinnedSource:
     """Pinned records and standing constraints and state: always considered, packed first."""
 
     name = "pinned"
+    inline = True  # a short indexed read: runs on the calling thread (pipeline.py)
 
     def run(self, ctx: SourceContext) -> list[Candidate]:
         limit = ctx.limit(self.name, 40)
@@ -251,6 +255,7 @@ class DecisionsSource:
     """The project's decisions in force (superseded ones are left out by the status filter)."""
 
     name = "decisions"
+    inline = True  # a short indexed read: runs on the calling thread (pipeline.py)
 
     def run(self, ctx: SourceContext) -> list[Candidate]:
         q = Query(

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Sequence
 
 from .candidates import Candidate
+from .embedders.hashing import HashEmbedder as HashEmbedder  # deterministic, no model
 from .records import content_hash
 from .sources import SourceContext
 

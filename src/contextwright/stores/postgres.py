@@ -179,7 +179,10 @@ class PostgresStore(PostgresText, PostgresVectors):
     def add_many(self, records: Sequence[Record]) -> list[Record]:
         if not records:
             return []
-        unique = list({r.id: r for r in reversed(records)}.values())[::-1]  # first of each id
+        first: dict[str, Record] = {}
+        for r in records:
+            first.setdefault(r.id, r)  # the first of each id, in batch order (rid order)
+        unique = list(first.values())
         columns = [list(col) for col in zip(*map(record_to_row, unique), strict=True)]
         # Addressing rows and tags as parallel arrays, joined to the inserted records by id.
         addressed = [
