@@ -9,6 +9,7 @@ The CLI, the HTTP API and the MCP server call these methods and nothing else.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +39,7 @@ from .stores._rows import query_terms
 from .tasks import TaskBoard
 from .tokens import default_counter
 from .trace import Trace
+from .trace_writer import TraceWriter
 from .vectors import Vectors
 
 if TYPE_CHECKING:
@@ -82,6 +84,7 @@ class Engine:
         self.deadline_s = deadline_ms / 1000.0
         self.clock = clock
         self.persist_traces = persist_traces
+        self._traces = TraceWriter(store)  # traces are written off the hot path (trace_writer.py)
         self.locality = locality  # lift records said near strong matches (locality.py)
         self._pool = (
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cw-source")
@@ -104,7 +107,13 @@ class Engine:
     def open(cls, url: str = "sqlite:///contextwright.db", **kwargs: Any) -> Engine:
         return cls(open_store(url), **kwargs)
 
+    def flush(self) -> None:
+        """Wait until every trace of an assemble call is in the store (they are written by a
+        background thread; `trace()` and `traces()` already see them)."""
+        self._traces.flush()
+
     def close(self) -> None:
+        self._traces.close()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         self.vectors.close()
@@ -293,12 +302,17 @@ class Engine:
 
     def trace(self, trace_id: str) -> Trace:
         _check_name("trace_id", trace_id)
+        pending = self._traces.get(trace_id)
+        if pending is not None:
+            # As the store would give it back: a JSON round trip, a copy of its own.
+            return Trace.from_dict(json.loads(json.dumps(pending.to_dict(), default=str)))
         doc = self.store.get_doc("traces", trace_id)
         if doc is None:
             raise NotFound("trace", trace_id)
         return Trace.from_dict(doc)
 
     def traces(self, project: str, agent: str | None = None, limit: int = 20) -> list[Trace]:
+        self._traces.flush()
         return [
             Trace.from_dict(d)
             for d in self.store.list_docs("traces", project, key=agent, limit=limit)
@@ -514,7 +528,7 @@ class Engine:
             trace.notes["computed"] = ctx.options.get("notes", {}).get("computed")
         trace.latency_ms = _ms(t0, time.perf_counter())
         if self.persist_traces:
-            self.store.put_doc("traces", trace.id, project, trace.to_dict(), now, key=agent)
+            self._traces.put(trace)
         return Assembly(
             format=fmt,
             sections=sections,

@@ -52,7 +52,7 @@ class KVSource:
             wanted.setdefault(kv_key(m), f"@{kv_key(m)}")
         if ctx.agent:
             q = Query(ctx.project, ctx.agent, addressed_to=ctx.agent, limit=ADDRESSED_SCAN)
-            for r in ctx.store.query(q):
+            for r in ctx.query(q):
                 for m in r.mentions:
                     if m != ctx.agent:
                         wanted.setdefault(kv_key(m), f"@{kv_key(m)} (in {r.author}'s {r.kind})")

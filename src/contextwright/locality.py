@@ -55,12 +55,13 @@ def spread(
     strong = sorted((k for k, v in rel.items() if v > 0), key=lambda k: (-rel[k], k))[: cfg.top]
     votes: defaultdict[str, float] = defaultdict(float)
     adjacent: defaultdict[str, set[str]] = defaultdict(set)
-    for key in strong:
-        match = by_key[key].records[0]
+    matches = [by_key[key].records[0] for key in strong]
+    near = _all_neighbours([m for m in matches if m.session], ctx)
+    for key, match in zip(strong, matches, strict=True):
         if not match.session:
             continue
         votes[match.session] += rel[key]
-        for n in _neighbours(match, ctx):
+        for n in near[match.id]:
             adjacent[n.id].add(match.id)
             adjacent[match.id].add(n.id)
             if n.id not in by_key:
@@ -88,6 +89,24 @@ def spread(
     return out
 
 
+def _all_neighbours(matches: Sequence[Record], ctx: SourceContext) -> dict[str, list[Record]]:
+    """`_neighbours` of every match; in one statement when the store can (SQLite)."""
+    batch = getattr(ctx.store, "neighbours", None)
+    if batch is None:
+        return {m.id: _neighbours(m, ctx) for m in matches}
+    out: dict[str, list[Record]] = {}
+    sides = batch(ctx.project, ctx.agent, [(m.session, m.created_at) for m in matches])
+    for m, (before, after) in zip(matches, sides, strict=True):
+        out[m.id] = _keep([*before, *[a for a in after if a.id != m.id][:1]])
+    return out
+
+
+def _keep(found: list[Record]) -> list[Record]:
+    return [
+        n for n in found if n.kind not in ("tool_call", "tool_result") and n.status != "superseded"
+    ]
+
+
 def _neighbours(r: Record, ctx: SourceContext) -> list[Record]:
     """The records said just before and just after `r` in its session, that the agent may see."""
     before = ctx.store.query(
@@ -103,10 +122,7 @@ def _neighbours(r: Record, ctx: SourceContext) -> list[Record]:
             newest_first=False,
         )
     )
-    found = [*before, *[a for a in after if a.id != r.id][:1]]
-    return [
-        n for n in found if n.kind not in ("tool_call", "tool_result") and n.status != "superseded"
-    ]
+    return _keep([*before, *[a for a in after if a.id != r.id][:1]])
 
 
 def _nearby(r: Record, ctx: SourceContext, beside: Record) -> Candidate:

@@ -58,7 +58,8 @@ def run_sources(
         if is_inline(src):
             try:
                 cands, ms = timed(src)
-                slots[i] = (SourceRun(src.name, ms, len(cands), status.get(src.name, "off")), cands)
+                run = SourceRun(src.name, ms, len(cands), cache=status.get(src.name, "off"))
+                slots[i] = (run, cands)
             except Exception as exc:  # a broken source must not fail the call
                 slots[i] = (SourceRun(src.name, 0.0, 0, error=f"{type(exc).__name__}: {exc}"), [])
     for i, src, fut in futures:
@@ -116,8 +117,8 @@ def merge(candidates: Sequence[Candidate]) -> tuple[list[Candidate], list[Decisi
         seen = by_key.get(key)
         if seen is None:
             by_key[key] = c
-            for rid in c.record_ids:
-                alias[rid] = key
+            for rec in c.records:
+                alias[rec.id] = key
             if not c.sources:
                 c.sources = [c.source]
             continue
@@ -144,17 +145,19 @@ def merge(candidates: Sequence[Candidate]) -> tuple[list[Candidate], list[Decisi
 
 def decision_dict(d: Decision) -> dict[str, object]:
     c = d.candidate
-    r = c.record
+    records = c.records
+    r = records[0] if records else None
+    comps = c.components
     return {
         "key": c.key,
-        "record_ids": c.record_ids,
+        "record_ids": [x.id for x in records],
         "kind": r.kind if r else "synthetic",
         "author": r.author if r else None,
         "section": c.section,
         "source": c.source,
         "sources": list(c.sources or [c.source]),
         "score": round(c.score, 4),
-        "components": {k: round(v, 4) for k, v in sorted(c.components.items())},
+        "components": {k: round(comps[k], 4) for k in sorted(comps)},
         "reasons": list(c.reasons),
         "decision": "truncated" if d.truncated else ("kept" if d.kept else "dropped"),
         "reason": d.reason,

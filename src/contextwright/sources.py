@@ -52,9 +52,18 @@ class SourceContext:
     terms: Sequence[str] = ()
     options: dict[str, Any] = field(default_factory=dict)
     limits: dict[str, int] = field(default_factory=dict)
+    # Reads shared by the sources of one call (addressed and kv read the same records).
+    reads: dict[Query, list[Record]] = field(default_factory=dict, repr=False)
 
     def limit(self, source: str, default: int) -> int:
         return int(self.limits.get(source, default))
+
+    def query(self, q: Query) -> list[Record]:
+        """`store.query(q)`, read once per call (records are immutable, so sharing is safe)."""
+        found = self.reads.get(q)
+        if found is None:
+            found = self.reads[q] = self.store.query(q)
+        return found
 
 
 class Source(Protocol):
@@ -165,7 +174,7 @@ class AddressedSource:
     def run(self, ctx: SourceContext) -> list[Candidate]:
         q = Query(ctx.project, ctx.agent, addressed_to=ctx.agent, limit=ctx.limit(self.name, 25))
         out = []
-        for r in ctx.store.query(q):
+        for r in ctx.query(q):
             if r.author == ctx.agent or r.kind in ("tool_call", "tool_result"):
                 continue
             how = "direct message to you" if ctx.agent in r.to else f"@mentions {ctx.agent}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import fields
 from typing import Any
 
 from ..records import Record
@@ -228,29 +229,35 @@ def _names(value: Any) -> tuple[str, ...]:
 
 
 def row_to_record(row: Any) -> Record:
+    # Positional (in Record's field order, checked below): a fifth faster than keywords, and
+    # every read of every source goes through here.
+    meta = row[19]
     return Record(
-        id=row[0],
-        project=row[1],
-        milestone=row[2],
-        session=row[3],
-        author=row[4],
-        kind=row[5],
-        to=_names(row[6]),
-        visibility=row[7],
-        mentions=_names(row[8]),
-        tags=_names(row[9]),
-        refs=_names(row[10]),
-        status=row[11],
-        supersedes=row[12],
-        reply_to=row[13],
-        pinned=bool(row[14]),
-        created_at=float(row[15]),
-        content=row[16],
-        tokens=int(row[17]),
-        content_hash=row[18],
-        meta=(
-            ({} if row[19] == "{}" else json.loads(row[19]))
-            if isinstance(row[19], str)
-            else (row[19] or {})
-        ),
+        row[0],  # id
+        row[1],  # project
+        row[4],  # author
+        row[5],  # kind
+        row[16],  # content
+        float(row[15]),  # created_at
+        int(row[17]),  # tokens
+        row[18],  # content_hash
+        row[2],  # milestone
+        row[3],  # session
+        _names(row[6]),  # to
+        row[7],  # visibility
+        _names(row[8]),  # mentions
+        _names(row[9]),  # tags
+        _names(row[10]),  # refs
+        row[11],  # status
+        row[12],  # supersedes
+        row[13],  # reply_to
+        bool(row[14]),  # pinned
+        ({} if meta == "{}" else json.loads(meta)) if isinstance(meta, str) else (meta or {}),
     )
+
+
+_ORDER = (
+    "id project author kind content created_at tokens content_hash milestone session to "
+    "visibility mentions tags refs status supersedes reply_to pinned meta"
+).split()
+assert [f.name for f in fields(Record)] == _ORDER, "update row_to_record to Record's fields"

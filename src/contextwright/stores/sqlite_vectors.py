@@ -38,13 +38,14 @@ class SQLiteVectors:
     def _vec(self) -> tuple[threading.Lock, dict[Any, Any]]:
         state: tuple[threading.Lock, dict[Any, Any]] | None = getattr(self, "_vec_state", None)
         if state is None:
-            state = (threading.Lock(), {"loading": threading.Lock()})
+            # Matrices by (project, model); "cursors" by model; "loading" serializes loads.
+            state = (threading.Lock(), {"loading": threading.Lock(), "cursors": {}})
             self._vec_state = state
         return state
 
     def _cursor(self, model: str) -> int:
         # Every record at or below the cursor has a vector from `model`, as far as we know.
-        return int(self._vec()[1].get(("cursor", model), 0))
+        return int(self._vec()[1]["cursors"].get(model, 0))
 
     def unembedded(self, model: str, limit: int) -> list[Record]:
         cur = self._cursor(model)
@@ -64,7 +65,7 @@ class SQLiteVectors:
             nxt = int(top or 0)
         lock, state = self._vec()
         with lock:
-            state[("cursor", model)] = max(cur, nxt)
+            state["cursors"][model] = max(cur, nxt)
         return [row_to_record(row[:-1]) for row in rows]
 
     def unembedded_count(self, model: str) -> int:
