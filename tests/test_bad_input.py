@@ -53,6 +53,7 @@ def team(store: Store) -> Engine:
 def rejected(
     engine: Engine, call: Callable[[], object], error: type[ContextwrightError]
 ) -> ContextwrightError:
+    engine.flush()  # traces of earlier calls are written by a background thread
     before = snapshot(engine.store)
     with pytest.raises(error) as info:
         call()

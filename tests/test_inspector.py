@@ -1,9 +1,11 @@
 """The inspector page in real headless Chromium (Debian's, never a downloaded one), against real
-uvicorn on 127.0.0.1: the main flows are clicked through, and screenshots land in docs/img/."""
+uvicorn on 127.0.0.1: the main flows are clicked through, and screenshots are taken (into docs/img/
+with UPDATE_SCREENSHOTS=1)."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +26,13 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-IMG = Path(__file__).resolve().parent.parent / "docs" / "img"
+# `UPDATE_SCREENSHOTS=1 make test` refreshes the README's pictures; otherwise they go to a temp dir,
+# so that a test run never changes tracked files.
+IMG = (
+    Path(__file__).resolve().parent.parent / "docs" / "img"
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1"
+    else Path(tempfile.mkdtemp(prefix="cw-screens-"))
+)
 
 pytestmark = [
     pytest.mark.browser,

@@ -35,6 +35,7 @@ class World:
         self.beta_task = engine.tasks.create("beta", name="t", objective="add auth").id
 
     def snapshot(self) -> Any:
+        self.engine.flush()  # traces of earlier calls are written by a background thread
         s = self.engine.store
         return (
             s.count(),

@@ -66,7 +66,10 @@ def run_sources(
         left = max(deadline_s - (time.perf_counter() - start), 0.0)
         try:
             cands, ms = fut.result(timeout=left)
-            slots[i] = (SourceRun(src.name, ms, len(cands), cache=status.get(src.name, "off")), cands)
+            slots[i] = (
+                SourceRun(src.name, ms, len(cands), cache=status.get(src.name, "off")),
+                cands,
+            )
         except FutureTimeout:
             fut.cancel()
             error = f"deadline of {deadline_s * 1000:.0f} ms passed"

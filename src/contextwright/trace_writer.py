@@ -24,6 +24,10 @@ from .trace import Trace
 
 # A trace whose encoding races a caller's edit of it (e.g. sessions adding notes) is retried.
 RETRIES = 3
+# Past this many unwritten traces, `put` writes on the caller's thread: memory stays bounded.
+MAX_PENDING = 256
+# The thread ends after this long without work (an engine never closed leaves no thread behind).
+IDLE_S = 2.0
 
 
 class TraceWriter:
@@ -47,12 +51,15 @@ class TraceWriter:
                 self._write([trace])
                 return
             self._pending[trace.id] = trace
+            backlog = len(self._pending) >= MAX_PENDING
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._loop, name="cw-trace-writer", daemon=True
                 )
                 self._thread.start()
             self._cv.notify()
+        if backlog:
+            self.flush()
 
     def get(self, trace_id: str) -> Trace | None:
         """A trace not yet written, or None."""
@@ -73,16 +80,18 @@ class TraceWriter:
             self._closed = True
             self._cv.notify()
         self.flush()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=5)
         atexit.unregister(self._exit_hook)
 
     def _loop(self) -> None:
         while True:
             with self._cv:
-                while not self._pending and not self._closed:
-                    self._cv.wait()
-                if self._closed and not self._pending:
+                if not self._pending and not self._closed:
+                    self._cv.wait(timeout=IDLE_S)
+                if not self._pending:  # idle or closed: `put` starts a new thread when needed
+                    self._thread = None
                     return
             with self._io:
                 self._write_pending()

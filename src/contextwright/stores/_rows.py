@@ -256,8 +256,9 @@ def row_to_record(row: Any) -> Record:
     )
 
 
-_ORDER = (
-    "id project author kind content created_at tokens content_hash milestone session to "
-    "visibility mentions tags refs status supersedes reply_to pinned meta"
-).split()
+_ORDER = [
+    "id", "project", "author", "kind", "content", "created_at", "tokens", "content_hash",
+    "milestone", "session", "to", "visibility", "mentions", "tags", "refs", "status",
+    "supersedes", "reply_to", "pinned", "meta",
+]  # fmt: skip
 assert [f.name for f in fields(Record)] == _ORDER, "update row_to_record to Record's fields"

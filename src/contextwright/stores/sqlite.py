@@ -159,9 +159,6 @@ class SQLiteStore(SQLiteVectors):
             conn.execute("PRAGMA busy_timeout=10000")
             conn.execute("PRAGMA cache_size=-65536")
             conn.execute("PRAGMA temp_store=MEMORY")
-            # Reads map the file: the per-thread connections share the OS's pages instead of
-            # each warming a private page cache (sources run on several threads).
-            conn.execute("PRAGMA mmap_size=268435456")
             self._local.conn = conn
             with self._write_lock:
                 self._all.append(conn)
@@ -357,8 +354,10 @@ class SQLiteStore(SQLiteVectors):
         two oldest said at or after it, that `agent` may see. One statement for all anchors
         (locality.py asks for ten), instead of two round trips each."""
         if len(anchors) > 100:  # SQLite allows 500 terms in one compound SELECT
-            return [*self.neighbours(project, agent, anchors[:100]),
-                    *self.neighbours(project, agent, anchors[100:])]
+            return [
+                *self.neighbours(project, agent, anchors[:100]),
+                *self.neighbours(project, agent, anchors[100:]),
+            ]
         if not anchors:
             return []
         cols = SELECT.replace(" FROM records r", "")

@@ -1,0 +1,248 @@
+"""The I/O of the assemble hot path: traces written off the call (read-your-writes, flush, close),
+cheap sources run inline beside the pooled ones, one statement for locality's neighbours."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextwright import Engine
+from contextwright.errors import NotFound
+from contextwright.locality import _all_neighbours, _neighbours
+from contextwright.pipeline import is_inline, run_sources
+from contextwright.ports import Query, Store
+from contextwright.roles import profile_for
+from contextwright.sources import SourceContext, default_sources
+from contextwright.stores import open_store
+from contextwright.testing import FailingSource, ScriptedSource
+from contextwright.trace import Trace
+from contextwright.trace_writer import TraceWriter
+
+T0 = 1_750_000_000.0
+
+
+def _seed(engine: Engine) -> None:
+    engine.add(project="p", author="alice", content="@bob the login form posts to /api/session")
+    engine.add(project="p", author="bob", content="I will look at the login form", session="s1")
+
+
+def test_trace_is_readable_at_once_and_stored_after_flush(tmp_path: Path) -> None:
+    engine = Engine.open(f"sqlite:///{tmp_path / 't.db'}")
+    _seed(engine)
+    result = engine.assemble("p", "bob", "fix the login form", budget=2000)
+    # Read-your-writes: pending or written, the trace is there, as the store would return it.
+    got = engine.trace(result.trace.id)
+    assert got.to_dict()["items"] == result.trace.to_dict()["items"]
+    assert got is not result.trace
+    engine.flush()
+    assert engine._traces.pending() == 0
+    doc = engine.store.get_doc("traces", result.trace.id)
+    assert doc is not None and doc["id"] == result.trace.id
+    assert [t.id for t in engine.traces("p", "bob")] == [result.trace.id]
+    engine.close()
+    # A later process sees it: close() flushed it.
+    again = Engine.open(f"sqlite:///{tmp_path / 't.db'}")
+    assert again.trace(result.trace.id).tokens == result.tokens
+    again.close()
+
+
+def test_traces_lists_pending_ones_in_order(tmp_path: Path) -> None:
+    engine = Engine.open(f"sqlite:///{tmp_path / 't.db'}", clock=itertools.count(T0).__next__)
+    _seed(engine)
+    ids = [engine.assemble("p", "bob", f"task {i}", budget=2000).trace.id for i in range(5)]
+    assert [t.id for t in engine.traces("p", "bob", limit=5)] == ids[::-1]
+    with pytest.raises(NotFound):
+        engine.trace("no-such-trace")
+    engine.close()
+
+
+def test_persist_traces_off_writes_nothing(store: Store) -> None:
+    engine = Engine(store, persist_traces=False)
+    _seed(engine)
+    trace_id = engine.assemble("p", "bob", "login", budget=2000).trace.id
+    engine.flush()
+    assert store.list_docs("traces", "p", limit=10) == []
+    with pytest.raises(NotFound):
+        engine.trace(trace_id)
+    engine.close()
+
+
+def test_writer_on_a_closed_store_keeps_the_error_and_drops_the_trace(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'w.db'}")
+    engine = Engine(store)
+    _seed(engine)
+    result = engine.assemble("p", "bob", "login", budget=2000)
+    engine.flush()
+    writer = TraceWriter(store)
+    store.close()
+    (tmp_path / "gone").mkdir()
+    store.path = str(tmp_path / "gone")  # a directory: SQLite cannot open it
+    writer.put(result.trace)
+    writer.flush()
+    assert writer.pending() == 0
+    assert writer.errors and result.trace.id in writer.errors[0]
+    writer.close()
+
+
+def test_writer_retries_a_trace_edited_while_encoded(tmp_path: Path) -> None:
+    """Sessions add notes to a returned trace; the writer stores the trace as it is when written."""
+    engine = Engine.open(f"sqlite:///{tmp_path / 'e.db'}")
+    _seed(engine)
+    result = engine.assemble("p", "bob", "login", budget=2000)
+    result.trace.notes["session"] = {"steps": ["compact"]}
+    engine.flush()
+    doc = engine.store.get_doc("traces", result.trace.id)
+    assert doc is not None and doc["notes"]["session"] == {"steps": ["compact"]}
+    engine.close()
+
+
+def test_many_threads_assemble_and_every_trace_lands(tmp_path: Path) -> None:
+    engine = Engine.open(f"sqlite:///{tmp_path / 'm.db'}")
+    _seed(engine)
+    ids: list[str] = []
+    lock = threading.Lock()
+
+    def work(n: int) -> None:
+        for i in range(5):
+            tid = engine.assemble("p", "bob", f"login {n} {i}", budget=2000).trace.id
+            with lock:
+                ids.append(tid)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    engine.flush()
+    stored = {d["id"] for d in engine.store.list_docs("traces", "p", limit=100)}
+    assert stored == set(ids) and len(ids) == 20
+    engine.close()
+
+
+def test_default_sources_say_which_run_inline() -> None:
+    inline = {s.name for s in default_sources() if is_inline(s)}
+    assert inline == {"history", "addressed", "open_items", "pinned", "decisions", "kv"}
+    assert not is_inline(ScriptedSource("custom"))  # custom sources run on the pool
+
+
+def _ctx(engine: Engine, agent: str = "bob") -> SourceContext:
+    return SourceContext(
+        store=engine.store,
+        counter=engine.counter,
+        project="p",
+        agent=agent,
+        role=profile_for("developer"),
+        task="login form",
+        session="s1",
+        now=T0,
+    )
+
+
+class InlineScripted(ScriptedSource):
+    inline = True
+
+
+class InlineFailing(FailingSource):
+    inline = True
+
+
+def test_inline_and_pooled_sources_keep_their_order(store: Store) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    engine = Engine(store, workers=1)
+    _seed(engine)
+    sources = [
+        ScriptedSource("a", ["alpha"]),
+        InlineScripted("b", ["beta"]),
+        InlineFailing("c"),
+        ScriptedSource("d", ["delta"]),
+    ]
+    with ThreadPoolExecutor(2) as pool:
+        found, runs = run_sources(sources, _ctx(engine), pool, 5.0)
+    serial, serial_runs = run_sources(sources, _ctx(engine), None, 5.0)
+    assert [r.name for r in runs] == ["a", "b", "c", "d"] == [r.name for r in serial_runs]
+    assert [c.key for c in found] == ["a:0", "b:0", "d:0"] == [c.key for c in serial]
+    assert runs[2].error == "RuntimeError: c is broken" == serial_runs[2].error
+    assert [r.error is None for r in runs] == [True, True, False, True]
+
+
+def test_addressed_records_are_read_once_per_call(sqlite_engine: Engine) -> None:
+    _seed(sqlite_engine)
+    ctx = _ctx(sqlite_engine)
+    q = Query("p", "bob", addressed_to="bob", limit=25)
+    first = ctx.query(q)
+    assert ctx.query(q) is first and [r.author for r in first] == ["alice"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["s1", "s2", "s3"]),
+            st.sampled_from(["alice", "bob", "carol"]),
+            st.sampled_from(["project", "direct", "private"]),
+            st.integers(0, 40),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    picks=st.lists(st.integers(0, 29), min_size=1, max_size=12),
+)
+def test_batched_neighbours_equal_one_query_each(
+    tmp_path_factory: pytest.TempPathFactory,
+    rows: list[tuple[str, str, str, int]],
+    picks: list[int],
+) -> None:
+    path = tmp_path_factory.mktemp("nb") / "nb.db"
+    engine = Engine.open(f"sqlite:///{path}", persist_traces=False)
+    engine.add_many(
+        {
+            "project": "p",
+            "author": author,
+            "session": session,
+            "visibility": vis,
+            "to": (["bob"] if i % 2 else ["carol"]) if vis == "direct" else [],
+            "content": f"turn {i} of {session}",
+            "created_at": T0 + at,  # equal times happen: ties are broken the same way
+        }
+        for i, (session, author, vis, at) in enumerate(rows)
+    )
+    records = engine.store.query(Query("p", None, limit=1000))
+    matches = [records[i % len(records)] for i in picks]
+    ctx = _ctx(engine)
+    batched = _all_neighbours(matches, ctx)
+    assert batched == {m.id: _neighbours(m, ctx) for m in matches}
+    engine.close()
+
+
+def test_writer_bounds_its_backlog_and_its_thread_ends_when_idle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from contextwright import trace_writer
+
+    monkeypatch.setattr(trace_writer, "MAX_PENDING", 2)
+    monkeypatch.setattr(trace_writer, "IDLE_S", 0.05)
+    engine = Engine(open_store("memory://"), persist_traces=False)
+    _seed(engine)
+    trace = engine.assemble("p", "bob", "login", budget=2000).trace
+    writer = TraceWriter(engine.store)
+    for i in range(6):
+        t = Trace.from_dict({**trace.to_dict(), "id": f"t{i}"})
+        writer.put(t)
+        assert writer.pending() < 2  # a full backlog is written on the caller's thread
+    deadline = time.monotonic() + 5
+    while writer._thread is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert writer._thread is None and writer.pending() == 0
+    assert {d["id"] for d in engine.store.list_docs("traces", "p")} == {f"t{i}" for i in range(6)}
+    writer.put(Trace.from_dict({**trace.to_dict(), "id": "again"}))
+    writer.close()  # a new thread was started for it, and close() waited for the write
+    assert engine.store.get_doc("traces", "again") is not None
+    engine.close()
