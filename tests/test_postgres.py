@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 import io
 import random
 import re
@@ -343,9 +344,14 @@ def test_a_bad_pool_size_is_a_validation_error(value: str) -> None:
 
 
 def test_text_postgres_cannot_hold_is_refused_and_changes_nothing(pg: PostgresStore) -> None:
+    """Validation refuses NUL for every store; the store refuses it too if a Record is built by
+    hand, and the whole batch is rolled back."""
     pg.add_many([rec(1)])
+    with pytest.raises(ValidationError, match="NUL"):
+        rec(3, content="a NUL \x00 byte")
+    by_hand = dataclasses.replace(rec(3), content="a NUL \x00 byte")
     with pytest.raises(StoreError, match="NUL"):
-        pg.add_many([rec(2), rec(3, content="a NUL \x00 byte")])
+        pg.add_many([rec(2), by_hand])
     assert pg.count(P) == 1 and pg.version(P) == 1
     assert pg.get_many(["r00002", "r00003"]) == []
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .ports import Tokenizer
 from .records import Record
 
 SECTIONS = (
@@ -77,3 +79,54 @@ class Item:
             "truncated": self.truncated,
             "omitted_tokens": self.omitted,
         }
+
+
+def synthetic(
+    counter: Tokenizer, task: str, warnings: Sequence[str], working: Sequence[str]
+) -> list[Candidate]:
+    """The items no source returns: the task itself (state), warnings, and the per-turn scratchpad."""
+    out = []
+    if task.strip():
+        text = f"- Task: {task.strip()}"
+        out.append(
+            Candidate(
+                key="task",
+                section="state",
+                source="request",
+                text=text,
+                tokens=counter.count(text),
+                pinned=True,
+                reasons=["the current task"],
+                components={"source": 10.0},
+                score=10.0,
+            )
+        )
+    for i, w in enumerate(warnings):
+        text = f"- ⚠ {w}"
+        out.append(
+            Candidate(
+                key=f"warning:{i}",
+                section="warnings",
+                source="validate",
+                text=text,
+                tokens=counter.count(text),
+                pinned=True,
+                reasons=["validation"],
+                components={"source": 5.0},
+                score=5.0 - i * 0.01,
+            )
+        )
+    for i, w in enumerate(working):
+        text = f"- {w}"
+        out.append(
+            Candidate(
+                key=f"working:{i}",
+                section="working_memory",
+                source="request",
+                text=text,
+                tokens=counter.count(text),
+                reasons=["per-turn scratchpad"],
+                score=1.0 - i * 0.001,
+            )
+        )
+    return out

@@ -20,7 +20,7 @@ from . import actions
 from .assembly import Assembly
 from .budget import Budget
 from .cache import SourceCache
-from .candidates import Candidate
+from .candidates import synthetic
 from .errors import BudgetError, NotFound, ValidationError, _short
 from .ids import new_id
 from .packing import Decision, drop_last, pack
@@ -453,7 +453,7 @@ class Engine:
             role=agent_obj.profile,
         )
         excluded: list[Decision] = [*duplicates, *left_out]
-        kept.extend(self._synthetic(task, warnings, working_memory))
+        kept.extend(synthetic(self.counter, task, warnings, working_memory))
         t_merge = time.perf_counter()
 
         available = bud.available
@@ -578,55 +578,6 @@ class Engine:
                 root=self.rules.root,
             )
         ]
-
-    def _synthetic(
-        self, task: str, warnings: Sequence[str], working: Sequence[str]
-    ) -> list[Candidate]:
-        out = []
-        if task.strip():
-            text = f"- Task: {task.strip()}"
-            out.append(
-                Candidate(
-                    key="task",
-                    section="state",
-                    source="request",
-                    text=text,
-                    tokens=self.counter.count(text),
-                    pinned=True,
-                    reasons=["the current task"],
-                    components={"source": 10.0},
-                    score=10.0,
-                )
-            )
-        for i, w in enumerate(warnings):
-            text = f"- ⚠ {w}"
-            out.append(
-                Candidate(
-                    key=f"warning:{i}",
-                    section="warnings",
-                    source="validate",
-                    text=text,
-                    tokens=self.counter.count(text),
-                    pinned=True,
-                    reasons=["validation"],
-                    components={"source": 5.0},
-                    score=5.0 - i * 0.01,
-                )
-            )
-        for i, w in enumerate(working):
-            text = f"- {w}"
-            out.append(
-                Candidate(
-                    key=f"working:{i}",
-                    section="working_memory",
-                    source="request",
-                    text=text,
-                    tokens=self.counter.count(text),
-                    reasons=["per-turn scratchpad"],
-                    score=1.0 - i * 0.001,
-                )
-            )
-        return out
 
 
 def _ms(a: float, b: float) -> float:
