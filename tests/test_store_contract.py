@@ -200,6 +200,19 @@ def test_search_text_ranks_matches_and_stays_in_the_project(store: Store) -> Non
     assert len(store.search_text("p", None, "login", 1)) == 1
 
 
+def test_search_text_finds_a_project_crowded_out_by_others(store: Store) -> None:
+    """Another project with many better matches must not push this project's match out."""
+    noisy = [
+        rec(id=f"n{i:03d}", project="noisy", content=f"login login login bug {i}")
+        for i in range(400)
+    ]
+    store.add_many(
+        [*noisy, rec(id="quiet", project="q", content="a long note that mentions login once")]
+    )
+    hits = store.search_text("q", None, "login bug", 5)
+    assert [h.record.id for h in hits] == ["quiet"]
+
+
 def test_search_text_survives_query_syntax(store: Store) -> None:
     seed(store)
     for text in [

@@ -95,6 +95,25 @@ M005_ADDRESSED_BY_TIME = """
 """
 
 
+# Full text scoped to the project inside the index: each row carries its project as one token in a
+# second column, so a search ranks only its own project's matches (a bounded window of matches
+# taken before filtering by project could miss them when other projects match more). Contentless:
+# the text lives in `records` only.
+M006_TEXT_BY_PROJECT = """
+        CREATE VIRTUAL TABLE records_text USING fts5(
+            content, scope, content='', tokenize='porter unicode61'
+        );
+        INSERT INTO records_text(rowid, content, scope)
+            SELECT rid, content, 'p' || lower(hex(project)) || 'x' FROM records;
+        DROP TABLE records_fts;
+"""
+
+
+def scope_token(project: str) -> str:
+    """One FTS token per project: hex keeps it a single word, the x keeps the stemmer off it."""
+    return "p" + project.encode().hex() + "x"
+
+
 MIGRATIONS: list[Migration] = [
     ("m001_records", M001_RECORDS),
     ("m002_edges_kv_docs", M002_EDGES_KV_DOCS),
@@ -105,6 +124,7 @@ MIGRATIONS: list[Migration] = [
         "CREATE INDEX records_pinned_time ON records(project, created_at) WHERE pinned = 1;",
     ),
     ("m005_addressed_by_time", M005_ADDRESSED_BY_TIME),
+    ("m006_text_by_project", M006_TEXT_BY_PROJECT),
 ]
 
 VISIBLE = (
@@ -242,7 +262,8 @@ class SQLiteStore(SQLiteVectors):
                 )
                 rid = cur.lastrowid
                 conn.execute(
-                    "INSERT INTO records_fts(rowid, content) VALUES (?, ?)", (rid, r.content)
+                    "INSERT INTO records_text(rowid, content, scope) VALUES (?, ?, ?)",
+                    (rid, r.content, scope_token(r.project)),
                 )
                 addressing = [(n, "to", rid) for n in r.to] + [
                     (n, "mention", rid) for n in r.mentions
@@ -396,13 +417,14 @@ class SQLiteStore(SQLiteVectors):
         sql = (
             f"SELECT {', '.join(f'r.{c.strip()}' for c in COLUMNS.split(','))}, g.score FROM "
             "(SELECT f.rowid AS rid, f.score AS score FROM "
-            "(SELECT rowid, bm25(records_fts) AS score FROM records_fts WHERE records_fts MATCH :m "
+            "(SELECT rowid, bm25(records_text, 1.0, 0.0) AS score FROM records_text "
+            "WHERE records_text MATCH :m "
             f"{inner}) f JOIN records r ON r.rid = f.rowid "
             f"WHERE r.project = :project{visible} ORDER BY f.score, f.rowid DESC LIMIT :limit) g "
             "JOIN records r ON r.rid = g.rid ORDER BY g.score, g.rid DESC"
         )
         params = {
-            "m": selective or match,
+            "m": f'scope:"{scope_token(project)}" AND content:({selective or match})',
             "project": project,
             "agent": agent,
             "limit": limit,
@@ -429,9 +451,9 @@ class SQLiteStore(SQLiteVectors):
         for t in terms:
             cached = self._df.get(t)
             if cached is None or top > cached[1] * 1.2:  # recount after 20% growth
-                phrase = '"' + t.replace('"', "") + '"'
+                phrase = 'content:"' + t.replace('"', "") + '"'
                 n = conn.execute(
-                    "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?", (phrase,)
+                    "SELECT count(*) FROM records_text WHERE records_text MATCH ?", (phrase,)
                 ).fetchone()[0]
                 cached = self._df[t] = (int(n), top)
             freq[t] = cached[0]
