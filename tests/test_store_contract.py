@@ -247,6 +247,20 @@ def test_status_facts_are_appended(store: Store) -> None:
     assert store.status_history("missing") == []
 
 
+def test_status_for_many_records_is_one_write(store: Store) -> None:
+    seed(store)
+    v = store.version("p")
+    store.set_status_many(["m1", "m2", "missing", "m1"], "compacted", "cw", T0 + 20, "summary s")
+    assert store.version("p") == v + 1
+    assert [r.status for r in store.get_many(["m1", "m2"])] == ["compacted", "compacted"]
+    assert store.status_history("m1") == [
+        {"status": "compacted", "by": "cw", "at": T0 + 20, "note": "summary s"}
+    ]
+    assert store.status_history("missing") == []
+    store.set_status_many([], "resolved", "cw", T0 + 21)
+    assert store.version("p") == v + 1
+
+
 def test_supersedes(store: Store) -> None:
     old = rec(id="old", kind="decision", content="use mysql", created_at=T0)
     store.add_many([old])

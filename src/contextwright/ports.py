@@ -57,6 +57,11 @@ class Store(Protocol):
     def set_status(self, record_id: str, status: str, by: str, at: float, note: str = "") -> None:
         """Append a status fact; the record's effective status follows the latest fact."""
 
+    def set_status_many(
+        self, record_ids: Sequence[str], status: str, by: str, at: float, note: str = ""
+    ) -> None:
+        """The same fact for many records in one transaction (compaction marks hundreds)."""
+
     def status_history(self, record_id: str) -> list[dict[str, Any]]: ...
 
     def replies_to(self, ids: Sequence[str], agent: str | None) -> list[Record]: ...

@@ -148,10 +148,9 @@ def run_compaction(
         },
     )
     now = engine.clock()
-    for rid in replaced:
-        engine.store.set_status(
-            rid, "compacted", "contextwright", now, f"summarized in {summary.id}"
-        )
+    engine.store.set_status_many(
+        replaced, "compacted", "contextwright", now, f"summarized in {summary.id}"
+    )
     kept_records = [r for t in sel.kept for r in t.records]
     st.cutoff = min((r.created_at for r in kept_records), default=summary.created_at)
     st.protected = sorted({rid for t in sel.protected for rid in t.ids})

@@ -125,9 +125,19 @@ class MemoryStore(MemoryVectors):
         return True
 
     def set_status(self, record_id: str, status: str, by: str, at: float, note: str = "") -> None:
+        self.set_status_many([record_id], status, by, at, note)
+
+    def set_status_many(
+        self, record_ids: Sequence[str], status: str, by: str, at: float, note: str = ""
+    ) -> None:
         with self._lock:
-            if self._set(record_id, status, by, at, note):
-                self._versions[self._records[record_id].project] += 1
+            projects = {
+                self._records[rid].project
+                for rid in dict.fromkeys(record_ids)
+                if self._set(rid, status, by, at, note)
+            }
+            for project in projects:
+                self._versions[project] += 1
 
     def status_history(self, record_id: str) -> list[dict[str, Any]]:
         with self._lock:

@@ -273,8 +273,15 @@ class PostgresStore(PostgresText, PostgresVectors):
         return [row_to_record(row) for row in self._read(sql, params)]
 
     def set_status(self, record_id: str, status: str, by: str, at: float, note: str = "") -> None:
-        params = {"id": record_id, "status": status, "by": by, "at": at, "note": note}
-        self._run(SET_STATUS, params)
+        self.set_status_many([record_id], status, by, at, note)
+
+    def set_status_many(
+        self, record_ids: Sequence[str], status: str, by: str, at: float, note: str = ""
+    ) -> None:
+        ids = list(dict.fromkeys(record_ids))
+        if ids:
+            params = {"ids": ids, "status": status, "by": by, "at": at, "note": note}
+            self._run(SET_STATUS, params)
 
     def status_history(self, record_id: str) -> list[dict[str, Any]]:
         rows = self._read(

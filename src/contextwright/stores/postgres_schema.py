@@ -116,7 +116,8 @@ SUPERSEDE = """
 # A status fact, the record's current status and the version bump; nothing for an unknown id.
 SET_STATUS = f"""
     WITH upd AS (
-        UPDATE records SET current_status = %(status)s WHERE id = %(id)s RETURNING id, project
+        UPDATE records SET current_status = %(status)s WHERE id = ANY(%(ids)s)
+        RETURNING id, project
     ), fact AS (
         INSERT INTO status_facts (record_id, status, by, at, note)
         SELECT id, %(status)s, %(by)s, %(at)s, %(note)s FROM upd

@@ -475,14 +475,36 @@ class SQLiteStore(SQLiteVectors):
         conn.execute("UPDATE records SET current_status = ? WHERE id = ?", (status, record_id))
 
     def set_status(self, record_id: str, status: str, by: str, at: float, note: str = "") -> None:
-        def write(conn: sqlite3.Connection) -> None:
-            row = conn.execute("SELECT project FROM records WHERE id = ?", (record_id,)).fetchone()
-            if row is None:
-                return
-            self._status(conn, record_id, status, by, at, note)
-            self._bump(conn, [row[0]])
+        self.set_status_many([record_id], status, by, at, note)
 
-        self._write(write)
+    def set_status_many(
+        self, record_ids: Sequence[str], status: str, by: str, at: float, note: str = ""
+    ) -> None:
+        ids = list(dict.fromkeys(record_ids))
+
+        def write(conn: sqlite3.Connection) -> None:
+            projects: set[str] = set()
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                marks = ", ".join("?" * len(chunk))
+                rows = conn.execute(
+                    f"SELECT id, project FROM records WHERE id IN ({marks})", chunk
+                ).fetchall()
+                found = {rid for rid, _ in rows}
+                conn.executemany(
+                    "INSERT INTO status_facts (record_id, status, by, at, note) VALUES (?, ?, ?, ?, ?)",
+                    [(rid, status, by, at, note) for rid in chunk if rid in found],
+                )
+                conn.executemany(
+                    "UPDATE records SET current_status = ? WHERE id = ?",
+                    [(status, rid) for rid in chunk if rid in found],
+                )
+                projects.update(project for _, project in rows)
+            if projects:
+                self._bump(conn, projects)
+
+        if ids:
+            self._write(write)
 
     def status_history(self, record_id: str) -> list[dict[str, Any]]:
         rows = self._conn().execute(
