@@ -10,7 +10,8 @@ noisy (other processes), so two baselines are measured beside the engine in the 
   scoring, packing, rendering or trace;
 - `last_n`: a naive window, the newest 60 records the agent may see, joined into one text.
 
-The same calls also run through an engine with `locality=False`, to show what that pass costs.
+The same calls also run through an engine with `locality=False`, to show what that pass costs, and
+through one with `workers=1`, where every source runs on the calling thread (no pool).
 """
 
 from __future__ import annotations
@@ -256,14 +257,16 @@ def run_one(n: int, calls: int, workdir: str) -> dict[str, Any]:
     # The same store through an engine without the locality pass (records said near strong
     # matches), to show what that pass costs; both run on every request, interleaved.
     no_loc = Engine(engine.store, locality=False)
+    # And through one without a pool: every source on the calling thread, one after another.
+    serial = Engine(engine.store, workers=1)
     reqs = _requests(calls)
     for agent, task, day in reqs[:10]:  # warm the page cache and the token cache
-        engine.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
-        no_loc.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
-    engine.flush()
-    no_loc.flush()
+        for eng in (engine, no_loc, serial):
+            eng.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
+            eng.flush()
     full: list[float] = []
     without: list[float] = []
+    no_pool: list[float] = []
     queries: list[float] = []
     last_n: list[float] = []
     tokens: list[int] = []
@@ -293,12 +296,17 @@ def run_one(n: int, calls: int, workdir: str) -> dict[str, Any]:
         without.append((time.perf_counter() - t) * 1000)
         no_loc.flush()
         t = time.perf_counter()
+        serial.assemble(PROJECT, agent, task, BUDGET, session=session)
+        no_pool.append((time.perf_counter() - t) * 1000)
+        serial.flush()
+        t = time.perf_counter()
         _baseline_queries(engine, agent, task, session)
         queries.append((time.perf_counter() - t) * 1000)
         t = time.perf_counter()
         _baseline_last_n(engine, agent)
         last_n.append((time.perf_counter() - t) * 1000)
     no_loc.close()
+    serial.close()
     engine.close()
     rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {
@@ -306,6 +314,7 @@ def run_one(n: int, calls: int, workdir: str) -> dict[str, Any]:
         "calls": calls,
         "assemble_ms": _stats(full),
         "assemble_no_locality_ms": _stats(without),
+        "assemble_no_pool_ms": _stats(no_pool),
         "baseline_queries_ms": _stats(queries),
         "baseline_last_n_ms": _stats(last_n),
         "stages_ms_p50": {k: _pct(v, 50) for k, v in stages.items()},
@@ -344,7 +353,8 @@ def _print(report: dict[str, Any]) -> None:
     m = report["machine"]
     print(f"machine: {m['nproc']} cpu · {m['cpu']} · python {m['python']} · sqlite {m['sqlite']}")
     head = (
-        f"{'records':>8} {'p50 ms':>8} {'p99 ms':>8} {'no-loc p50':>11} {'queries p50':>12} "
+        f"{'records':>8} {'p50 ms':>8} {'p99 ms':>8} {'no-loc p50':>11} {'no-pool p50':>12} "
+        f"{'queries p50':>12} "
         f"{'last-N p50':>11} {'ingest/s':>9} {'file MB':>8} {'RSS MB':>7}"
     )
     print(head)
@@ -352,6 +362,7 @@ def _print(report: dict[str, Any]) -> None:
         print(
             f"{r['records']:>8} {r['assemble_ms']['p50']:>8.2f} {r['assemble_ms']['p99']:>8.2f} "
             f"{r['assemble_no_locality_ms']['p50']:>11.2f} "
+            f"{r['assemble_no_pool_ms']['p50']:>12.2f} "
             f"{r['baseline_queries_ms']['p50']:>12.2f} {r['baseline_last_n_ms']['p50']:>11.2f} "
             f"{r['ingest_records_per_s']:>9} {r['file_mb']:>8.1f} {r['peak_rss_mb']:>7.1f}"
         )

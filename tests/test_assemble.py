@@ -254,7 +254,7 @@ def test_never_over_budget(team: Engine, fmt: str, window: int) -> None:
 
 def test_lowest_priority_goes_first(team: Engine) -> None:
     roomy = run(team, window=4000, working_memory=["scratch note one", "scratch note two"])
-    tight = run(team, window=260, working_memory=["scratch note one", "scratch note two"])
+    tight = run(team, window=240, working_memory=["scratch note one", "scratch note two"])
     assert roomy.sections["working_memory"] and not tight.sections["working_memory"]
     assert tight.sections["state"] and tight.sections["constraints"]
     assert any(i["section"] == "working_memory" for i in tight.trace.dropped)

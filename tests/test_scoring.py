@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 from contextwright import Engine, ValidationError
 from contextwright.candidates import Candidate
 from contextwright.ports import Store
-from contextwright.scoring import DAY, ScoringConfig, fuse_relevance, recency, score
+from contextwright.scoring import (
+    DAY,
+    ScoringConfig,
+    fuse_relevance,
+    item_prefix,
+    recency,
+    score,
+)
 
 NOW = 1_800_000_000.0
 
@@ -106,8 +113,8 @@ def test_reviewer_and_developer_see_different_things(eng: Engine) -> None:
     assert kinds(dev) == ["file"] * 6
     assert kinds(rev) == ["artifact"] * 6
     # Under a tight budget, each keeps what matters to its role.
-    small_dev = eng.assemble("p", "dev", "login tokens", budget=260, sources=["fulltext"])
-    small_rev = eng.assemble("p", "rev", "login tokens", budget=260, sources=["fulltext"])
+    small_dev = eng.assemble("p", "dev", "login tokens", budget=240, sources=["fulltext"])
+    small_rev = eng.assemble("p", "rev", "login tokens", budget=240, sources=["fulltext"])
     dev_kept = {
         d["kind"]
         for d in small_dev.trace.items
@@ -206,7 +213,7 @@ def test_a_question_is_shown_with_its_answer(eng: Engine) -> None:
     result = eng.assemble("p", "bob", "cache port", budget=3000)
     texts = _texts(result, "knowledge")
     answered = next(t for t in texts if "listen on?" in t)
-    assert "\n  ↳ answer by carol: [message · carol" in answered and "listens on 6380" in answered
+    assert "\n  ↳ answer by carol: carol (" in answered and "listens on 6380" in answered
     # The answer is not shown a second time on its own.
     assert (
         sum(
@@ -269,9 +276,9 @@ def test_a_superseded_decision_appears_beside_its_replacement_when_asked(eng: En
     result = eng.assemble("p", "bob", "store sessions", budget=3000, include_superseded=True)
     texts = [t for t in _texts(result, "knowledge") if "sessions" in t]
     assert len(texts) == 1  # one item: the decision in force with the old one beside it
-    assert texts[0].startswith("- [decision · alice")
+    assert texts[0].startswith("- alice (decision, ")
     assert "we store sessions in postgres" in texts[0]
-    assert f"\n  ↳ superseded by {new.id}: [decision · alice" in texts[0]
+    assert f"\n  ↳ superseded by {new.id}: alice (decision, " in texts[0]
     assert texts[0].index("postgres") < texts[0].index("redis")
     assert _item(result, "postgres")["record_ids"] == [new.id, old.id]
     # Found only through the old text, the replacement is fetched and shown with it.
@@ -329,13 +336,22 @@ def test_fusion_without_vectors_is_full_text() -> None:
 )
 def test_fusion_of_bm25_and_vector(fusion: str, expected: dict[str, float]) -> None:
     cands = [_cand("a", bm25=1.0), _cand("b", bm25=0.6, vector=0.8), _cand("c", vector=0.9)]
-    fuse_relevance(cands, ScoringConfig(fusion=fusion))
+    equal = {"bm25": 1.0, "vector": 1.0}
+    fuse_relevance(cands, ScoringConfig(fusion=fusion, signal_weights=equal))
     assert {c.key: c.components["relevance"] for c in cands} == pytest.approx(expected)
+
+
+def test_default_fusion_leans_on_full_text() -> None:
+    cands = [_cand("a", bm25=1.0), _cand("b", bm25=0.6, vector=0.8), _cand("c", vector=0.9)]
+    fuse_relevance(cands, ScoringConfig())  # bm25 1, vector 0.75: weighted mean
+    got = {c.key: c.components["relevance"] for c in cands}
+    assert got == pytest.approx({"a": 1 / 1.75, "b": 1.2 / 1.75, "c": 0.675 / 1.75}, abs=1e-6)
 
 
 def test_rrf_fusion_ranks() -> None:
     cands = [_cand("a", bm25=1.0), _cand("b", bm25=0.6, vector=0.8), _cand("c", vector=0.9)]
-    fuse_relevance(cands, ScoringConfig(fusion="rrf", rrf_k=60))
+    equal = {"bm25": 1.0, "vector": 1.0}
+    fuse_relevance(cands, ScoringConfig(fusion="rrf", rrf_k=60, signal_weights=equal))
     rel = {c.key: c.components["relevance"] for c in cands}
     # b is ranked in both lists, so it beats a and c, each first in one list only.
     assert rel["b"] > rel["a"] == pytest.approx(rel["c"])
@@ -422,3 +438,15 @@ def test_superseded_records_only_ever_appear_beside_a_replacement(
             extra = set(recs[1:]) & superseded
             assert include or not extra
     e.close()
+
+
+def test_item_prefix_names_author_date_and_only_the_kind_and_status_worth_saying(
+    eng: Engine,
+) -> None:
+    may_25 = 1685016000.0  # 2023-05-25 12:00 UTC
+    msg = eng.add(project="p", author="Caroline", content="hi", created_at=may_25)
+    assert item_prefix(msg) == "- Caroline (25 May 2023):"
+    q = eng.add(project="p", author="alice", kind="question", content="port?", created_at=may_25)
+    assert item_prefix(q) == "- alice (question, 25 May 2023, open):"
+    d = eng.add(project="p", author="rex", kind="decision", content="use pg", created_at=may_25)
+    assert item_prefix(d) == "- rex (decision, 25 May 2023):"

@@ -38,7 +38,7 @@ from .stores import open_store
 from .stores._rows import query_terms
 from .tasks import TaskBoard
 from .tokens import default_counter
-from .trace import Trace
+from .trace import PendingTrace, Trace
 from .trace_writer import TraceWriter
 from .vectors import Vectors
 
@@ -485,7 +485,9 @@ class Engine:
 
         sections = {n: items for n, items in packed.sections.items()}
         section_tokens = {n: sum(i.tokens for i in items) for n, items in sections.items() if items}
-        trace = Trace(
+        decisions = [*packed.decisions, *excluded]
+        trace = PendingTrace(
+            lambda: [decision_dict(d) for d in decisions],  # built off the call (trace.py)
             id=new_id(),
             project=project,
             agent=agent,
@@ -507,7 +509,6 @@ class Engine:
             },
             budget=bud.to_dict(),
             sources=[r.to_dict() for r in runs],
-            items=[decision_dict(d) for d in [*packed.decisions, *excluded]],
             sections=section_tokens,
             tokens=rendered.tokens,
             warnings=warnings,

@@ -51,11 +51,12 @@ def run_sources(
     # thread while the others run on the pool: handing a 0.3 ms read to a worker costs more than
     # the read, and SQLite releases the GIL while it searches, so the pool's work still overlaps.
     slots: list[tuple[SourceRun, list[Candidate]] | None] = [None] * len(sources)
+    inline = [is_inline(src, ctx) for src in sources]
     futures: list[tuple[int, Source, Future[tuple[list[Candidate], float]]]] = [
-        (i, src, pool.submit(timed, src)) for i, src in enumerate(sources) if not is_inline(src)
+        (i, src, pool.submit(timed, src)) for i, src in enumerate(sources) if not inline[i]
     ]
     for i, src in enumerate(sources):
-        if is_inline(src):
+        if inline[i]:
             try:
                 cands, ms = timed(src)
                 run = SourceRun(src.name, ms, len(cands), cache=status.get(src.name, "off"))
@@ -83,8 +84,13 @@ def run_sources(
     return found, runs
 
 
-def is_inline(src: Source) -> bool:
-    return bool(getattr(src, "inline", False))
+def is_inline(src: Source, ctx: SourceContext | None = None) -> bool:
+    """Runs on the calling thread: a short bounded read (`inline = True`), or a source that says
+    it has nothing to add to this call (`applies(ctx)` false, e.g. `computed` without a task)."""
+    if getattr(src, "inline", False):
+        return True
+    applies = getattr(src, "applies", None)
+    return ctx is not None and applies is not None and not applies(ctx)
 
 
 def _absorb(into: Candidate, other: Candidate) -> None:

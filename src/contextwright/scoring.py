@@ -14,12 +14,16 @@ The components, each 0..1 unless noted:
 - `open`: an unresolved task or an outstanding question; `resolved` (negative weight): a question
   that is resolved or already answered.
 - `prior`: the source's prior (history and pins are near certain); `boost`: context rules.
+- `named`: the task names the record's author ("what did Caroline research?").
+- `substance`: how much a relevance candidate has to say, by its length on a log scale (a
+  one-line "cool, thanks!" matches words of a task but rarely answers it).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -51,12 +55,14 @@ class ScoringConfig:
             "scope": 0.5,  # same milestone / session
             "resolved": -1.0,  # a question already answered drops in weight
             "boost": 1.0,  # context rules
+            "named": 0.3,  # the task names the record's author
+            "substance": 0.5,  # log-scaled length of a relevance candidate, 0..1
         }
     )
     # How the relevance signals become one `relevance` component (see fuse_relevance).
     fusion: str = "sum"
     signal_weights: Mapping[str, float] = field(
-        default_factory=lambda: {"bm25": 1.0, "vector": 1.0}
+        default_factory=lambda: {"bm25": 1.0, "vector": 0.75}
     )
     rrf_k: int = 60
 
@@ -133,6 +139,38 @@ def fuse_relevance(candidates: Sequence[Candidate], config: ScoringConfig) -> No
         c.components["relevance"] = round(value, 6)
 
 
+# Sections whose candidates are there for their relevance to the task.
+RELEVANCE_SECTIONS = ("knowledge", "suggestions")
+SUBSTANTIAL_TOKENS = 60  # `substance` reaches 1 at this length
+
+
+def substance(tokens: int) -> float:
+    """0..1, log-scaled: 12 tokens give 0.63, 30 give 0.84, 60 and more give 1."""
+    return min(1.0, math.log1p(max(tokens, 0)) / math.log1p(SUBSTANTIAL_TOKENS))
+
+
+@functools.lru_cache(maxsize=1024)
+def _name_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<!\w){re.escape(name)}(?!\w)", re.IGNORECASE)
+
+
+def mark_named(candidates: Sequence[Candidate], task: str) -> None:
+    """Set `named` = 1 on the relevance candidates whose author the task names as a word: a
+    question about what someone said or did is most often answered in their own words."""
+    if not task:
+        return
+    named: dict[str, bool] = {}
+    for c in candidates:
+        r = c.record
+        if r is None or not r.author or c.section not in RELEVANCE_SECTIONS:
+            continue
+        hit = named.get(r.author)
+        if hit is None:
+            hit = named[r.author] = _name_pattern(r.author).search(task) is not None
+        if hit:
+            c.components["named"] = 1.0
+
+
 def scope_component(r: Record, milestone: str | None, session: str | None) -> float | None:
     """1 for the requested milestone or session, 0.5 for a project-wide record, 0 for another
     milestone; None when the request names neither (the component is then left out)."""
@@ -173,6 +211,8 @@ def finish(
         scope = scope_component(r, milestone, session)
         if scope is not None:
             comps["scope"] = scope
+        if c.section in RELEVANCE_SECTIONS:
+            comps["substance"] = round(substance(r.tokens), 6)
     source_weight = role.source_weight(c.source)
     if source_weight != 1.0:
         comps["role_source"] = source_weight
@@ -182,10 +222,20 @@ def finish(
 
 @functools.lru_cache(maxsize=4096)
 def _utc_date(day: int) -> str:
-    return datetime.fromtimestamp(day * 86_400, UTC).strftime("%Y-%m-%d")
+    d = datetime.fromtimestamp(day * 86_400, UTC)
+    return f"{d.day} {d:%b %Y}"  # "25 May 2023": 4 tokens fewer per line than ISO with brackets
+
+
+STATUSES_SHOWN = ("open", "resolved", "superseded", "completed")
 
 
 def item_prefix(r: Record) -> str:
+    """`- Caroline (25 May 2023):` for a plain message, `- rex (decision, 2 Mar 2026):` or
+    `- alice (question, 20 Nov 2026, open):` otherwise. Short on purpose: the prefix is paid on
+    every line, and every token it saves is room for another record (docs/recall.md)."""
     when = _utc_date(int(r.created_at // 86_400))  # one strftime per day, not per item
-    status = f" · {r.status}" if r.status in ("open", "resolved", "superseded", "completed") else ""
-    return f"- [{r.kind} · {r.author} · {when}{status}]"
+    parts = [] if r.kind == "message" else [r.kind]
+    parts.append(when)
+    if r.status in STATUSES_SHOWN:
+        parts.append(r.status)
+    return f"- {r.author} ({', '.join(parts)}):"

@@ -3,7 +3,8 @@ score of every candidate. One function, so that the engine's assemble reads as t
 
 Order matters: a rule suppresses, pins and boosts first (a suppressed question does not pull in
 its answers); superseded records are left out or folded beside their replacements; questions are
-folded with their answers; relevance signals are fused over the whole set; then each candidate
+folded with their answers; relevance signals are fused over the whole set; records near strong
+matches are lifted; the candidates whose author the task names are marked; then each candidate
 gets its shared components and its score.
 """
 
@@ -18,7 +19,7 @@ from .locality import spread
 from .packing import Decision
 from .roles import RoleProfile
 from .rules import Rule
-from .scoring import ScoringConfig, finish, fuse_relevance
+from .scoring import ScoringConfig, finish, fuse_relevance, mark_named
 from .sources import SourceContext
 
 
@@ -39,6 +40,7 @@ def select(
     fuse_relevance(kept, config)
     if ctx.options.get("locality", True):
         kept = spread(kept, ctx, config)  # nearby records of strong matches (locality.py)
+    mark_named(kept, ctx.task)  # the task names the author (scoring.py)
     scored = [
         finish(
             c,

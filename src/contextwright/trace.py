@@ -5,6 +5,8 @@ or other rules. Persisted in the store's `traces` collection; read back by id.""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,3 +85,30 @@ class Trace:
             f"{kept} kept ({truncated} truncated), {dropped} dropped, {self.latency_ms:.1f} ms; "
             f"sources: {srcs}"
         )
+
+
+class PendingTrace(Trace):
+    """A trace whose items are built on first read: `assemble` hands over the packer's decisions
+    and returns, and the background writer (trace_writer.py), or whoever reads `items` first,
+    turns them into the ~180 item dicts (~1 ms at 100k records) off the call. The decisions are
+    not changed after the call, so the items are the same whoever builds them."""
+
+    def __init__(self, build: Callable[[], list[dict[str, Any]]], **fields: Any) -> None:
+        super().__init__(**fields)
+        self._lock = threading.Lock()
+        self._build: Callable[[], list[dict[str, Any]]] | None = build
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        if self.__dict__.get("_build") is not None:
+            with self._lock:
+                build = self._build
+                if build is not None:
+                    self._items = build()
+                    self._build = None
+        return self._items
+
+    @items.setter
+    def items(self, value: list[dict[str, Any]]) -> None:
+        self._items = value
+        self.__dict__["_build"] = None

@@ -411,20 +411,24 @@ class SQLiteStore(SQLiteVectors):
         inner = (
             "ORDER BY score LIMIT :wide"
             if selective is None
-            else "ORDER BY rowid DESC LIMIT :window"
+            else "ORDER BY t.rowid DESC LIMIT :window"
         )
+        # The window holds this project's matches only, so other projects cannot crowd it out.
+        # The project is checked by rowid on `records` rather than with the `scope` token in the
+        # MATCH: bm25 counts the documents of every phrase it is given, and the scope phrase is
+        # in every record of the project (3.9 ms instead of 1.6 ms at 100k records).
         # Filter and rank on the few columns that decide, then read whole rows for the winners.
         sql = (
             f"SELECT {', '.join(f'r.{c.strip()}' for c in COLUMNS.split(','))}, g.score FROM "
-            "(SELECT f.rowid AS rid, f.score AS score FROM "
-            "(SELECT rowid, bm25(records_text, 1.0, 0.0) AS score FROM records_text "
-            "WHERE records_text MATCH :m "
-            f"{inner}) f JOIN records r ON r.rid = f.rowid "
-            f"WHERE r.project = :project{visible} ORDER BY f.score, f.rowid DESC LIMIT :limit) g "
+            "(SELECT f.rid AS rid, f.score AS score FROM "
+            "(SELECT t.rowid AS rid, bm25(records_text, 1.0, 0.0) AS score FROM records_text t "
+            "JOIN records p ON p.rid = t.rowid WHERE records_text MATCH :m "
+            f"AND p.project = :project {inner}) f JOIN records r ON r.rid = f.rid "
+            f"WHERE r.project = :project{visible} ORDER BY f.score, f.rid DESC LIMIT :limit) g "
             "JOIN records r ON r.rid = g.rid ORDER BY g.score, g.rid DESC"
         )
         params = {
-            "m": f'scope:"{scope_token(project)}" AND content:({selective or match})',
+            "m": f"content:({selective or match})",
             "project": project,
             "agent": agent,
             "limit": limit,

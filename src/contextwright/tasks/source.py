@@ -27,6 +27,11 @@ class ComputedSource:
     def __init__(self, board: TaskBoard) -> None:
         self.board = board
 
+    def applies(self, ctx: SourceContext) -> bool:
+        """Only a call that names a task has computed context; any other runs this source on the
+        calling thread, where it returns nothing at once (no pool round trip, pipeline.py)."""
+        return bool(ctx.options.get("task_id"))
+
     def run(self, ctx: SourceContext) -> list[Candidate]:
         task_id = ctx.options.get("task_id")
         if not task_id:

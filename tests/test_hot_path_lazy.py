@@ -1,0 +1,84 @@
+"""Work moved off the assemble call: the trace's items are built on first read (by the background
+writer or the caller), and a source that says it has nothing to add runs on the calling thread."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from contextwright import Engine
+from contextwright.pipeline import is_inline
+from contextwright.roles import profile_for
+from contextwright.sources import SourceContext
+from contextwright.tasks.source import ComputedSource
+from contextwright.trace import PendingTrace, Trace
+
+
+def _engine(tmp_path: Path) -> Engine:
+    engine = Engine.open(f"sqlite:///{tmp_path / 't.db'}")
+    engine.add(project="p", author="alice", content="@bob the login form posts to /api/session")
+    engine.add(project="p", author="bob", content="I will look at the login form", session="s1")
+    engine.add(project="p", author="carol", kind="decision", content="Sessions expire after 1h")
+    return engine
+
+
+def test_items_read_by_the_caller_equal_the_stored_ones(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    result = engine.assemble("p", "bob", "fix the login form session", budget=2000, session="s1")
+    items = result.trace.items
+    assert {i["decision"] for i in items} >= {"kept"}
+    assert any(i["section"] == "knowledge" for i in items)
+    assert result.trace.items is items  # built once
+    engine.flush()
+    doc = engine.store.get_doc("traces", result.trace.id)
+    assert doc is not None and doc["items"] == result.trace.to_dict()["items"]
+    engine.close()
+
+
+def test_items_built_by_the_writer_first_are_the_same(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    result = engine.assemble("p", "bob", "fix the login form session", budget=2000, session="s1")
+    engine.flush()  # the writer built the items to encode them
+    stored = engine.trace(result.trace.id)
+    assert stored.items and stored.to_dict()["items"] == result.trace.items
+    assert stored.kept == result.trace.kept and stored.dropped == result.trace.dropped
+    engine.close()
+
+
+def test_pending_items_are_built_once_under_concurrent_reads() -> None:
+    calls: list[int] = []
+
+    def build() -> list[dict[str, Any]]:
+        calls.append(1)
+        return [{"key": "a", "decision": "kept"}]
+
+    trace = PendingTrace(
+        build, id="t", project="p", agent="a", created_at=0.0, request={}, budget={}
+    )
+    seen: list[list[dict[str, Any]]] = []
+    threads = [threading.Thread(target=lambda: seen.append(trace.items)) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and all(s is seen[0] for s in seen)
+    trace.items = [{"key": "b", "decision": "dropped"}]  # an assignment wins over the builder
+    assert trace.dropped == [{"key": "b", "decision": "dropped"}]
+    assert Trace.from_dict(trace.to_dict()).items == trace.items
+
+
+def test_computed_runs_inline_without_a_task(tmp_path: Path) -> None:
+    engine = _engine(tmp_path)
+    computed = next(s for s in engine.sources if s.name == "computed")
+    assert isinstance(computed, ComputedSource)
+    ctx = SourceContext(
+        engine.store, engine.counter, "p", "bob", profile_for("developer"), "x", None, 0.0
+    )
+    assert is_inline(computed, ctx) and computed.run(ctx) == []
+    ctx.options["task_id"] = "t1"
+    assert not is_inline(computed, ctx)  # a named task: it reads the board, on the pool
+    result = engine.assemble("p", "bob", "fix the login form", budget=2000)
+    run = next(r for r in result.trace.sources if r["name"] == "computed")
+    assert run["candidates"] == 0 and run["error"] is None
+    engine.close()
