@@ -1,0 +1,111 @@
+"""The SQLite store's schema: named migrations, each a SQL script applied once in its own
+transaction and recorded in the `migrations` table (see SQLiteStore._migrate)."""
+
+from __future__ import annotations
+
+from .sqlite_vectors import M003_VECTORS
+
+# A migration is a name and a SQL script; each runs once, in its own transaction, and is recorded.
+Migration = tuple[str, str]
+
+
+M001_RECORDS = """
+        CREATE TABLE records (
+            rid INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            project TEXT NOT NULL, milestone TEXT, session TEXT, author TEXT NOT NULL,
+            kind TEXT NOT NULL, recipients TEXT NOT NULL, visibility TEXT NOT NULL,
+            mentions TEXT NOT NULL, tags TEXT NOT NULL, refs TEXT NOT NULL,
+            current_status TEXT, supersedes TEXT, reply_to TEXT, pinned INTEGER NOT NULL,
+            created_at REAL NOT NULL, content TEXT NOT NULL, tokens INTEGER NOT NULL,
+            content_hash TEXT NOT NULL, meta TEXT NOT NULL
+        );
+        CREATE INDEX records_project_time ON records(project, created_at);
+        CREATE INDEX records_session_time ON records(project, session, created_at);
+        CREATE INDEX records_kind_time ON records(project, kind, created_at);
+        CREATE INDEX records_author_time ON records(project, author, created_at);
+        CREATE INDEX records_status ON records(project, current_status, kind)
+            WHERE current_status IS NOT NULL;
+        CREATE INDEX records_pinned ON records(project, pinned) WHERE pinned = 1;
+        CREATE INDEX records_reply ON records(reply_to) WHERE reply_to IS NOT NULL;
+        CREATE INDEX records_supersedes ON records(supersedes) WHERE supersedes IS NOT NULL;
+        CREATE TABLE addressing (
+            name TEXT NOT NULL, how TEXT NOT NULL, rid INTEGER NOT NULL,
+            PRIMARY KEY (name, how, rid)
+        ) WITHOUT ROWID;
+        CREATE TABLE record_tags (
+            tag TEXT NOT NULL, rid INTEGER NOT NULL, PRIMARY KEY (tag, rid)
+        ) WITHOUT ROWID;
+        CREATE TABLE status_facts (
+            seq INTEGER PRIMARY KEY, record_id TEXT NOT NULL, status TEXT NOT NULL,
+            by TEXT NOT NULL, at REAL NOT NULL, note TEXT NOT NULL DEFAULT ''
+        );
+        CREATE INDEX status_facts_record ON status_facts(record_id, seq);
+        CREATE VIRTUAL TABLE records_fts USING fts5(
+            content, content='records', content_rowid='rid', tokenize='porter unicode61'
+        );
+        CREATE TABLE project_versions (project TEXT PRIMARY KEY, version INTEGER NOT NULL);
+"""
+
+
+M002_EDGES_KV_DOCS = """
+        CREATE TABLE edges (
+            project TEXT NOT NULL, src TEXT NOT NULL, dst TEXT NOT NULL, kind TEXT NOT NULL,
+            PRIMARY KEY (project, src, kind, dst)
+        ) WITHOUT ROWID;
+        CREATE INDEX edges_dst ON edges(project, dst, kind);
+        CREATE TABLE kv (
+            project TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, at REAL NOT NULL,
+            PRIMARY KEY (project, key)
+        ) WITHOUT ROWID;
+        CREATE TABLE docs (
+            collection TEXT NOT NULL, id TEXT NOT NULL, project TEXT NOT NULL, key TEXT,
+            at REAL NOT NULL, data TEXT NOT NULL, PRIMARY KEY (collection, id)
+        );
+        CREATE INDEX docs_by_key ON docs(collection, project, key, at);
+"""
+
+
+# "Records addressed to X, newest first" walks this index and stops at the limit, instead of
+# sorting everything ever addressed to X. One row per (name, record), whether by `to` or @mention.
+M005_ADDRESSED_BY_TIME = """
+        CREATE TABLE addressed_time (
+            name TEXT NOT NULL, at REAL NOT NULL, rid INTEGER NOT NULL,
+            PRIMARY KEY (name, at, rid)
+        ) WITHOUT ROWID;
+        INSERT OR IGNORE INTO addressed_time
+            SELECT a.name, r.created_at, a.rid FROM addressing a JOIN records r ON r.rid = a.rid;
+"""
+
+
+# Full text scoped to the project inside the index: each row carries its project as one token in a
+# second column, so a search ranks only its own project's matches (a bounded window of matches
+# taken before filtering by project could miss them when other projects match more). Contentless:
+# the text lives in `records` only.
+M006_TEXT_BY_PROJECT = """
+        CREATE VIRTUAL TABLE records_text USING fts5(
+            content, scope, content='', tokenize='porter unicode61'
+        );
+        INSERT INTO records_text(rowid, content, scope)
+            SELECT rid, content, 'p' || lower(hex(project)) || 'x' FROM records;
+        DROP TABLE records_fts;
+"""
+
+
+def scope_token(project: str) -> str:
+    """One FTS token per project: hex keeps it a single word, the x keeps the stemmer off it."""
+    return "p" + project.encode().hex() + "x"
+
+
+MIGRATIONS: list[Migration] = [
+    ("m001_records", M001_RECORDS),
+    ("m002_edges_kv_docs", M002_EDGES_KV_DOCS),
+    ("m003_vectors", M003_VECTORS),
+    # Pinned records newest first is read on every assemble: keep it one short index range.
+    (
+        "m004_pinned_by_time",
+        "CREATE INDEX records_pinned_time ON records(project, created_at) WHERE pinned = 1;",
+    ),
+    ("m005_addressed_by_time", M005_ADDRESSED_BY_TIME),
+    ("m006_text_by_project", M006_TEXT_BY_PROJECT),
+]
