@@ -20,7 +20,7 @@ from ..errors import StoreError
 from ..ports import Hit, Query
 from ..records import Record
 from ._rows import COLUMNS, fts_match, query_terms, record_to_row, row_to_record
-from .sqlite_schema import MIGRATIONS, Migration, scope_token
+from .sqlite_schema import MIGRATIONS, Migration
 from .sqlite_vectors import SQLiteVectors
 
 VISIBLE = (
@@ -158,8 +158,7 @@ class SQLiteStore(SQLiteVectors):
                 )
                 rid = cur.lastrowid
                 conn.execute(
-                    "INSERT INTO records_text(rowid, content, scope) VALUES (?, ?, ?)",
-                    (rid, r.content, scope_token(r.project)),
+                    "INSERT INTO records_fts(rowid, content) VALUES (?, ?)", (rid, r.content)
                 )
                 addressing = [(n, "to", rid) for n in r.to] + [
                     (n, "mention", rid) for n in r.mentions
@@ -309,16 +308,14 @@ class SQLiteStore(SQLiteVectors):
             if selective is None
             else "ORDER BY t.rowid DESC LIMIT :window"
         )
-        # The window holds this project's matches only, so other projects cannot crowd it out.
-        # The project is checked by rowid on `records` rather than with the `scope` token in the
-        # MATCH: bm25 counts the documents of every phrase it is given, and the scope phrase is
-        # in every record of the project (3.9 ms instead of 1.6 ms at 100k records).
+        # The window holds this project's matches only, so other projects cannot crowd it out:
+        # the project is checked by rowid on `records` before the window is cut.
         # Filter and rank on the few columns that decide, then read whole rows for the winners.
         sql = (
             f"SELECT {', '.join(f'r.{c.strip()}' for c in COLUMNS.split(','))}, g.score FROM "
             "(SELECT f.rid AS rid, f.score AS score FROM "
-            "(SELECT t.rowid AS rid, bm25(records_text, 1.0, 0.0) AS score FROM records_text t "
-            "JOIN records p ON p.rid = t.rowid WHERE records_text MATCH :m "
+            "(SELECT t.rowid AS rid, bm25(records_fts) AS score FROM records_fts t "
+            "JOIN records p ON p.rid = t.rowid WHERE records_fts MATCH :m "
             f"AND p.project = :project {inner}) f JOIN records r ON r.rid = f.rid "
             f"WHERE r.project = :project{visible} ORDER BY f.score, f.rid DESC LIMIT :limit) g "
             "JOIN records r ON r.rid = g.rid ORDER BY g.score, g.rid DESC"
@@ -353,7 +350,7 @@ class SQLiteStore(SQLiteVectors):
             if cached is None or top > cached[1] * 1.2:  # recount after 20% growth
                 phrase = 'content:"' + t.replace('"', "") + '"'
                 n = conn.execute(
-                    "SELECT count(*) FROM records_text WHERE records_text MATCH ?", (phrase,)
+                    "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?", (phrase,)
                 ).fetchone()[0]
                 cached = self._df[t] = (int(n), top)
             freq[t] = cached[0]

@@ -78,25 +78,6 @@ M005_ADDRESSED_BY_TIME = """
 """
 
 
-# Full text scoped to the project inside the index: each row carries its project as one token in a
-# second column, so a search ranks only its own project's matches (a bounded window of matches
-# taken before filtering by project could miss them when other projects match more). Contentless:
-# the text lives in `records` only.
-M006_TEXT_BY_PROJECT = """
-        CREATE VIRTUAL TABLE records_text USING fts5(
-            content, scope, content='', tokenize='porter unicode61'
-        );
-        INSERT INTO records_text(rowid, content, scope)
-            SELECT rid, content, 'p' || lower(hex(project)) || 'x' FROM records;
-        DROP TABLE records_fts;
-"""
-
-
-def scope_token(project: str) -> str:
-    """One FTS token per project: hex keeps it a single word, the x keeps the stemmer off it."""
-    return "p" + project.encode().hex() + "x"
-
-
 MIGRATIONS: list[Migration] = [
     ("m001_records", M001_RECORDS),
     ("m002_edges_kv_docs", M002_EDGES_KV_DOCS),
@@ -107,5 +88,4 @@ MIGRATIONS: list[Migration] = [
         "CREATE INDEX records_pinned_time ON records(project, created_at) WHERE pinned = 1;",
     ),
     ("m005_addressed_by_time", M005_ADDRESSED_BY_TIME),
-    ("m006_text_by_project", M006_TEXT_BY_PROJECT),
 ]
