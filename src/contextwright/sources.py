@@ -7,7 +7,6 @@ can switch one off by name.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -17,7 +16,6 @@ from .ports import Query, Store, Tokenizer
 from .records import Record
 from .roles import RoleProfile
 from .scoring import item_prefix
-from .stores._rows import STOPWORDS
 
 HISTORY_KINDS = ("message", "tool_call", "tool_result", "summary", "note")
 KNOWLEDGE_KINDS = (
@@ -211,12 +209,7 @@ class OpenItemsSource:
 
 class FullTextSource:
     """BM25 full-text relevance to the task text; weak matches become suggestions. Leaves the
-    `bm25` signal (score / best score) that scoring.fuse_relevance turns into `relevance`.
-
-    One search for the whole task lets its common words crowd out a record that matches only a
-    rarer word (a question that joins two facts needs both). So the words of the task that the
-    whole-task hits cover least become facets: each gets a small search of its own, and its best
-    hits get a damped `bm25` (fuse_facet), bounded to FACETS extra reads."""
+    `bm25` signal (score / best score) that scoring.fuse_relevance turns into `relevance`."""
 
     name = "fulltext"
     cacheable = True  # the most expensive read: its results go through the TTL cache
@@ -224,61 +217,20 @@ class FullTextSource:
     def run(self, ctx: SourceContext) -> list[Candidate]:
         if not ctx.task.strip():
             return []
-        limit = ctx.limit(self.name, 40)
-        hits = ctx.store.search_text(ctx.project, ctx.agent, ctx.task, limit)
+        hits = ctx.store.search_text(ctx.project, ctx.agent, ctx.task, ctx.limit(self.name, 40))
         if not hits:
             return []
         top = hits[0].score or 1.0
-        found: dict[str, tuple[Record, float, float]] = {}
-        for h in hits:
-            found[h.record.id] = (h.record, max(h.score, 0.0) / top, h.score)
-        per_facet = max(FACET_MIN, limit // FACET_SHARE)
-        for term in facet_terms(ctx.task, [h.record.content for h in hits]):
-            facet = ctx.store.search_text(ctx.project, ctx.agent, term, per_facet)
-            for rank, h in enumerate(facet):
-                rel = fuse_facet(rank)
-                r, best, raw = found.get(h.record.id, (h.record, 0.0, 0.0))
-                if rel > best:
-                    found[h.record.id] = (r, rel, raw)
         out = []
-        for r, rel, raw in sorted(found.values(), key=lambda f: -f[1]):
+        for h in hits:
+            r = h.record
             if r.kind in ("tool_call", "tool_result"):
                 continue  # a tool result alone would split it from its call; history pairs them
+            rel = max(h.score, 0.0) / top
             section = section_for(r, "knowledge" if rel >= 0.35 else "suggestions")
-            reason = f"matches the task (bm25 {raw:.2f})" if raw else "matches a task facet"
+            reason = f"matches the task (bm25 {h.score:.2f})"
             out.append(record_candidate(r, ctx, self.name, section, reason, bm25=round(rel, 6)))
         return out
-
-
-FACETS = 3  # extra searches per task, at most
-FACET_MIN = 4  # hits read per facet, at least
-FACET_SHARE = 8  # ... or this share of the whole-task limit
-FACET_TOP = 0.6  # `bm25` of a facet's best hit; lower ranks decay from it
-_WORD = re.compile(r"[A-Za-z0-9_]+")
-
-
-def facet_terms(task: str, hits: Sequence[str], n: int | None = None) -> list[str]:
-    """The task's words the whole-task hits' texts cover least (none of the stopwords, none shorter
-    than 3 letters): the ones a crowded window is most likely to have missed. Capitalized words
-    (names) win ties, then longer words."""
-    words: dict[str, bool] = {}
-    for w in _WORD.findall(task):
-        low = w.lower()
-        if len(low) < 3 or low in STOPWORDS:
-            continue
-        words[low] = words.get(low, False) or w[0].isupper()
-    if len(words) < 2:
-        return []  # a one-word task has nothing to decompose
-    seen = [set(_WORD.findall(text.lower())) for text in hits]
-    cover = {w: sum(w in s for s in seen) for w in words}
-    ranked = sorted(words, key=lambda w: (cover[w], not words[w], -len(w)))
-    # a word every hit already has is no facet: the whole-task search did its job for it
-    return [w for w in ranked if cover[w] < max(1, len(seen) // 2)][: FACETS if n is None else n]
-
-
-def fuse_facet(rank: int) -> float:
-    """The `bm25` a facet hit at 0-based `rank` earns: FACET_TOP, then decaying by rank."""
-    return FACET_TOP / (1.0 + 0.5 * rank)
 
 
 class PinnedSource:
