@@ -162,6 +162,13 @@ def test_anthropic_starts_with_a_user_turn() -> None:
     assert r.tokens == count_anthropic(r.system, r.messages, C)
 
 
+def test_anthropic_without_history_still_has_a_user_turn() -> None:
+    r = render({"state": [line_item("state", "- Task: plan the sprint")]}, "bob", "anthropic", C)
+    assert [m["role"] for m in r.messages] == ["user"]
+    assert r.payload["messages"] == r.messages and r.payload["system"].startswith("# Context")
+    assert r.tokens == count_anthropic(r.system, r.messages, C)
+
+
 def test_markdown_is_one_text_with_history_inline() -> None:
     r = render(conversation(), "bob", "markdown", C)
     assert r.messages == [{"role": "user", "content": r.text}]

@@ -209,7 +209,12 @@ def _anthropic_messages(items: Sequence[Item], agent: str) -> list[dict[str, Any
             messages[-1]["content"].append(block)
         else:
             messages.append({"role": role, "content": [block]})
-    if messages and messages[0]["role"] != "user":
+    # The Messages API takes no empty list and must start with a user turn; fixed_cost budgets it.
+    if not messages:
+        messages.append(
+            {"role": "user", "content": [{"type": "text", "text": "[no conversation yet]"}]}
+        )
+    elif messages[0]["role"] != "user":
         messages.insert(
             0, {"role": "user", "content": [{"type": "text", "text": "[conversation so far]"}]}
         )
