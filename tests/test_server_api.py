@@ -283,6 +283,27 @@ def test_settings_from_env() -> None:
         assert err.value.field == field
 
 
+def test_the_cli_engine_takes_its_embedder_from_the_settings(tmp_path: Path) -> None:
+    from contextwright.cli import State
+
+    settings = Settings.from_env(
+        environ={
+            "CONTEXTWRIGHT_DB": f"sqlite:///{tmp_path / 'v.db'}",
+            "CONTEXTWRIGHT_EMBEDDER": "hash",
+        }
+    )
+    assert settings.embedder == "hash" and Settings().embedder == "none"
+    state = State(settings)
+    try:
+        engine = state.engine
+        engine.add(project="p", author="a", content="vectors on from the environment")
+        assert engine.wait_for_embeddings(timeout=30)
+        result = engine.assemble("p", "a", "environment vectors", 2000)
+        assert "vector" in {s["name"] for s in result.trace.sources}
+    finally:
+        state.close()
+
+
 def test_open_server_needs_no_key(tmp_path: Path) -> None:
     engine = Engine.open(f"sqlite:///{tmp_path / 'open.db'}")
     with running(create_app(engine, Settings())) as base:

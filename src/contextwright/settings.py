@@ -37,6 +37,8 @@ class Settings:
     rules_dir: str | None = None
     """A directory of JSON context rules to load at startup (when rules are available)."""
     log_level: str = "warning"
+    embedder: str = "none"
+    """Vector search: "minilm" (the `vectors` extra), "hash", "static:PATH", or "none"."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
@@ -72,10 +74,11 @@ class Settings:
     def from_env(
         cls, prefix: str = "CONTEXTWRIGHT_", environ: Mapping[str, str] | None = None
     ) -> Settings:
-        """Read PREFIX_DB, _HOST, _PORT, _API_KEYS (JSON object), _MAX_BODY_BYTES, _RULES_DIR."""
+        """Read PREFIX_DB, _HOST, _PORT, _API_KEYS (JSON object), _MAX_BODY_BYTES, _RULES_DIR,
+        _EMBEDDER."""
         env = os.environ if environ is None else environ
         kwargs: dict[str, Any] = {}
-        for name in ("db", "host", "rules_dir", "log_level"):
+        for name in ("db", "host", "rules_dir", "log_level", "embedder"):
             value = env.get(prefix + name.upper())
             if value:
                 kwargs[name] = value

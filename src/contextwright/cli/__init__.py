@@ -74,8 +74,12 @@ class State:
     @property
     def engine(self) -> Engine:
         if self._engine is None:
-            rules = self.settings.rules_dir
-            self._engine = Engine.open(self.settings.db, **({"rules": rules} if rules else {}))
+            options: dict[str, Any] = {}
+            if self.settings.rules_dir:
+                options["rules"] = self.settings.rules_dir
+            if self.settings.embedder != "none":
+                options["embedder"] = self.settings.embedder
+            self._engine = Engine.open(self.settings.db, **options)
         return self._engine
 
     def close(self) -> None:
