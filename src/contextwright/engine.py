@@ -26,7 +26,7 @@ from .ids import new_id
 from .packing import Decision, drop_last, pack
 from .pipeline import decision_dict, merge, run_sources
 from .ports import Embedder, Query, Store, Tokenizer
-from .records import MAX_NAME_CHARS, STATUSES, Record, build_record
+from .records import STATUSES, Record, build_record, check_name
 from .references import validate_refs
 from .render import check_format, render
 from .roles import Agent, RoleProfile, profile_for
@@ -48,14 +48,6 @@ if TYPE_CHECKING:
 MAX_TASK_CHARS = 20_000
 # Per-source caps as a fraction of the available budget; one verbose source cannot crowd out the rest.
 DEFAULT_SOURCE_CAPS = {"fulltext": 0.35, "addressed": 0.25, "open_items": 0.2, "decisions": 0.2}
-
-
-def _check_name(field: str, value: object) -> str:
-    if not isinstance(value, str) or not value or len(value) > MAX_NAME_CHARS:
-        raise ValidationError(
-            field, value, f"give a non-empty string of at most {MAX_NAME_CHARS} characters"
-        )
-    return value
 
 
 class Engine:
@@ -179,7 +171,7 @@ class Engine:
         return self.vectors.wait(timeout)
 
     def get(self, record_id: str) -> Record:
-        _check_name("id", record_id)
+        check_name("id", record_id)
         found = self.store.get_many([record_id])
         if not found:
             raise NotFound("record", record_id)
@@ -188,7 +180,7 @@ class Engine:
     def records(
         self, project: str, *, agent: str | None = None, limit: int = 50, **filters: Any
     ) -> list[Record]:
-        _check_name("project", project)
+        check_name("project", project)
         if not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise ValidationError("limit", limit, "give a whole number from 1 to 10000")
         allowed = {
@@ -219,7 +211,7 @@ class Engine:
         """Record a status change as a new fact (the record itself is never edited)."""
         if status not in STATUSES:
             raise ValidationError("status", status, f"use one of {', '.join(STATUSES)}")
-        _check_name("by", by)
+        check_name("by", by)
         record = self.get(record_id)
         self.store.set_status(record.id, status, by, self.clock(), note)
         return self.get(record_id)
@@ -236,9 +228,9 @@ class Engine:
         role: str = "default",
         profile: RoleProfile | Mapping[str, Any] | None = None,
     ) -> Agent:
-        _check_name("project", project)
-        _check_name("agent", agent)
-        _check_name("role", role)
+        check_name("project", project)
+        check_name("agent", agent)
+        check_name("role", role)
         if profile is None:
             prof = profile_for(role)
         elif isinstance(profile, RoleProfile):
@@ -286,8 +278,8 @@ class Engine:
         return known
 
     def kv_set(self, project: str, key: str, value: str) -> None:
-        _check_name("project", project)
-        _check_name("key", key)
+        check_name("project", project)
+        check_name("key", key)
         if not isinstance(value, str):
             raise ValidationError("value", value, "give the value as a string")
         self.store.kv_set(project, key, value, self.clock())
@@ -301,7 +293,7 @@ class Engine:
     # -- traces ---------------------------------------------------------------------------------
 
     def trace(self, trace_id: str) -> Trace:
-        _check_name("trace_id", trace_id)
+        check_name("trace_id", trace_id)
         pending = self._traces.get(trace_id)
         if pending is not None:
             # As the store would give it back: a JSON round trip, a copy of its own.
@@ -366,8 +358,8 @@ class Engine:
         `rules` replaces the engine's rules for this call; `task_id` adds that task's computed
         context (tasks/) and makes its objective the task text when `task` is empty."""
         t0 = time.perf_counter()
-        _check_name("project", project)
-        _check_name("agent", agent)
+        check_name("project", project)
+        check_name("agent", agent)
         if task_id is not None:
             task = self.tasks.task_text(project, task_id, task)
         if not isinstance(task, str):
@@ -388,9 +380,9 @@ class Engine:
             )
         )
         if session is not None:
-            _check_name("session", session)
+            check_name("session", session)
         if milestone is not None:
-            _check_name("milestone", milestone)
+            check_name("milestone", milestone)
         if limits is not None and (
             not isinstance(limits, Mapping)
             or not all(
@@ -564,7 +556,7 @@ class Engine:
     def _task_kind(task: str, given: str | None) -> str:
         if given is None:
             return task_kind(task)
-        return _check_name("task_kind", given)
+        return check_name("task_kind", given)
 
     def _validate_refs(self, project: str, agent: str, task: str) -> list[str]:
         """@references in the task that resolve to nothing become warnings, never silence."""

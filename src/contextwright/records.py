@@ -133,6 +133,15 @@ def parse_mentions(text: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def check_name(field: str, value: object) -> str:
+    """A name argument (project, agent, session, id, ...) of an API call: a short non-empty string."""
+    if not isinstance(value, str) or not value or len(value) > MAX_NAME_CHARS:
+        raise ValidationError(
+            field, value, f"give a non-empty string of at most {MAX_NAME_CHARS} characters"
+        )
+    return value
+
+
 def _name(data: Mapping[str, Any], key: str, *, required: bool, fix: str) -> str | None:
     value = data.get(key)
     if value is None:

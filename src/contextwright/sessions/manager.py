@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..budget import Budget
 from ..errors import NotFound, ValidationError
 from ..ports import Query, Summarizer
-from ..records import Record
+from ..records import Record, check_name
 from ..render import check_format
 from ..summarizers.extractive import ExtractiveSummarizer
 from . import accounting
@@ -47,14 +47,6 @@ if TYPE_CHECKING:
     from ..engine import Engine
 
 ROLES = ("user", "assistant", "tool_call", "tool_result", "note", "instruction", "correction")
-
-
-def _name(field_name: str, value: object) -> str:
-    if not isinstance(value, str) or not value or len(value) > 200:
-        raise ValidationError(
-            field_name, value, "give a non-empty string of at most 200 characters"
-        )
-    return value
 
 
 class SessionManager:
@@ -86,9 +78,9 @@ class SessionManager:
             return self._locks.setdefault(key, threading.RLock())
 
     def _state(self, project: str, agent: str, session: str) -> states.SessionState:
-        _name("project", project)
-        _name("agent", agent)
-        _name("session", session)
+        check_name("project", project)
+        check_name("agent", agent)
+        check_name("session", session)
         return states.load(self.engine.store, project, agent, session, self.engine.clock())
 
     def _active(self, project: str, agent: str, session: str) -> states.SessionState:
@@ -267,7 +259,7 @@ class SessionManager:
     ) -> Reset:
         """Start a new session with a transfer summary of this one; memory is flushed first."""
         if new_session is not None:
-            _name("new_session", new_session)
+            check_name("new_session", new_session)
         with self._lock(project, agent, session):
             st = self._active(project, agent, session)
             return self._reset(st, new_session=new_session, reason=reason)
