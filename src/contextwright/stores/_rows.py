@@ -262,3 +262,16 @@ _ORDER = [
     "supersedes", "reply_to", "pinned", "meta",
 ]  # fmt: skip
 assert [f.name for f in fields(Record)] == _ORDER, "update row_to_record to Record's fields"
+
+
+def edges_sql(
+    project: str, src: str | None, dst: str | None, kind: str | None, mark: str
+) -> tuple[str, list[str]]:
+    """The edges query of the SQL stores; `mark` is the driver's placeholder (? or %s)."""
+    where, params = [f"project = {mark}"], [project]
+    for col, value in (("src", src), ("dst", dst), ("kind", kind)):
+        if value is not None:
+            where.append(f"{col} = {mark}")
+            params.append(value)
+    sql = f"SELECT src, dst, kind FROM edges WHERE {' AND '.join(where)} ORDER BY src, kind, dst"
+    return sql, params

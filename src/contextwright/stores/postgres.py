@@ -21,7 +21,7 @@ from urllib.parse import unquote
 from ..errors import MissingExtra, StoreError, ValidationError
 from ..ports import Query
 from ..records import Record
-from ._rows import COLUMNS, record_to_row, row_to_record
+from ._rows import COLUMNS, edges_sql, record_to_row, row_to_record
 from .postgres_schema import (
     ADD_EDGES,
     INSERT_RECORDS,
@@ -340,14 +340,7 @@ class PostgresStore(PostgresText, PostgresVectors):
         dst: str | None = None,
         kind: str | None = None,
     ) -> list[tuple[str, str, str]]:
-        where, params = ["project = %s"], [project]
-        for col, value in (("src", src), ("dst", dst), ("kind", kind)):
-            if value is not None:
-                where.append(f"{col} = %s")
-                params.append(value)
-        sql = (
-            f"SELECT src, dst, kind FROM edges WHERE {' AND '.join(where)} ORDER BY src, kind, dst"
-        )
+        sql, params = edges_sql(project, src, dst, kind, "%s")
         return [(s, d, k) for s, d, k in self._read(sql, params)]
 
     def kv_set(self, project: str, key: str, value: str, at: float) -> None:

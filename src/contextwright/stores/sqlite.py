@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import StoreError
 from ..ports import Hit, Query
 from ..records import Record
-from ._rows import COLUMNS, fts_match, query_terms, record_to_row, row_to_record
+from ._rows import COLUMNS, edges_sql, fts_match, query_terms, record_to_row, row_to_record
 from .sqlite_schema import MIGRATIONS, Migration
 from .sqlite_vectors import SQLiteVectors
 
@@ -479,14 +479,7 @@ class SQLiteStore(SQLiteVectors):
         dst: str | None = None,
         kind: str | None = None,
     ) -> list[tuple[str, str, str]]:
-        where, params = ["project = ?"], [project]
-        for col, value in (("src", src), ("dst", dst), ("kind", kind)):
-            if value is not None:
-                where.append(f"{col} = ?")
-                params.append(value)
-        sql = (
-            f"SELECT src, dst, kind FROM edges WHERE {' AND '.join(where)} ORDER BY src, kind, dst"
-        )
+        sql, params = edges_sql(project, src, dst, kind, "?")
         return [(s, d, k) for s, d, k in self._conn().execute(sql, params)]
 
     def kv_set(self, project: str, key: str, value: str, at: float) -> None:
