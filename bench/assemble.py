@@ -11,7 +11,9 @@ noisy (other processes), so two baselines are measured beside the engine in the 
 - `last_n`: a naive window, the newest 60 records the agent may see, joined into one text.
 
 The same calls also run through an engine with `locality=False`, to show what that pass costs, and
-through one with `workers=1`, where every source runs on the calling thread (no pool).
+through one with `workers=1`, where every source runs on the calling thread (no pool). Each engine
+and the baselines read through a store and a token counter of their own, so that none is timed on
+caches that another warmed for the same request.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from typing import Any
 
 from contextwright import Budget, Engine
 from contextwright.ports import Query
+from contextwright.stores.sqlite import SQLiteStore
+from contextwright.tokens import TokenCounter
 
 PROJECT = "bench"
 AGENTS = [
@@ -254,11 +258,14 @@ def run_one(n: int, calls: int, workdir: str) -> dict[str, Any]:
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     size = os.path.getsize(path)
 
-    # The same store through an engine without the locality pass (records said near strong
-    # matches), to show what that pass costs; both run on every request, interleaved.
-    no_loc = Engine(engine.store, locality=False)
+    # The same file through an engine without the locality pass (records said near strong
+    # matches), to show what that pass costs; all run on every request, interleaved.
+    # Each engine (and the baselines) has a store and a token counter of its own, so that none
+    # runs on caches that another warmed for the same request (records decoded, lines counted).
+    no_loc = Engine(SQLiteStore(path), locality=False, counter=TokenCounter())
     # And through one without a pool: every source on the calling thread, one after another.
-    serial = Engine(engine.store, workers=1)
+    serial = Engine(SQLiteStore(path), workers=1, counter=TokenCounter())
+    bare = Engine(SQLiteStore(path), counter=TokenCounter())
     reqs = _requests(calls)
     for agent, task, day in reqs[:10]:  # warm the page cache and the token cache
         for eng in (engine, no_loc, serial):
@@ -300,13 +307,14 @@ def run_one(n: int, calls: int, workdir: str) -> dict[str, Any]:
         no_pool.append((time.perf_counter() - t) * 1000)
         serial.flush()
         t = time.perf_counter()
-        _baseline_queries(engine, agent, task, session)
+        _baseline_queries(bare, agent, task, session)
         queries.append((time.perf_counter() - t) * 1000)
         t = time.perf_counter()
-        _baseline_last_n(engine, agent)
+        _baseline_last_n(bare, agent)
         last_n.append((time.perf_counter() - t) * 1000)
     no_loc.close()
     serial.close()
+    bare.close()
     engine.close()
     rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {
@@ -375,6 +383,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--dir", help="where the database files go (default: a temp dir)")
+    parser.add_argument(
+        "--vectors", action="store_true", help="also run bench/vectors.py at each size"
+    )
     args = parser.parse_args()
     if args.one:
         print(json.dumps(run_one(args.one, args.calls, args.dir)))
@@ -391,11 +402,26 @@ def main() -> None:
             results.append(json.loads(out.stdout.strip().splitlines()[-1]))
             if not args.json:
                 print(f"... {n} records done", file=sys.stderr)
-    report = {"machine": machine(), "results": results}
+    report: dict[str, Any] = {"machine": machine(), "results": results}
+    if args.vectors:  # vectors on vs off, the same calls (bench/vectors.py)
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vectors.py")
+        report["vectors"] = []
+        for n in sizes:
+            cmd = [sys.executable, script, "--records", str(n), "--calls", str(args.calls)]
+            out = subprocess.run([*cmd, "--json"], check=True, capture_output=True, text=True)
+            report["vectors"].append(json.loads(out.stdout))
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         _print(report)
+        for v in report.get("vectors", []):
+            w, wo = v["assemble_with_vectors_ms"], v["assemble_without_vectors_ms"]
+            print(
+                f"vectors {v['records']:>8}: p50 {w['p50']:.2f} ms (p99 {w['p99']:.2f}) with, "
+                f"{wo['p50']:.2f} ms (p99 {wo['p99']:.2f}) without; query embedding p50 "
+                f"{v['query_embedding_ms']['p50']:.2f} ms, search p50 "
+                f"{v['vector_search_ms']['p50']:.2f} ms"
+            )
 
 
 if __name__ == "__main__":

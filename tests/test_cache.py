@@ -158,6 +158,17 @@ def test_lru_bound() -> None:
     assert cache.get(("k", 0)) is None and cache.get(("k", 2)) == []
 
 
+def test_expired_entries_leave_when_new_ones_come() -> None:
+    """An entry whose key never comes again does not stay past its TTL: the next put drops it."""
+    clock = FakeClock()
+    cache = SourceCache(ttl_s=30, clock=clock)
+    cache.put(("k", 0), [])
+    clock.t = 31.0
+    cache.put(("k", 1), [])
+    assert len(cache) == 1 and cache.stats.expired == 1
+    assert cache.get(("k", 1)) == []
+
+
 def _window(result: Any) -> Any:
     return (
         result.messages,

@@ -17,8 +17,8 @@ from contextwright import Engine
 from contextwright.ports import Query
 from contextwright.records import build_record
 from contextwright.stores import open_store
-from contextwright.stores.sqlite import COMMON_DF
-from contextwright.tokens import default_counter
+from contextwright.stores.sqlite import COMMON_DF, SQLiteStore
+from contextwright.tokens import _LINE_START, default_counter, split_lines
 
 AGENTS = ["ann", "bob", "cy"]
 KINDS = ["message", "note", "constraint", "state", "decision", "task"]
@@ -63,6 +63,8 @@ QUERIES = [
     {"addressed_to": "bob"},
     {"addressed_to": "ann", "kinds": ("message", "note"), "limit": 5},
     {"addressed_to": "cy", "newest_first": False, "limit": 9},
+    {"kinds": ("task", "decision"), "statuses": ("open", "active")},
+    {"kinds": ("task", "note"), "statuses": ("open",), "newest_first": False, "limit": 3},
 ]
 
 
@@ -163,3 +165,68 @@ def test_long_texts_are_counted_exactly(parts: list[str]) -> None:
     counter = default_counter()
     text = "".join(parts)
     assert counter.count(text) == len(counter.encode(text))
+    assert split_lines(text) == _LINE_START.split(text)
+
+
+def test_a_status_change_is_seen_through_the_record_cache(tmp_path: Path) -> None:
+    """Reads decode each row once and keep the record; the status, the one thing that changes,
+    always comes from the read itself. Another store on the same file stands for another
+    process."""
+    path = str(tmp_path / "c.db")
+    cached, other, fresh = SQLiteStore(path), SQLiteStore(path), SQLiteStore(path, record_cache=0)
+    try:
+        counter = default_counter()
+        records = [build_record(r, counter.count) for r in _records(7, 40)]
+        cached.add_many(records)
+        q = Query("p", "ann", kinds=("task", "note", "message"), limit=40)
+        first = cached.query(q)
+        assert len(cached.records) >= len(first) > 0
+        task = next(r for r in first if r.kind == "task")
+        other.set_status(task.id, "resolved", "bob", 1.0)
+        again = {r.id: r for r in cached.query(q)}
+        assert again[task.id].status == "resolved"
+        assert cached.query(q) == fresh.query(q)
+        assert cached.get_many([task.id]) == fresh.get_many([task.id])
+        open_tasks = Query("p", "ann", kinds=("task",), statuses=("open",), limit=40)
+        assert task.id not in _ids(cached.query(open_tasks))  # type: ignore[arg-type]
+    finally:
+        for s in (cached, other, fresh):
+            s.close()
+
+
+def test_full_text_of_a_one_project_store_equals_the_general_search(tmp_path: Path) -> None:
+    """A store of one project ranks its full-text window without reading every matching row;
+    once a second project exists, the general query runs. Both give the same hits and scores, for
+    every agent, private and direct records included."""
+    rng = random.Random(5)
+    vis = ["project", "project", "direct", "private"]
+    with Engine.open(f"sqlite:///{tmp_path / 'one.db'}") as engine:
+        engine.add_many(
+            {
+                "project": "p",
+                "author": rng.choice(AGENTS),
+                "content": f"login page {rng.choice(['tweak', 'bug', 'flow'])} {i} "
+                f"{rng.choice(['pkce', 'oauth', 'saml', 'cookie'])}",
+                "visibility": (v := rng.choice(vis)),
+                "to": [rng.choice(AGENTS)] if v == "direct" else [],
+                "created_at": 1_000.0 + i,
+            }
+            for i in range(COMMON_DF + 300)
+        )
+        store = engine.store
+        tasks = ["login pkce", "the oauth bug", "saml flow cookie", "page tweak"]
+
+        def hits() -> list[object]:
+            return [
+                [(h.record.id, h.score) for h in store.search_text("p", agent, task, limit)]
+                for task in tasks
+                for agent in [*AGENTS, "zed", None]
+                for limit in (5, 40)
+            ]
+
+        one_project = hits()
+        engine.kv_set(
+            "q", "k", "v"
+        )  # a second project, and not a row more to rank (bm25 counts them)
+        assert hits() == one_project
+        assert any(one_project)

@@ -4,6 +4,7 @@ addressed, open, resolved), reply chains, and superseded decisions shown only wh
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from contextwright.scoring import (
     item_prefix,
     recency,
     score,
+    topic,
 )
 
 NOW = 1_800_000_000.0
@@ -388,7 +390,8 @@ def test_fused_relevance_stays_in_0_1(signals: list[dict[str, float]], fusion: s
 def test_score_multiplies_role_source() -> None:
     c = _cand("x", relevance=1.0, recency=0.5, role_source=0.5)
     cfg = ScoringConfig()
-    assert score(c, cfg) == pytest.approx((3.0 * 1.0 + 1.0 * 0.5) * 0.5)
+    w = cfg.weights
+    assert score(c, cfg) == pytest.approx((w["relevance"] * 1.0 + w["recency"] * 0.5) * 0.5)
 
 
 def test_bad_selection_options(eng: Engine) -> None:
@@ -450,3 +453,45 @@ def test_item_prefix_names_author_date_and_only_the_kind_and_status_worth_saying
     assert item_prefix(q) == "- alice (question, 25 May 2023, open):"
     d = eng.add(project="p", author="rex", kind="decision", content="use pg", created_at=may_25)
     assert item_prefix(d) == "- rex (decision, 25 May 2023):"
+
+
+def test_topic_leaves_out_the_names_of_the_projects_people() -> None:
+    names = {"Melanie", "Caroline", "rex"}
+    assert topic("What books has Melanie read?", names) == "What books has read?"
+    assert topic("What did Caroline's grandma give her?", names) == "What did grandma give her?"
+    assert topic("ask @rex and REX about the cache", names) == "ask @ and about the cache"
+    # A word that only contains a name is not a name; a task of names alone stays as it is.
+    assert topic("the rexford migration", names) == "the rexford migration"
+    assert topic("Melanie and Caroline?", names) == "Melanie and Caroline?"
+    assert topic("Melanie?", names) == "Melanie?"
+    assert topic("no names here", set()) == "no names here"
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.text(max_size=80),
+    st.lists(st.text(min_size=1, max_size=8), max_size=4),
+)
+def test_topic_never_returns_an_empty_search_for_a_task_with_words(
+    task: str, names: list[str]
+) -> None:
+    out = topic(task, names)
+    if any(ch.isalnum() for ch in task):
+        assert any(ch.isalnum() for ch in out)
+    lowered = out.lower()
+    for n in names:
+        if out != task and n.strip() and n.isalpha():
+            # Every whole-word occurrence of a name is gone.
+            assert re.search(rf"(?<!\w){re.escape(n.lower())}(?!\w)", lowered) is None
+
+
+def test_full_text_searches_the_topic_and_the_trace_says_so(eng: Engine) -> None:
+    eng.register_agent("p", "bot")
+    eng.add(project="p", author="melanie", kind="message", content="melanie here, hi melanie")
+    eng.add(project="p", author="caroline", kind="message", content="I read Charlotte's Web")
+    result = eng.assemble("p", "bot", "what books has melanie read", 2000, format="markdown")
+    assert result.trace.notes["search_text"] == "what books has read"
+    # A new author is a name from the next call on (the cache follows the store version).
+    eng.add(project="p", author="books", kind="message", content="a person named books")
+    again = eng.assemble("p", "bot", "what books has melanie read", 2000, format="markdown")
+    assert again.trace.notes["search_text"] == "what has read"

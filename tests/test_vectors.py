@@ -218,9 +218,28 @@ def test_preselected_search_above_the_exact_size_agrees_and_masks(
     access = [Access("x", "private") if i % 7 == 0 else Access("x", "project") for i in range(600)]
     m.add([f"r{i}" for i in range(600)], vecs, access)
     hits = m.search(vecs[1], "y", 5)
-    assert hits[0][0] == "r1" and abs(hits[0][1] - 1.0) < 1e-5
+    assert hits[0][0] == "r1" and abs(hits[0][1] - 1.0) < 0.02  # rows are kept as int8
     assert all(int(rid[1:]) % 7 for rid, _ in m.search(vecs[7], "y", 20))
     assert m.search(vecs[7], "x", 1)[0][0] == "r7"
+
+
+def test_the_matrix_keeps_int8_rows_and_ranks_as_float32_rows_would() -> None:
+    rng = np.random.default_rng(4)
+    vecs = rng.standard_normal((300, 48)).astype(np.float32)
+    packed = [quantize(v) for v in vecs]
+    floats = np.stack([dequantize(d, s) for d, s in packed])  # what a store hands back
+    as_float, as_int8 = VectorMatrix(48), VectorMatrix(48)
+    ids, access = [f"r{i}" for i in range(300)], [Access("x", "project")] * 300
+    as_float.add(ids, floats, access)
+    data = np.stack([np.frombuffer(d, dtype=np.int8) for d, _ in packed])
+    as_int8.add_quantized(ids, data, np.asarray([s for _, s in packed], np.float32), access)
+    query = floats[7] / np.linalg.norm(floats[7])
+    exact = floats @ query
+    for m in (as_float, as_int8):
+        found = m.search(query, None, 10)
+        assert [rid for rid, _ in found] == [f"r{i}" for i in np.argsort(-exact)[:10]]
+        assert np.allclose([c for _, c in found], np.sort(exact)[::-1][:10], atol=1e-6)
+    assert as_int8.nbytes < floats.nbytes / 3  # int8 rows, not float32
 
 
 def test_the_default_embedder_is_real_and_offline(tmp_path: Path) -> None:
@@ -244,6 +263,19 @@ def test_the_default_embedder_is_real_and_offline(tmp_path: Path) -> None:
         if "vector" in i["components"]
     }
     assert max(vector, key=lambda k: vector[k]).endswith("the lunch menu has pasta on fridays")
+
+
+def test_a_query_embeds_the_same_on_its_own_session_as_on_the_batch_session() -> None:
+    pytest.importorskip("onnxruntime", reason="needs the 'vectors' extra")
+    from contextwright.embedders.minilm import MiniLMEmbedder
+
+    own, shared = MiniLMEmbedder(), MiniLMEmbedder(query_threads=None)
+    query = "where do we keep cached values?"
+    assert np.array_equal(own.embed([query]), shared.embed([query]))
+    assert own._query_session is not None and shared._query_session is None
+    # In a batch, the same text goes through the batch session (padded): the same direction.
+    batch = own.embed([query, "the lunch menu"])[0]
+    assert np.allclose(batch, own.embed([query])[0], atol=1e-5)
 
 
 def test_search_catches_up_with_vectors_written_after_the_first_search(vengine: Engine) -> None:

@@ -15,7 +15,9 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
 
 from .candidates import Candidate
 from .errors import ValidationError
@@ -24,11 +26,48 @@ from .sources import Source, SourceContext
 CacheKey = tuple[Hashable, ...]
 
 
-def copy_candidate(c: Candidate) -> Candidate:
-    """A copy whose mutable parts (components, reasons, sources) are the copy's own."""
-    return replace(
-        c, components=dict(c.components), reasons=list(c.reasons), sources=list(c.sources)
+# Cached candidates, column by column (candidates.FIELDS): a tuple per field, the records of all
+# candidates in one flat tuple, and components, reasons and sources as tuples of plain values.
+# Every entry outlives many calls, so what it holds is walked by each full garbage collection:
+# this way an entry is about three objects that the collector tracks, not four per candidate.
+Frozen = tuple[tuple[Any, ...], ...]
+
+
+def freeze(found: Sequence[Candidate]) -> Frozen:
+    return (
+        tuple(c.key for c in found),
+        tuple(c.section for c in found),
+        tuple(c.source for c in found),
+        tuple(c.text for c in found),
+        tuple(len(c.records) for c in found),
+        tuple(r for c in found for r in c.records),
+        tuple(c.score for c in found),
+        tuple(tuple(c.components.items()) for c in found),
+        tuple(tuple(c.reasons) for c in found),
+        tuple(c.pinned for c in found),
+        tuple(c.tokens for c in found),
+        tuple(c.created_at for c in found),
+        tuple(c.content_hash for c in found),
+        tuple(tuple(c.sources) for c in found),
+        tuple(c.beside for c in found),
     )
+
+
+def thaw(f: Frozen) -> list[Candidate]:
+    """Candidates of their own (scoring writes into them) from frozen ones."""
+    keys, sections, srcs, texts, counts, records, scores, comps, reasons = f[:9]
+    pinned, tokens, created, hashes, sources, beside = f[9:]
+    out: list[Candidate] = []
+    at = 0
+    for i, n in enumerate(counts):
+        c = Candidate(
+            keys[i], sections[i], srcs[i], texts[i], records[at : at + n], scores[i],
+            dict(comps[i]), list(reasons[i]), pinned[i], tokens[i], created[i], hashes[i],
+            list(sources[i]), beside[i],
+        )  # fmt: skip
+        out.append(c)
+        at += n
+    return out
 
 
 def is_cacheable(src: Source) -> bool:
@@ -61,7 +100,7 @@ class SourceCache:
         self.clock = clock
         self.stats = CacheStats()
         self._lock = threading.Lock()
-        self._entries: OrderedDict[CacheKey, tuple[float, list[Candidate]]] = OrderedDict()
+        self._entries: OrderedDict[CacheKey, tuple[float, Frozen]] = OrderedDict()
 
     @property
     def enabled(self) -> bool:
@@ -96,16 +135,23 @@ class SourceCache:
                 return None
             self._entries.move_to_end(key)
             self.stats.hits += 1
-        return [copy_candidate(c) for c in found]
+        return thaw(found)
 
     def put(self, key: CacheKey, found: Sequence[Candidate]) -> None:
-        entry = (self.clock() + self.ttl_s, [copy_candidate(c) for c in found])
+        now = self.clock()
+        entry = (now + self.ttl_s, freeze(found))
         with self._lock:
             self._entries[key] = entry
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
                 self.stats.evictions += 1
+            # Expired entries at the old end go now, not when (if ever) their key comes again.
+            for old, (expires, _) in list(islice(self._entries.items(), 8)):
+                if now < expires:
+                    break
+                del self._entries[old]
+                self.stats.expired += 1
 
     def run(self, src: Source, ctx: SourceContext) -> tuple[list[Candidate], str]:
         """Run `src` through the cache: (candidates, "hit" | "miss" | "off")."""

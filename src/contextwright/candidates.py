@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .ports import Tokenizer
@@ -49,6 +49,12 @@ class Candidate:
     @property
     def record_ids(self) -> list[str]:
         return [r.id for r in self.records]
+
+
+# Hot paths build candidates positionally, in this order (sources.record_candidate, cache.py).
+FIELDS = ("key", "section", "source", "text", "records", "score", "components", "reasons",
+          "pinned", "tokens", "created_at", "content_hash", "sources", "beside")  # fmt: skip
+assert tuple(f.name for f in fields(Candidate)) == FIELDS, "update the positional constructors"
 
 
 @dataclass(slots=True)

@@ -31,7 +31,7 @@ from .references import validate_refs
 from .render import check_format, render
 from .roles import Agent, RoleProfile, profile_for
 from .rules import Facts, RuleSet, coerce_rules, task_kind
-from .scoring import ScoringConfig
+from .scoring import ScoringConfig, topic
 from .selection import select
 from .sources import Source, SourceContext, default_sources
 from .stores import open_store
@@ -78,12 +78,15 @@ class Engine:
         self.persist_traces = persist_traces
         self._traces = TraceWriter(store)  # traces are written off the hot path (trace_writer.py)
         self.locality = locality  # lift records said near strong matches (locality.py)
+        # Each project's authors, with the store version they were read at (see _people).
+        self._people_cache: dict[str, tuple[int, frozenset[str]]] = {}
         self._pool = (
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cw-source")
             if workers > 1
             else None
         )
         self._known_agents: set[tuple[str, str]] = set()
+        self._agent_docs: dict[tuple[str, str], tuple[dict[str, Any], Agent]] = {}
         # Context rules (rules.py) and the per-process source cache (cache.py).
         self._rules_arg = rules
         self.rules: RuleSet = coerce_rules(rules)
@@ -247,7 +250,13 @@ class Engine:
     def agent(self, project: str, agent: str) -> Agent:
         doc = self.store.get_doc("agents", f"{project}/{agent}")
         if doc is not None:
-            return Agent.from_dict(doc)
+            # Read on every call (another process may change it), parsed only when it changed.
+            seen = self._agent_docs.get((project, agent))
+            if seen is None or seen[0] != doc:
+                if len(self._agent_docs) >= 4096:
+                    self._agent_docs.clear()
+                seen = self._agent_docs[(project, agent)] = (doc, Agent.from_dict(doc))
+            return seen[1]
         if self._is_known(project, agent):
             return Agent(id=agent)
         raise NotFound(
@@ -333,6 +342,16 @@ class Engine:
 
     # -- assemble -------------------------------------------------------------------------------
 
+    def _people(self, project: str) -> frozenset[str]:
+        """The project's authors, for `scoring.topic`; read again only after a write to it."""
+        version = self.store.version(project)
+        hit = self._people_cache.get(project)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        names = frozenset(self.store.agents(project))
+        self._people_cache[project] = (version, names)
+        return names
+
     def assemble(
         self,
         project: str,
@@ -406,6 +425,7 @@ class Engine:
             now=now,
             milestone=milestone,
             terms=query_terms(task),
+            topic=topic(task, self._people(project)),
             limits=dict(limits or {}),
         )
         ctx.options["locality"] = self.locality
@@ -516,6 +536,8 @@ class Engine:
         trace.notes["rule"] = None if rule is None else rule.to_dict()
         trace.notes["rules_evaluated"] = len(ruleset)
         trace.notes["task_kind"] = kind
+        # What full text and vectors searched for: the task without people's names (scoring.topic).
+        trace.notes["search_text"] = ctx.query_text
         if task_id is not None:
             trace.request["task_id"] = task_id
             trace.notes["computed"] = ctx.options.get("notes", {}).get("computed")

@@ -22,7 +22,7 @@ MIN_TRUNCATE = 24
 _BOUNDARY = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
-@dataclass
+@dataclass(slots=True)
 class Decision:
     candidate: Candidate
     kept: bool
@@ -113,9 +113,11 @@ def pack(
         used_here = 0
         has_heading = not (name == "history" and fmt != "markdown")
         head = heading_cost(name, counter) if has_heading else 0
+        items = sections[name]
         for c in sorted(by_section[name], key=order_key):
-            cost = unit_cost(c, fmt, agent, counter)
-            extra = head if not sections[name] else 0
+            # unit_cost, inlined for the common case: a line outside history costs its newline.
+            cost = c.tokens + 1 if name != "history" else unit_cost(c, fmt, agent, counter)
+            extra = 0 if items else head
             src_cap = source_caps.get(c.source)
             src_left = None if src_cap is None else src_cap - source_used.get(c.source, 0)
             room = remaining - extra
@@ -123,7 +125,7 @@ def pack(
                 room = min(room, cap - used_here)
             room_src = min(room, src_left) if src_left is not None and not c.pinned else room
             if cost <= room_src:
-                sections[name].append(Item(c, c.text, cost))
+                items.append(Item(c, c.text, cost))
                 decisions.append(Decision(c, True, "fits", cost))
             else:
                 oversized = not sections[name] or c.pinned or name == "state"

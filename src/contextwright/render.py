@@ -10,6 +10,7 @@ A tool call and its result are one packing unit, so no format ever sees one with
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -108,6 +109,7 @@ def _history_messages_openai(item: Item, agent: str) -> list[dict[str, Any]]:
     return [{"role": "user", "name": _safe_name(author), "content": item.text}]
 
 
+@functools.lru_cache(maxsize=1024)
 def _safe_name(name: str) -> str:
     # OpenAI names allow [a-zA-Z0-9_-]{1,64}
     cleaned = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)

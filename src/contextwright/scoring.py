@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -32,6 +32,7 @@ from .candidates import Candidate
 from .errors import ValidationError
 from .records import Record
 from .roles import RoleProfile
+from .stores._rows import query_terms
 
 DAY = 86_400.0
 FUSIONS = ("sum", "rrf", "max")
@@ -47,7 +48,7 @@ class ScoringConfig:
             "relevance": 3.0,  # fused full text / vectors, 0..1
             "bm25": 0.0,  # shown in the trace; counted through `relevance`
             "vector": 0.0,  # shown in the trace; counted through `relevance`
-            "recency": 1.0,  # exp decay by half-life, 0..1
+            "recency": 0.25,  # exp decay by half-life, 0..1; a tie-breaker next to relevance
             "addressed": 2.0,  # @mention or direct message to this agent
             "open": 1.0,  # unresolved task or outstanding question
             "role": 2.0,  # role profile's weight for the kind
@@ -88,12 +89,14 @@ def recency(created_at: float, now: float, half_life_days: float) -> float:
 
 
 def score(c: Candidate, config: ScoringConfig) -> float:
-    w = config.weights
+    get = config.weights.get
+    comps = c.components
+    # A list, not a generator: the same sum in the same order, a third faster (every candidate).
     total = sum(
-        w.get(name, 1.0) * value for name, value in c.components.items() if name not in MULTIPLIERS
+        [get(name, 1.0) * value for name, value in comps.items() if name not in MULTIPLIERS]
     )
     for name in MULTIPLIERS:
-        total *= c.components.get(name, 1.0)
+        total *= comps.get(name, 1.0)
     return total
 
 
@@ -149,6 +152,12 @@ def substance(tokens: int) -> float:
     return min(1.0, math.log1p(max(tokens, 0)) / math.log1p(SUBSTANTIAL_TOKENS))
 
 
+@functools.lru_cache(maxsize=4096)
+def _substance6(tokens: int) -> float:
+    """`substance`, rounded as the trace shows it; one log per length, not per candidate."""
+    return round(substance(tokens), 6)
+
+
 @functools.lru_cache(maxsize=1024)
 def _name_pattern(name: str) -> re.Pattern[str]:
     return re.compile(rf"(?<!\w){re.escape(name)}(?!\w)", re.IGNORECASE)
@@ -169,6 +178,31 @@ def mark_named(candidates: Sequence[Candidate], task: str) -> None:
             hit = named[r.author] = _name_pattern(r.author).search(task) is not None
         if hit:
             c.components["named"] = 1.0
+
+
+@functools.lru_cache(maxsize=256)
+def _names_pattern(names: frozenset[str]) -> re.Pattern[str] | None:
+    words = sorted((n for n in names if n.strip()), key=lambda n: (-len(n), n))
+    if not words:
+        return None
+    alt = "|".join(re.escape(n) for n in words)
+    return re.compile(rf"(?<!\w)(?:{alt})(?:['’]s)?(?!\w)", re.IGNORECASE)
+
+
+def topic(task: str, names: Iterable[str]) -> str:
+    """The task without the names of the project's people: what full text and vectors search for.
+
+    A name is in hundreds of records (everything that person said, and every reply addressed to
+    them), so in a query it drowns the words that say what the task is about; "what books has
+    Melanie read?" would rank Melanie's chat above the one line about a book. Who said a record is
+    scored apart, by `named` (mark_named). On LoCoMo (dev) searching the topic instead of the
+    whole question took turn recall at 1,000 tokens from 0.833 to 0.852 (docs/recall.md). A task that
+    is nothing but names (and stopwords) is searched as it is."""
+    pattern = _names_pattern(frozenset(names))
+    if pattern is None or not task:
+        return task
+    rest = " ".join(pattern.sub(" ", task).split())
+    return rest if query_terms(rest) else task
 
 
 def scope_component(r: Record, milestone: str | None, session: str | None) -> float | None:
@@ -195,7 +229,7 @@ def finish(
 ) -> Candidate:
     """Add the components every candidate shares (recency, role, scope, addressed, open), then
     score. Run `fuse_relevance` over the whole candidate list first."""
-    r = c.record
+    r = c.records[0] if c.records else None
     comps = c.components
     if r is not None:
         comps["recency"] = round(recency(r.created_at, now, config.half_life_days), 6)
@@ -212,7 +246,7 @@ def finish(
         if scope is not None:
             comps["scope"] = scope
         if c.section in RELEVANCE_SECTIONS:
-            comps["substance"] = round(substance(r.tokens), 6)
+            comps["substance"] = _substance6(r.tokens)
     source_weight = role.source_weight(c.source)
     if source_weight != 1.0:
         comps["role_source"] = source_weight
@@ -233,9 +267,15 @@ def item_prefix(r: Record) -> str:
     """`- Caroline (25 May 2023):` for a plain message, `- rex (decision, 2 Mar 2026):` or
     `- alice (question, 20 Nov 2026, open):` otherwise. Short on purpose: the prefix is paid on
     every line, and every token it saves is room for another record (docs/recall.md)."""
-    when = _utc_date(int(r.created_at // 86_400))  # one strftime per day, not per item
-    parts = [] if r.kind == "message" else [r.kind]
-    parts.append(when)
-    if r.status in STATUSES_SHOWN:
-        parts.append(r.status)
-    return f"- {r.author} ({', '.join(parts)}):"
+    status = r.status if r.status in STATUSES_SHOWN else None
+    return _prefix(r.author, r.kind, int(r.created_at // 86_400), status)
+
+
+@functools.lru_cache(maxsize=8192)
+def _prefix(author: str, kind: str, day: int, status: str | None) -> str:
+    """One format per (author, kind, day, status): a window has ~180 prefixes and few distinct."""
+    parts = [] if kind == "message" else [kind]
+    parts.append(_utc_date(day))
+    if status is not None:
+        parts.append(status)
+    return f"- {author} ({', '.join(parts)}):"

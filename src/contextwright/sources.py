@@ -50,10 +50,17 @@ class SourceContext:
     now: float
     milestone: str | None = None
     terms: Sequence[str] = ()
+    # The task without the names of the project's people (scoring.topic): what the relevance
+    # sources (full text, vectors) search for. Empty means the whole task.
+    topic: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     limits: dict[str, int] = field(default_factory=dict)
     # Reads shared by the sources of one call (addressed and kv read the same records).
     reads: dict[Query, list[Record]] = field(default_factory=dict, repr=False)
+
+    @property
+    def query_text(self) -> str:
+        return self.topic or self.task
 
     def limit(self, source: str, default: int) -> int:
         return int(self.limits.get(source, default))
@@ -80,19 +87,22 @@ def record_candidate(
     else:
         prefix = item_prefix(r)
         text, tokens = f"{prefix} {r.content}", ctx.counter.count(prefix) + r.tokens + 1
+    # Positional (candidates.FIELDS): every record of every source comes through here.
+    # `components` is this call's own dict already (keyword arguments).
     return Candidate(
-        key=r.id,
-        section=section,
-        source=source,
-        text=text,
-        records=(r,),
-        components=dict(components),
-        reasons=[reason],
-        pinned=r.pinned,
-        tokens=tokens,
-        created_at=r.created_at,
-        content_hash=r.content_hash,
-        sources=[source],
+        r.id,  # key
+        section,
+        source,
+        text,
+        (r,),  # records
+        0.0,  # score
+        components,
+        [reason],  # reasons
+        r.pinned,
+        tokens,
+        r.created_at,
+        r.content_hash,
+        [source],  # sources
     )
 
 
@@ -217,7 +227,9 @@ class FullTextSource:
     def run(self, ctx: SourceContext) -> list[Candidate]:
         if not ctx.task.strip():
             return []
-        hits = ctx.store.search_text(ctx.project, ctx.agent, ctx.task, ctx.limit(self.name, 40))
+        hits = ctx.store.search_text(
+            ctx.project, ctx.agent, ctx.query_text, ctx.limit(self.name, 40)
+        )
         if not hits:
             return []
         top = hits[0].score or 1.0

@@ -139,7 +139,7 @@ class VectorSource:
         store = ctx.store
         if not ctx.task.strip() or not supports_vectors(store):
             return []
-        vec = self.query_vector(ctx.task)
+        vec = self.query_vector(ctx.query_text)
         hits = store.vector_search(  # type: ignore[attr-defined]
             ctx.project, ctx.agent, vec, ctx.limit(self.name, 40), self.embedder.name
         )

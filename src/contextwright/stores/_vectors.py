@@ -1,14 +1,15 @@
-"""Vectors in process memory: one float32 matrix per (project, model), searched by brute force.
+"""Vectors in process memory: one int8 matrix per (project, model), searched by brute force.
 
 Stores keep vectors durably as int8 with one scale per vector (a quarter of float32 on disk, and
-the recall benchmark shows no loss; see docs/vectors.md). Search dequantizes once, into this
-matrix, which grows by appending and is shared by every call in the process. Up to EXACT_UP_TO
-rows the search is an exact matrix-vector product. Above that, reading 150 MB of float32 per
-query costs too much (35 ms at 100k here), so one sign bit per dimension preselects
-OVERSAMPLE x limit rows by Hamming distance, and those are ranked exactly: 4x faster at 100k,
-and 99% of the exact top 10 on LoCoMo. An HNSW index (usearch) took minutes to build at 100k on
-this machine, so it was not chosen. Visibility is enforced here, before ranking: a row the agent
-may not see never competes for a place.
+the recall benchmark shows no loss; see docs/vectors.md), and this matrix keeps them the same way:
+38 MB for 100k MiniLM vectors instead of 154 MB of float32. It grows by appending and is shared
+by every call in the process. Rows are dequantized only when they are ranked, so cosines are the
+same as from a float32 matrix. Up to EXACT_UP_TO rows the search is exact. Above that, one sign
+bit per dimension preselects the OVERSAMPLE x limit rows nearest by Hamming distance (ties at the
+cut included), and those are ranked exactly: 1 ms at 100k, and 99% of the exact top 10 on
+LoCoMo. An HNSW index (usearch) took minutes to build at 100k on this machine, and importing it
+beside onnxruntime crashed the process, so it was not chosen. Visibility is enforced here, before
+ranking: a row the agent may not see never competes for a place.
 """
 
 from __future__ import annotations
@@ -66,7 +67,10 @@ class VectorMatrix:
         self.dim = dim
         self.ids: list[str] = []
         self.row: dict[str, int] = {}
-        self._m = np.zeros((0, dim), dtype=np.float32)
+        # int8 rows and one scale each, as stored: a quarter of float32 in memory (38 MB for 100k
+        # MiniLM vectors instead of 154), and the same ranking (the int8 values are the vectors).
+        self._q = np.zeros((0, dim), dtype=np.int8)
+        self._scale = np.zeros(0, dtype=np.float32)
         self._restricted: dict[int, Access] = {}
         self._public = np.zeros(0, dtype=bool)
         # Sign bits, word-major: one contiguous row per 64 dimensions is 6x faster to scan.
@@ -80,7 +84,8 @@ class VectorMatrix:
 
     @property
     def nbytes(self) -> int:
-        return int(self._m[: len(self.ids)].nbytes)
+        n = len(self.ids)
+        return int(self._q[:n].nbytes + self._scale[:n].nbytes + self._bits[:, :n].nbytes)
 
     def reserve(self, rows: int) -> None:
         """Room for `rows` rows at once (a bulk load then allocates exactly once)."""
@@ -89,35 +94,65 @@ class VectorMatrix:
 
     def _grow(self, need: int) -> None:
         n = len(self.ids)
-        if need <= self._m.shape[0]:
+        if need <= self._q.shape[0]:
             return
-        cap = max(need, 2 * self._m.shape[0], 1024) if n else need
-        grown = np.zeros((cap, self.dim), dtype=np.float32)
-        grown[:n] = self._m[:n]
+        cap = max(need, 2 * self._q.shape[0], 1024) if n else need
+        grown = np.zeros((cap, self.dim), dtype=np.int8)
+        grown[:n] = self._q[:n]
+        scale = np.zeros(cap, dtype=np.float32)
+        scale[:n] = self._scale[:n]
         public = np.zeros(cap, dtype=bool)
         public[:n] = self._public[:n]
         bits = np.zeros((self._bits.shape[0], cap), dtype=np.uint64)
         bits[:, :n] = self._bits[:, :n]
-        self._m, self._public, self._bits = grown, public, bits
+        self._q, self._scale, self._public, self._bits = grown, scale, public, bits
 
     def add(self, ids: Sequence[str], vecs: np.ndarray[Any, Any], access: Sequence[Access]) -> None:
+        """Float rows, quantized here as `quantize` does (a dequantized row comes back as the
+        same int8 values)."""
+        v = np.asarray(vecs, dtype=np.float32).reshape(len(ids), self.dim)
+        peak = np.abs(v).max(axis=1) if self.dim else np.zeros(len(ids), dtype=np.float32)
+        scales = np.where(peak > 1e-30, peak.astype(np.float64) / 127.0, 1.0).astype(np.float32)
+        data = np.clip(np.rint(v / scales[:, None]), -127, 127).astype(np.int8)
+        self.add_quantized(ids, data, scales, access)
+
+    def add_quantized(
+        self,
+        ids: Sequence[str],
+        data: np.ndarray[Any, np.dtype[np.int8]],
+        scales: np.ndarray[Any, Any],
+        access: Sequence[Access],
+    ) -> None:
+        """int8 rows and their scales, as the stores keep them (v = int8 * scale)."""
+        words = self._bits.shape[0]
+        packed = np.zeros((len(ids), words * 8), dtype=np.uint8)
+        packed[:, : (self.dim + 7) // 8] = np.packbits(data > 0, axis=1)
+        bits = packed.view(np.uint64)
+        if len(access) != len(ids):
+            raise ValueError(f"{len(ids)} ids but {len(access)} access rules")
+        public = np.fromiter((a.visibility == "project" for a in access), bool, len(ids))
         with self.lock:
             self._masks.clear()
             n = len(self.ids)
             self._grow(n + len(ids))
-            for rid, vec, acc in zip(ids, vecs, access, strict=True):
-                at = self.row.get(rid)
-                if at is None:
-                    at = len(self.ids)
+            at = np.empty(len(ids), dtype=np.intp)
+            for i, rid in enumerate(ids):
+                row = self.row.get(rid)
+                if row is None:
+                    row = self.row[rid] = len(self.ids)
                     self.ids.append(rid)
-                    self.row[rid] = at
-                self._m[at] = vec
-                self._bits[:, at] = signs(vec, self._bits.shape[0])
-                self._public[at] = acc.visibility == "project"
-                if acc.visibility == "project":
-                    self._restricted.pop(at, None)
+                at[i] = row
+            # Whole columns at once: loading 100k rows on the first search is one copy per chunk.
+            self._q[at] = data
+            self._scale[at] = scales
+            self._bits[:, at] = bits.T
+            self._public[at] = public
+            for i in range(len(ids)):
+                if public[i]:
+                    if self._restricted:
+                        self._restricted.pop(int(at[i]), None)
                 else:
-                    self._restricted[at] = acc
+                    self._restricted[int(at[i])] = access[i]
 
     def search(
         self, query: np.ndarray[Any, Any], agent: str | None, limit: int
@@ -141,27 +176,56 @@ class VectorMatrix:
                     self._masks[agent] = mask
             if n <= EXACT_UP_TO:
                 rows = np.arange(n)
-                scores = self._m[:n] @ q
+                scores = self._dot(rows, q)
                 if mask is not None:
                     scores = np.where(mask, scores, -np.inf)
             else:
-                qbits = signs(q, self._bits.shape[0])
-                dist = np.bitwise_count(self._bits[0, :n] ^ qbits[0]).astype(np.int32)
-                for w in range(1, self._bits.shape[0]):
-                    dist += np.bitwise_count(self._bits[w, :n] ^ qbits[w])
-                if mask is not None:
-                    dist = np.where(mask, dist, np.iinfo(np.int32).max)
-                wide = min(max(limit * OVERSAMPLE, 200), n)
-                rows = np.argpartition(dist, wide - 1)[:wide] if wide < n else np.arange(n)
-                scores = self._m[rows] @ q
+                rows = self._preselect(q, n, mask, min(max(limit * OVERSAMPLE, 200), n))
+                scores = self._dot(rows, q)
                 if mask is not None:
                     scores = np.where(mask[rows], scores, -np.inf)
             k = min(limit, len(rows))
-            top = np.argpartition(-scores, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
-            top = top[np.argsort(-scores[top], kind="stable")]
+            if n > EXACT_UP_TO:  # a few hundred rows, ascending: equal cosines keep row order
+                top = np.argsort(-scores, kind="stable")[:k]
+            else:
+                top = np.argpartition(-scores, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
+                top = top[np.argsort(-scores[top], kind="stable")]
             return [
                 (self.ids[int(rows[i])], float(scores[i])) for i in top if np.isfinite(scores[i])
             ]
+
+    def _dot(
+        self, rows: np.ndarray[Any, np.dtype[np.intp]], q: np.ndarray[Any, F32]
+    ) -> np.ndarray[Any, F32]:
+        """Cosines of `rows` with `q`, in chunks so that the float32 copy of the int8 rows
+        stays a few MB (an exact scan of 20k rows would otherwise copy 30 MB)."""
+        out = np.empty(len(rows), dtype=np.float32)
+        for at in range(0, len(rows), 4096):
+            part = rows[at : at + 4096]
+            # Dequantize, then one product: the same float32 rows, so the same cosines, as when
+            # the matrix itself was float32.
+            out[at : at + 4096] = (self._q[part] * self._scale[part, None]) @ q
+        return out
+
+    def _preselect(
+        self, q: np.ndarray[Any, Any], n: int, mask: np.ndarray[Any, Any] | None, wide: int
+    ) -> np.ndarray[Any, np.dtype[np.intp]]:
+        """Rows (ascending) whose sign bits are nearest the query's: every row at or below the
+        Hamming distance of the `wide`-th nearest, ties included. Distances are small integers,
+        so a histogram finds that cut in one pass, 3x faster than a partial sort of 100k."""
+        if wide >= n:
+            return np.arange(n)
+        words = self._bits.shape[0]
+        qbits = signs(q, words)
+        dist = np.bitwise_count(self._bits[0, :n] ^ qbits[0]).astype(np.uint16)
+        for w in range(1, words):
+            dist += np.bitwise_count(self._bits[w, :n] ^ qbits[w])
+        far = words * 64 + 1  # past any real distance: rows the agent may not see
+        if mask is not None:
+            dist = np.where(mask, dist, np.uint16(far))
+        cumulative = np.cumsum(np.bincount(dist, minlength=far + 1))
+        cut = int(np.searchsorted(cumulative, wide))
+        return np.flatnonzero(dist <= cut)
 
 
 class MemoryVectors:

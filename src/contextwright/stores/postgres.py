@@ -21,7 +21,7 @@ from urllib.parse import unquote
 from ..errors import MissingExtra, StoreError, ValidationError
 from ..ports import Query
 from ..records import Record
-from ._rows import COLUMNS, edges_sql, record_to_row, row_to_record
+from ._rows import AUTHORS_SQL, COLUMNS, edges_sql, record_to_row, row_to_record
 from .postgres_schema import (
     ADD_EDGES,
     INSERT_RECORDS,
@@ -314,9 +314,7 @@ class PostgresStore(PostgresText, PostgresVectors):
         return [r[0] for r in self._read("SELECT project FROM project_versions ORDER BY project")]
 
     def agents(self, project: str) -> list[str]:
-        rows = self._read(
-            "SELECT DISTINCT author FROM records WHERE project = %s ORDER BY author", (project,)
-        )
+        rows = self._read(AUTHORS_SQL.format(p="%(p)s"), {"p": project})
         return [r[0] for r in rows]
 
     def count(self, project: str | None = None) -> int:

@@ -17,38 +17,56 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..errors import StoreError
-from ..ports import Hit, Query
+from ..ports import Query
 from ..records import Record
-from ._rows import COLUMNS, edges_sql, fts_match, query_terms, record_to_row, row_to_record
+from ._rows import (
+    AUTHORS_SQL,
+    COLUMNS,
+    KEYS,
+    RecordCache,
+    RecordKey,
+    edges_sql,
+    record_to_row,
+)
 from .sqlite_schema import MIGRATIONS, Migration
+from .sqlite_text import COMMON_DF, LARGE_WINDOW, VISIBLE, SQLiteText
 from .sqlite_vectors import SQLiteVectors
 
-VISIBLE = (
-    "(r.visibility = 'project' OR r.author = :agent OR (r.visibility = 'direct' AND EXISTS "
-    "(SELECT 1 FROM addressing a WHERE a.name = :agent AND a.how = 'to' AND a.rid = r.rid)))"
-)
+__all__ = ["COMMON_DF", "LARGE_WINDOW", "MIGRATIONS", "VISIBLE", "SQLiteStore"]
+
 SELECT = "SELECT " + ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(",")) + " FROM records r"
-# Full-text words found in more records than this are left out of the BM25 query.
-COMMON_DF = 2000
-LARGE_WINDOW = 500
+# Reads select the key columns only (phase one) and decode the rows they have not seen (phase two).
+KEYED = f"SELECT {KEYS} FROM records r"
+BY_RID = (
+    SELECT.replace(" FROM", ", r.rid FROM") + " WHERE r.rid IN (SELECT value FROM json_each(?))"
+)
 
 
 def _union_kinds(join: str, where: str, n: int, order: str) -> str:
     """`kind IN (...) ORDER BY created_at LIMIT n` as one ordered index range per kind, merged.
     SQLite would otherwise walk the whole project in time order looking for a rare kind."""
     one = (
-        "SELECT * FROM ("
-        + SELECT.replace(" FROM records r", ", r.rid AS rid_ FROM records r")
+        f"SELECT * FROM (SELECT {KEYS}, r.created_at AS at_ FROM records r"
         + f"{join} WHERE {where} AND r.kind = :k{{i}} "
         f"ORDER BY r.created_at {order}, r.rid {order} LIMIT :limit)"
     )
     parts = " UNION ALL ".join(one.format(i=i) for i in range(n))
-    return f"SELECT * FROM ({parts}) ORDER BY created_at {order}, rid_ {order} LIMIT :limit"
+    return (
+        f"SELECT rid, id, current_status FROM ({parts}) "
+        f"ORDER BY at_ {order}, rid {order} LIMIT :limit"
+    )
 
 
-class SQLiteStore(SQLiteVectors):
-    def __init__(self, path: str, *, migrations: Sequence[Migration] = MIGRATIONS) -> None:
+class SQLiteStore(SQLiteText, SQLiteVectors):
+    def __init__(
+        self,
+        path: str,
+        *,
+        migrations: Sequence[Migration] = MIGRATIONS,
+        record_cache: int = 20_000,
+    ) -> None:
         self.path = path
+        self.records = RecordCache(record_cache)  # decoded records by row id (see _rows.py)
         self.url = f"sqlite:///{path}"
         self._local = threading.local()
         self._write_lock = threading.RLock()
@@ -192,15 +210,19 @@ class SQLiteStore(SQLiteVectors):
         result: list[Record] = self._write(write)
         return result
 
+    def _resolve(self, conn: sqlite3.Connection, keys: Sequence[RecordKey]) -> list[Record]:
+        """The records of rows read by their key columns (KEYS), in order, through the cache."""
+        return self.records.resolve(
+            keys, lambda rids: conn.execute(BY_RID, (json.dumps(rids),)).fetchall()
+        )
+
     def _get_many(self, conn: sqlite3.Connection, ids: Sequence[str]) -> list[Record]:
         out: list[Record] = []
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
             marks = ", ".join("?" * len(chunk))
-            out.extend(
-                row_to_record(row)
-                for row in conn.execute(f"{SELECT} WHERE r.id IN ({marks})", chunk)
-            )
+            keys = conn.execute(f"{KEYED} WHERE r.id IN ({marks})", chunk).fetchall()
+            out.extend(self._resolve(conn, keys))
         order = {rid: n for n, rid in enumerate(ids)}
         out.sort(key=lambda r: order.get(r.id, 0))
         return out
@@ -215,13 +237,14 @@ class SQLiteStore(SQLiteVectors):
         if q.agent is not None:
             where.append(VISIBLE)
         # Several kinds and nothing narrower: one index range per kind, merged (see _union_kinds).
+        # A status filter is no narrower: "open tasks and questions" walked the whole project.
         kinds = None if q.kinds is None else tuple(dict.fromkeys(q.kinds))  # each kind once
         per_kind = (
             kinds is not None
             and len(kinds) > 1
             and all(
                 getattr(q, f) is None
-                for f in ("session", "author", "statuses", "addressed_to", "tag", "pinned")
+                for f in ("session", "author", "addressed_to", "tag", "pinned")
             )
         )
         if kinds is not None:
@@ -260,8 +283,9 @@ class SQLiteStore(SQLiteVectors):
             sql = _union_kinds(join, " AND ".join(where), len(kinds), order)
         else:
             time_col = "ad.at" if by == "ad" else "r.created_at"
-            sql = f"{SELECT}{join} WHERE {' AND '.join(where)} ORDER BY {time_col} {order}, {by}.rid {order} LIMIT :limit"
-        return [row_to_record(row) for row in self._conn().execute(sql, params)]
+            sql = f"{KEYED}{join} WHERE {' AND '.join(where)} ORDER BY {time_col} {order}, {by}.rid {order} LIMIT :limit"
+        conn = self._conn()
+        return self._resolve(conn, conn.execute(sql, params).fetchall())
 
     def neighbours(
         self, project: str, agent: str, anchors: Sequence[tuple[str, float]]
@@ -276,89 +300,24 @@ class SQLiteStore(SQLiteVectors):
             ]
         if not anchors:
             return []
-        cols = SELECT.replace(" FROM records r", "")
         parts = []
         params: dict[str, Any] = {"project": project, "agent": agent}
         for i, (session, at) in enumerate(anchors):
             params[f"s{i}"], params[f"t{i}"] = session, at
             for side, op, order, n in ((0, "<", "DESC", 1), (1, ">=", "ASC", 2)):
                 parts.append(
-                    f"SELECT * FROM ({cols}, r.rid AS rid_, {i} AS a_, {side} AS side_ "
+                    f"SELECT * FROM (SELECT {KEYS}, r.created_at, {i} AS a_, {side} AS side_ "
                     f"FROM records r WHERE r.project = :project AND {VISIBLE} AND "
                     f"r.session = :s{i} AND r.created_at {op} :t{i} "
                     f"ORDER BY r.created_at {order}, r.rid {order} LIMIT {n})"
                 )
         out: list[tuple[list[Record], list[Record]]] = [([], []) for _ in anchors]
-        rows = self._conn().execute(" UNION ALL ".join(parts), params).fetchall()
-        rows.sort(key=lambda row: (row[-2], row[-1], row[15], row[-3]))  # side 0 has one row
-        for row in rows:
-            out[row[-2]][row[-1]].append(row_to_record(row[:-3]))
-        return out
-
-    def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
-        match = fts_match(text)
-        if match is None or limit <= 0:
-            return []
-        selective = self._selective_match(query_terms(text))
-        visible = f" AND {VISIBLE}" if agent is not None else ""
-        # A small store ranks every match. A large one ranks the newest LARGE_WINDOW matches of
-        # its selective words only, so that the cost stays bounded whatever the words are.
-        inner = (
-            "ORDER BY score LIMIT :wide"
-            if selective is None
-            else "ORDER BY t.rowid DESC LIMIT :window"
-        )
-        # The window holds this project's matches only, so other projects cannot crowd it out:
-        # the project is checked by rowid on `records` before the window is cut.
-        # Filter and rank on the few columns that decide, then read whole rows for the winners.
-        sql = (
-            f"SELECT {', '.join(f'r.{c.strip()}' for c in COLUMNS.split(','))}, g.score FROM "
-            "(SELECT f.rid AS rid, f.score AS score FROM "
-            "(SELECT t.rowid AS rid, bm25(records_fts) AS score FROM records_fts t "
-            "JOIN records p ON p.rid = t.rowid WHERE records_fts MATCH :m "
-            f"AND p.project = :project {inner}) f JOIN records r ON r.rid = f.rid "
-            f"WHERE r.project = :project{visible} ORDER BY f.score, f.rid DESC LIMIT :limit) g "
-            "JOIN records r ON r.rid = g.rid ORDER BY g.score, g.rid DESC"
-        )
-        params = {
-            "m": f"content:({selective or match})",
-            "project": project,
-            "agent": agent,
-            "limit": limit,
-            "wide": limit * 8,
-            "window": max(limit * 8, LARGE_WINDOW),
-        }
-        try:
-            rows = self._conn().execute(sql, params).fetchall()
-        except sqlite3.OperationalError as exc:
-            raise StoreError(f"full-text search failed for {text[:80]!r}: {exc}") from exc
-        return [Hit(row_to_record(row[:-1]), -float(row[-1])) for row in rows]
-
-    def _selective_match(self, terms: Sequence[str]) -> str | None:
-        """Leave out words found in more than COMMON_DF records (the idea of Lucene's common-terms
-        cutoff): BM25 must read every posting of every word, and a word that common says little
-        about relevance. The rarest word is always kept. Small stores are never affected."""
-        if not terms:
-            return None
         conn = self._conn()
-        top = conn.execute("SELECT max(rid) FROM records").fetchone()[0] or 0
-        if top <= COMMON_DF:
-            return None
-        freq: dict[str, int] = {}
-        for t in terms:
-            cached = self._df.get(t)
-            if cached is None or top > cached[1] * 1.2:  # recount after 20% growth
-                phrase = 'content:"' + t.replace('"', "") + '"'
-                n = conn.execute(
-                    "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?", (phrase,)
-                ).fetchone()[0]
-                cached = self._df[t] = (int(n), top)
-            freq[t] = cached[0]
-        keep = [t for t in terms if 0 < freq[t] <= COMMON_DF]
-        if not keep:
-            rarest = min((t for t in terms if freq[t] > 0), key=lambda t: freq[t], default=None)
-            keep = [rarest] if rarest else list(terms)
-        return " OR ".join(f'"{t}"' for t in keep)
+        rows = conn.execute(" UNION ALL ".join(parts), params).fetchall()
+        rows.sort(key=lambda row: (row[4], row[5], row[3], row[0]))  # side 0 has one row
+        for row, r in zip(rows, self._resolve(conn, [row[:3] for row in rows]), strict=True):
+            out[row[4]][row[5]].append(r)
+        return out
 
     def _status(
         self, conn: sqlite3.Connection, record_id: str, status: str, by: str, at: float, note: str
@@ -417,8 +376,9 @@ class SQLiteStore(SQLiteVectors):
         params: dict[str, Any] = {f"i{n}": i for n, i in enumerate(ids)}
         params["agent"] = agent
         visible = f" AND {VISIBLE}" if agent is not None else ""
-        sql = f"{SELECT} WHERE r.reply_to IN ({marks}){visible} ORDER BY r.created_at"
-        return [row_to_record(row) for row in self._conn().execute(sql, params)]
+        sql = f"{KEYED} WHERE r.reply_to IN ({marks}){visible} ORDER BY r.created_at"
+        conn = self._conn()
+        return self._resolve(conn, conn.execute(sql, params).fetchall())
 
     def superseded_by(self, ids: Sequence[str]) -> dict[str, str]:
         if not ids:
@@ -445,9 +405,9 @@ class SQLiteStore(SQLiteVectors):
         ]
 
     def agents(self, project: str) -> list[str]:
-        rows = self._conn().execute(
-            "SELECT DISTINCT author FROM records WHERE project = ? ORDER BY author", (project,)
-        )
+        # A skip scan of the (project, author) index: one seek per author, not one row per
+        # record (0.02 ms instead of 28 ms at 100k records).
+        rows = self._conn().execute(AUTHORS_SQL.format(p=":p"), {"p": project})
         return [r[0] for r in rows]
 
     def count(self, project: str | None = None) -> int:

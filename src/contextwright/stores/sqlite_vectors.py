@@ -1,5 +1,5 @@
-"""The vector half of SQLiteStore: a `vectors` table (int8 + scale per row) and exact search over
-an in-process matrix that catches up with the table by sequence number (see _vectors.py)."""
+"""The vector half of SQLiteStore: a `vectors` table (int8 + scale per row) and search over an
+in-process int8 matrix that catches up with the table by sequence number (see _vectors.py)."""
 
 from __future__ import annotations
 
@@ -126,7 +126,6 @@ class SQLiteVectors:
                 dim = len(rows[0][6])
                 data = np.frombuffer(b"".join(row[6] for row in rows), dtype=np.int8)
                 scales = np.asarray([row[5] for row in rows], dtype=np.float32)
-                vecs = data.reshape(len(rows), dim).astype(np.float32) * scales[:, None]
                 with lock:
                     m = state.get((project, model))
                     if m is None or m.dim != dim:
@@ -134,10 +133,17 @@ class SQLiteVectors:
                         if after == 0:
                             m.reserve(self._vec_rows(project, model))
                         state[(project, model)] = m
-                m.add(
+                m.add_quantized(
                     [row[1] for row in rows],
-                    vecs,
-                    [Access(row[2], row[3], tuple(json.loads(row[4]))) for row in rows],
+                    data.reshape(len(rows), dim),
+                    scales,
+                    # Only a direct record's recipients decide who sees it (Access.allows).
+                    [
+                        Access(
+                            row[2], row[3], tuple(json.loads(row[4])) if row[3] == "direct" else ()
+                        )
+                        for row in rows
+                    ],
                 )
                 m.seq = max(m.seq, int(rows[-1][0]))
         return m
