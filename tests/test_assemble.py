@@ -11,6 +11,7 @@ import pytest
 from contextwright import SECTIONS, Assembly, Budget, BudgetError, Engine, NotFound
 from contextwright.packing import marker
 from contextwright.render import FORMATS, count_anthropic, count_openai
+from contextwright.scoring import day_label, item_prefix
 from contextwright.tokens import default_counter
 
 T0 = 1_750_000_000.0
@@ -262,7 +263,7 @@ def test_lowest_priority_goes_first(team: Engine) -> None:
 
 def test_per_source_caps(store: Any) -> None:
     engine = Engine(
-        store, clock=lambda: NOW, workers=1, source_caps={"fulltext": 0.02, "addressed": 0.02}
+        store, clock=lambda: NOW, workers=1, source_caps={"fulltext": 0.01, "addressed": 0.01}
     )
     seed(engine)
     r = run(engine)
@@ -275,7 +276,7 @@ def test_per_source_caps(store: Any) -> None:
             for i in items
             if i.candidate.source == name and not i.candidate.pinned
         )
-        assert used <= int(0.02 * r.available)
+        assert used <= int(0.01 * r.available)
 
 
 def test_dedupe_by_content_hash(team: Engine) -> None:
@@ -296,8 +297,13 @@ def test_cut_at_record_boundaries(team: Engine) -> None:
             for item in items:
                 if item.truncated:
                     assert item.text.endswith(marker(item.omitted))
-                else:
+                elif item.day is None:
                     assert item.text == item.candidate.text
+                else:  # knowledge and suggestions: the line without its date, under its day
+                    r = item.candidate.records[0]
+                    assert item.text == f"{item_prefix(r, dated=False)} {r.content}"
+                    assert item.candidate.text == f"{item_prefix(r)} {r.content}"
+                    assert item.day == day_label(r)
 
 
 def test_an_oversized_item_is_truncated_at_a_sentence(engine: Engine) -> None:
@@ -478,3 +484,38 @@ def test_task_is_never_cut(team: Engine) -> None:
         project="p", agent="bob", task=task, budget=Budget(model="gpt-4", window=900, reserve=0)
     )
     assert r.sections["state"][0].text == f"- Task: {task}"
+
+
+def test_knowledge_shows_each_day_once_in_time_order(engine: Engine) -> None:
+    day = 86_400.0
+    for i, (at, text) in enumerate(
+        [
+            (NOW - 3 * day + 60, "the login token expires after an hour"),
+            (NOW - 9 * day, "the login page moved to /signin"),
+            (NOW - 3 * day + 30, "login errors are logged to sentry"),
+            (NOW - 9 * day + 5, "login uses the shared session client"),
+        ]
+    ):
+        engine.add(project="p", author=f"a{i}", kind="note", content=text, created_at=at)
+    engine.register_agent("p", "bob")
+    r = engine.assemble(project="p", agent="bob", task="login", budget=2000, format="markdown")
+    items = r.sections["knowledge"]
+    assert len(items) == 4 and all(i.day for i in items)
+    text = r.text
+    days = sorted({(i.candidate.created_at // day, i.day) for i in items})
+    older, newer = days[0][1], days[-1][1]
+    assert older != newer
+    assert text.count(f"\n{older}:\n") == 1 and text.count(f"\n{newer}:\n") == 1
+    lines = text.split("## Knowledge\n", 1)[1].splitlines()
+    # Oldest day first, each record's line without its date, in time order within its day.
+    ordered = sorted(items, key=lambda i: (i.candidate.created_at, i.candidate.key))
+    expected = [f"{older}:", ordered[0].text, ordered[1].text, f"{newer}:"]
+    expected += [ordered[2].text, ordered[3].text]
+    assert lines[:6] == expected
+    assert all(older not in i.text and newer not in i.text for i in items)
+    # Each day's line is paid once, by the first item of that day the packer kept.
+    counter = default_counter()
+    lines_cost = sum(c.dateless[0] + 1 for c in (i.candidate for i in items) if c.dateless)
+    days_cost = counter.count(f"{older}:\n") + counter.count(f"{newer}:\n")
+    assert sum(i.tokens for i in items) == lines_cost + days_cost
+    assert r.tokens == exact_tokens(r) <= r.available

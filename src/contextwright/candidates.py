@@ -41,6 +41,10 @@ class Candidate:
     sources: list[str] = field(default_factory=list)
     # The record this one is shown beside (a superseded decision beside its replacement).
     beside: str | None = None
+    # One record's line without its date: (its tokens, its day). Knowledge and suggestions show
+    # each day once, on a line over that day's records (render.DATED_SECTIONS). None when the
+    # text is not one record's line (a folded chain, a synthetic item).
+    dateless: tuple[int, str] | None = None
 
     @property
     def record(self) -> Record | None:
@@ -53,7 +57,7 @@ class Candidate:
 
 # Hot paths build candidates positionally, in this order (sources.record_candidate, cache.py).
 FIELDS = ("key", "section", "source", "text", "records", "score", "components", "reasons",
-          "pinned", "tokens", "created_at", "content_hash", "sources", "beside")  # fmt: skip
+          "pinned", "tokens", "created_at", "content_hash", "sources", "beside", "dateless")  # fmt: skip
 assert tuple(f.name for f in fields(Candidate)) == FIELDS, "update the positional constructors"
 
 
@@ -66,6 +70,8 @@ class Item:
     tokens: int
     truncated: bool = False
     omitted: int = 0
+    # The day this item is shown under (render.DATED_SECTIONS), or None.
+    day: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         c = self.candidate

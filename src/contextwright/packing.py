@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from .candidates import SECTIONS, Candidate, Item
 from .errors import BudgetError
 from .ports import Tokenizer
-from .render import fixed_cost, heading_cost, unit_cost
+from .render import DATED_SECTIONS, day_heading, fixed_cost, heading_cost, unit_cost
+from .scoring import item_prefix
 
 MIN_TRUNCATE = 24
 _BOUNDARY = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -76,6 +77,11 @@ def truncate_text(text: str, max_tokens: int, counter: Tokenizer) -> tuple[str, 
     return out, counter.count(out), omitted
 
 
+def day_cost(day: str, counter: Tokenizer) -> int:
+    """Tokens of a day's line in a dated section (render.day_heading)."""
+    return counter.count(day_heading(day))
+
+
 def order_key(c: Candidate) -> tuple[int, float, float, str]:
     # The task goes first: nothing else in `state` may crowd it out.
     return (-1 if c.key == "task" else 0 if c.pinned else 1, -c.score, -c.created_at, c.key)
@@ -114,9 +120,17 @@ def pack(
         has_heading = not (name == "history" and fmt != "markdown")
         head = heading_cost(name, counter) if has_heading else 0
         items = sections[name]
+        dated = name in DATED_SECTIONS
+        days: set[str] = set()  # days whose line this section already pays for
         for c in sorted(by_section[name], key=order_key):
-            # unit_cost, inlined for the common case: a line outside history costs its newline.
-            cost = c.tokens + 1 if name != "history" else unit_cost(c, fmt, agent, counter)
+            line = c.dateless if dated else None
+            day = None
+            if line is not None:  # shown under its day's line, without its own date
+                day = line[1]
+                cost = line[0] + 1 + (0 if day in days else day_cost(day, counter))
+            else:
+                # unit_cost, inlined for the common case: a line outside history costs its newline.
+                cost = c.tokens + 1 if name != "history" else unit_cost(c, fmt, agent, counter)
             extra = 0 if items else head
             src_cap = source_caps.get(c.source)
             src_left = None if src_cap is None else src_cap - source_used.get(c.source, 0)
@@ -125,9 +139,17 @@ def pack(
                 room = min(room, cap - used_here)
             room_src = min(room, src_left) if src_left is not None and not c.pinned else room
             if cost <= room_src:
-                items.append(Item(c, c.text, cost))
+                if day is None:
+                    items.append(Item(c, c.text, cost))
+                else:
+                    r = c.records[0]
+                    text = f"{item_prefix(r, dated=False)} {r.content}"
+                    items.append(Item(c, text, cost, day=day))
+                    days.add(day)
                 decisions.append(Decision(c, True, "fits", cost))
             else:
+                if day is not None:  # a line that is cut keeps its own date
+                    cost = unit_cost(c, fmt, agent, counter)
                 oversized = not sections[name] or c.pinned or name == "state"
                 overhead = cost - c.tokens
                 # The task is never cut: a window without the whole task is a budget error.

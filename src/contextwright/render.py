@@ -56,6 +56,31 @@ class Rendered:
     payload: Any = field(default=None)
 
 
+# Sections whose record lines are grouped under a line per day, oldest day first, so that a date
+# is paid once per day instead of once per line (docs/assembly.md).
+DATED_SECTIONS = ("knowledge", "suggestions")
+
+
+def day_heading(day: str) -> str:
+    return f"{day}:\n"
+
+
+def dated_lines(items: Sequence[Item]) -> list[str]:
+    """The lines of a dated section: items without a day first (folded chains, values), in
+    packing order; then each day's line and its records' lines, in time order."""
+    out = [i.text + "\n" for i in items if i.day is None]
+    shown = None
+    for i in sorted(
+        (i for i in items if i.day is not None),
+        key=lambda i: (i.candidate.created_at, i.candidate.key),
+    ):
+        if i.day is not None and i.day != shown:
+            shown = i.day
+            out.append(day_heading(i.day))
+        out.append(i.text + "\n")
+    return out
+
+
 def header(agent: str) -> str:
     return f"# Context for {agent}\n"
 
@@ -166,6 +191,8 @@ def system_text(
         parts.append(section_heading(name))
         if name == "history":
             parts.extend(markdown_history_line(i, agent) + "\n" for i in items)
+        elif name in DATED_SECTIONS:
+            parts.extend(dated_lines(items))
         else:
             parts.extend(i.text + "\n" for i in items)
     return "".join(parts)

@@ -263,19 +263,27 @@ def _utc_date(day: int) -> str:
 STATUSES_SHOWN = ("open", "resolved", "superseded", "completed")
 
 
-def item_prefix(r: Record) -> str:
+def item_prefix(r: Record, *, dated: bool = True) -> str:
     """`- Caroline (25 May 2023):` for a plain message, `- rex (decision, 2 Mar 2026):` or
     `- alice (question, 20 Nov 2026, open):` otherwise. Short on purpose: the prefix is paid on
-    every line, and every token it saves is room for another record (docs/recall.md)."""
+    every line, and every token it saves is room for another record (docs/recall.md).
+    `dated=False` leaves the date out (`- Caroline:`), for a line shown under its day's line
+    (render.DATED_SECTIONS)."""
     status = r.status if r.status in STATUSES_SHOWN else None
-    return _prefix(r.author, r.kind, int(r.created_at // 86_400), status)
+    return _prefix(r.author, r.kind, int(r.created_at // 86_400) if dated else None, status)
+
+
+def day_label(r: Record) -> str:
+    """The record's UTC day as the window shows it: `25 May 2023`."""
+    return _utc_date(int(r.created_at // 86_400))
 
 
 @functools.lru_cache(maxsize=8192)
-def _prefix(author: str, kind: str, day: int, status: str | None) -> str:
+def _prefix(author: str, kind: str, day: int | None, status: str | None) -> str:
     """One format per (author, kind, day, status): a window has ~180 prefixes and few distinct."""
     parts = [] if kind == "message" else [kind]
-    parts.append(_utc_date(day))
+    if day is not None:
+        parts.append(_utc_date(day))
     if status is not None:
         parts.append(status)
-    return f"- {author} ({', '.join(parts)}):"
+    return f"- {author} ({', '.join(parts)}):" if parts else f"- {author}:"
