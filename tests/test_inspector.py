@@ -158,6 +158,9 @@ def test_window_sections_and_gauge(page: object) -> None:
     expect(page.locator("#sections")).to_contain_text("login bug")
     expect(page.locator("#sections")).not_to_contain_text("clock skew")  # alice's private note
     assert page.locator("ol.items .tok").first.inner_text().endswith("tok")
+    # A knowledge line is shown without its date; the item says the day it is shown under.
+    knowledge = page.locator("details.section[data-section='knowledge'] ol.items")
+    expect(knowledge).to_contain_text("under ")
     page.screenshot(path=str(IMG / "inspector-window.png"), full_page=False)
 
 

@@ -90,6 +90,7 @@ class Item:
             "reasons": list(c.reasons),
             "truncated": self.truncated,
             "omitted_tokens": self.omitted,
+            "day": self.day,  # shown under this day's line (render.DATED_SECTIONS), or None
         }
 
 

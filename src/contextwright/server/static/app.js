@@ -121,6 +121,7 @@ function renderSections(result) {
           el("span", { class: "tok" }, `${it.tokens} tok`),
           el("span", { class: "badge" }, it.kind),
           it.author ? el("span", { class: "muted" }, it.author) : null,
+          it.day ? el("span", { class: "muted" }, `under ${it.day}`) : null,
           el("span", { class: "muted" }, `via ${it.sources.join(", ")} · score ${it.score}`),
           it.truncated ? el("span", { class: "badge truncated" }, `truncated −${it.omitted_tokens}`) : null),
         el("pre", {}, it.text),
