@@ -186,7 +186,8 @@ def _names_pattern(names: frozenset[str]) -> re.Pattern[str] | None:
     if not words:
         return None
     alt = "|".join(re.escape(n) for n in words)
-    return re.compile(rf"(?<!\w)(?:{alt})(?:['’]s)?(?!\w)", re.IGNORECASE)
+    # Not inside a path or a file name (`docs/rex.md`): only a name as a word, or an @mention.
+    return re.compile(rf"(?<![\w/.\\])(?:{alt})(?:['’]s)?(?![\w/\\]|\.\w)", re.IGNORECASE)
 
 
 def topic(task: str, names: Iterable[str]) -> str:
