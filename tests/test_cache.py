@@ -52,6 +52,20 @@ def test_hit_after_miss_and_off_for_other_sources(store: Store) -> None:
     engine.close()
 
 
+def test_one_version_read_per_call(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = Engine(store, clock=lambda: NOW)
+    _seed(engine)
+    reads: list[str] = []
+    version = store.version
+    monkeypatch.setattr(store, "version", lambda project: reads.append(project) or version(project))
+    engine.assemble("p", "bob", "payment webhook retries", budget=2000)
+    again = engine.assemble("p", "bob", "payment webhook retries", budget=2000)
+    # The source cache's key and the names left out of the search share the call's one read.
+    assert reads == ["p", "p"]
+    assert _cache_of(again)["fulltext"] == "hit"
+    engine.close()
+
+
 def test_a_write_to_the_project_invalidates(store: Store) -> None:
     engine = Engine(store, clock=lambda: NOW)
     _seed(engine)

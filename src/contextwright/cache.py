@@ -3,9 +3,9 @@ within a few seconds do not re-run identical searches.
 
 The key is (source, query, scope, store version): the query is everything the source reads from
 the request (task, limit, role), the scope is project, agent, session and milestone, and the
-version is `store.version(project)`, which every write to the project raises. A write therefore
-invalidates every entry of its project at once, without a message bus; the short TTL bounds how
-long a process may hold results at all. Candidates are copied in and out, because scoring writes
+version is `store.version(project)`, read once per assemble call (`SourceContext.version`), which
+every write to the project raises. A write therefore invalidates every entry of its project at
+once, without a message bus; the short TTL bounds how long a process may hold results at all. Candidates are copied in and out, because scoring writes
 into them. Only sources that opt in (`cacheable = True`, e.g. full text) are cached.
 """
 
@@ -118,7 +118,7 @@ class SourceCache:
             ctx.task,
             tuple(sorted(ctx.limits.items())),
             tuple(sorted((k, repr(v)) for k, v in ctx.options.items())),
-            ctx.store.version(ctx.project),
+            ctx.store.version(ctx.project) if ctx.version is None else ctx.version,
         )
 
     def get(self, key: CacheKey) -> list[Candidate] | None:

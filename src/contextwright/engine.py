@@ -342,15 +342,12 @@ class Engine:
 
     # -- assemble -------------------------------------------------------------------------------
 
-    def _people(self, project: str) -> frozenset[str]:
-        """The project's authors, for `scoring.topic`; read again only after a write to it."""
-        version = self.store.version(project)
+    def _people(self, project: str, version: int) -> frozenset[str]:
+        """The project's authors at `version`, for `scoring.topic`; re-read only after a write."""
         hit = self._people_cache.get(project)
-        if hit is not None and hit[0] == version:
-            return hit[1]
-        names = frozenset(self.store.agents(project))
-        self._people_cache[project] = (version, names)
-        return names
+        if hit is None or hit[0] != version:
+            hit = self._people_cache[project] = (version, frozenset(self.store.agents(project)))
+        return hit[1]
 
     def assemble(
         self,
@@ -414,6 +411,7 @@ class Engine:
             raise ValidationError("working_memory", working_memory, "give a list of strings")
         active = self._select_sources(sources)
         now = self.clock()
+        version = self.store.version(project)  # read once: the source cache and topic use it
         ctx = SourceContext(
             store=self.store,
             counter=self.counter,
@@ -425,8 +423,9 @@ class Engine:
             now=now,
             milestone=milestone,
             terms=query_terms(task),
-            topic=topic(task, self._people(project)),
+            topic=topic(task, self._people(project, version)),
             limits=dict(limits or {}),
+            version=version,
         )
         ctx.options["locality"] = self.locality
         if task_id is not None:

@@ -57,6 +57,8 @@ class SourceContext:
     limits: dict[str, int] = field(default_factory=dict)
     # Reads shared by the sources of one call (addressed and kv read the same records).
     reads: dict[Query, list[Record]] = field(default_factory=dict, repr=False)
+    # The project's store version when the call began (read once per call); None: ask the store.
+    version: int | None = None
 
     @property
     def query_text(self) -> str:
