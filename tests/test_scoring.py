@@ -19,6 +19,7 @@ from contextwright.scoring import (
     ScoringConfig,
     fuse_relevance,
     item_prefix,
+    mark_named,
     recency,
     score,
     topic,
@@ -494,3 +495,25 @@ def test_full_text_searches_the_topic_and_the_trace_says_so(eng: Engine) -> None
     eng.add(project="p", author="books", kind="message", content="a person named books")
     again = eng.assemble("p", "bot", "what books has melanie read", 2000, format="markdown")
     assert again.trace.notes["search_text"] == "what has read"
+
+
+@pytest.mark.parametrize(
+    "task,named",
+    [
+        ("what did Rex say about the cache?", True),
+        ("Rex's review of the cache", True),
+        ("ask @rex about the cache", True),
+        ("the rexford cache", False),
+        ("see docs/rex.md for the cache", False),
+        ("", False),
+    ],
+)
+def test_named_marks_records_whose_author_the_task_names(task: str, named: bool) -> None:
+    from contextwright.records import build_record
+
+    r = build_record({"project": "p", "author": "rex", "content": "the cache"}, len)
+    c = Candidate(key=r.id, section="knowledge", source="t", text=r.content, records=(r,))
+    mark_named([c], task)
+    assert ("named" in c.components) is named
+    # The same definition of a name decides what the search leaves out.
+    assert (topic(task, {"rex"}) != task) is named

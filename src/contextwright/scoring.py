@@ -158,11 +158,6 @@ def _substance6(tokens: int) -> float:
     return round(substance(tokens), 6)
 
 
-@functools.lru_cache(maxsize=1024)
-def _name_pattern(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<!\w){re.escape(name)}(?!\w)", re.IGNORECASE)
-
-
 def mark_named(candidates: Sequence[Candidate], task: str) -> None:
     """Set `named` = 1 on the relevance candidates whose author the task names as a word: a
     question about what someone said or did is most often answered in their own words."""
@@ -175,13 +170,16 @@ def mark_named(candidates: Sequence[Candidate], task: str) -> None:
             continue
         hit = named.get(r.author)
         if hit is None:
-            hit = named[r.author] = _name_pattern(r.author).search(task) is not None
+            pattern = _names_pattern(frozenset((r.author,)))
+            hit = named[r.author] = pattern is not None and pattern.search(task) is not None
         if hit:
             c.components["named"] = 1.0
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1024)
 def _names_pattern(names: frozenset[str]) -> re.Pattern[str] | None:
+    """Any of `names` as a word or an @mention, possessive included, case-insensitive; the one
+    definition of "the task names someone" for `named` and for `topic`."""
     words = sorted((n for n in names if n.strip()), key=lambda n: (-len(n), n))
     if not words:
         return None
