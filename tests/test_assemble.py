@@ -515,7 +515,8 @@ def test_knowledge_shows_each_day_once_in_time_order(engine: Engine) -> None:
     assert all(older not in i.text and newer not in i.text for i in items)
     # Each day's line is paid once, by the first item of that day the packer kept.
     counter = default_counter()
-    lines_cost = sum(c.dateless[0] + 1 for c in (i.candidate for i in items) if c.dateless)
+    records = [i.candidate.records[0] for i in items]
+    lines_cost = sum(counter.count(item_prefix(r, dated=False)) + r.tokens + 2 for r in records)
     days_cost = counter.count(f"{older}:\n") + counter.count(f"{newer}:\n")
     assert sum(i.tokens for i in items) == lines_cost + days_cost
     assert r.tokens == exact_tokens(r) <= r.available

@@ -50,21 +50,21 @@ def freeze(found: Sequence[Candidate]) -> Frozen:
         tuple(c.content_hash for c in found),
         tuple(tuple(c.sources) for c in found),
         tuple(c.beside for c in found),
-        tuple(c.dateless for c in found),
+        tuple(c.dated_line for c in found),
     )
 
 
 def thaw(f: Frozen) -> list[Candidate]:
     """Candidates of their own (scoring writes into them) from frozen ones."""
     keys, sections, srcs, texts, counts, records, scores, comps, reasons = f[:9]
-    pinned, tokens, created, hashes, sources, beside, dateless = f[9:]
+    pinned, tokens, created, hashes, sources, beside, dated_line = f[9:]
     out: list[Candidate] = []
     at = 0
     for i, n in enumerate(counts):
         c = Candidate(
             keys[i], sections[i], srcs[i], texts[i], records[at : at + n], scores[i],
             dict(comps[i]), list(reasons[i]), pinned[i], tokens[i], created[i], hashes[i],
-            list(sources[i]), beside[i], dateless[i],
+            list(sources[i]), beside[i], dated_line[i],
         )  # fmt: skip
         out.append(c)
         at += n

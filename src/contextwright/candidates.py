@@ -41,10 +41,10 @@ class Candidate:
     sources: list[str] = field(default_factory=list)
     # The record this one is shown beside (a superseded decision beside its replacement).
     beside: str | None = None
-    # One record's line without its date: (its tokens, its day). Knowledge and suggestions show
-    # each day once, on a line over that day's records (render.DATED_SECTIONS). None when the
-    # text is not one record's line (a folded chain, a synthetic item).
-    dateless: tuple[int, str] | None = None
+    # The text is one record's dated line (`item_prefix`): knowledge and suggestions may show it
+    # without its date, under its day's line (render.DATED_SECTIONS). False for a folded chain or
+    # a synthetic item, which keep their text as it is.
+    dated_line: bool = False
 
     @property
     def record(self) -> Record | None:
@@ -57,7 +57,7 @@ class Candidate:
 
 # Hot paths build candidates positionally, in this order (sources.record_candidate, cache.py).
 FIELDS = ("key", "section", "source", "text", "records", "score", "components", "reasons",
-          "pinned", "tokens", "created_at", "content_hash", "sources", "beside", "dateless")  # fmt: skip
+          "pinned", "tokens", "created_at", "content_hash", "sources", "beside", "dated_line")  # fmt: skip
 assert tuple(f.name for f in fields(Candidate)) == FIELDS, "update the positional constructors"
 
 

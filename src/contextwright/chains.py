@@ -34,7 +34,7 @@ def _fold(c: Candidate, extra: Sequence[Record], lines: Sequence[str], counter: 
     c.records = (*c.records, *extra)
     c.text = c.text + "".join(lines)
     c.tokens = counter.count(c.text)
-    c.dateless = None  # several records' lines: each keeps its own date
+    c.dated_line = False  # several records' lines: each keeps its own date
 
 
 def _visible(r: Record, ctx: SourceContext) -> bool:

@@ -17,7 +17,7 @@ from .candidates import SECTIONS, Candidate, Item
 from .errors import BudgetError
 from .ports import Tokenizer
 from .render import DATED_SECTIONS, day_heading, fixed_cost, heading_cost, unit_cost
-from .scoring import item_prefix
+from .scoring import day_label, item_prefix
 
 MIN_TRUNCATE = 24
 _BOUNDARY = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -123,11 +123,12 @@ def pack(
         dated = name in DATED_SECTIONS
         days: set[str] = set()  # days whose line this section already pays for
         for c in sorted(by_section[name], key=order_key):
-            line = c.dateless if dated else None
-            day = None
-            if line is not None:  # shown under its day's line, without its own date
-                day = line[1]
-                cost = line[0] + 1 + (0 if day in days else day_cost(day, counter))
+            r = c.records[0] if dated and c.dated_line else None
+            day, short = None, ""
+            if r is not None:  # shown under its day's line, without its own date
+                day, short = day_label(r), item_prefix(r, dated=False)
+                cost = counter.count(short) + r.tokens + 2  # the line and its newline
+                cost += 0 if day in days else day_cost(day, counter)
             else:
                 # unit_cost, inlined for the common case: a line outside history costs its newline.
                 cost = c.tokens + 1 if name != "history" else unit_cost(c, fmt, agent, counter)
@@ -139,12 +140,10 @@ def pack(
                 room = min(room, cap - used_here)
             room_src = min(room, src_left) if src_left is not None and not c.pinned else room
             if cost <= room_src:
-                if day is None:
+                if r is None or day is None:
                     items.append(Item(c, c.text, cost))
                 else:
-                    r = c.records[0]
-                    text = f"{item_prefix(r, dated=False)} {r.content}"
-                    items.append(Item(c, text, cost, day=day))
+                    items.append(Item(c, f"{short} {r.content}", cost, day=day))
                     days.add(day)
                 decisions.append(Decision(c, True, "fits", cost))
             else:

@@ -15,7 +15,7 @@ from .candidates import Candidate
 from .ports import Query, Store, Tokenizer
 from .records import Record
 from .roles import RoleProfile
-from .scoring import day_label, item_prefix
+from .scoring import item_prefix
 
 HISTORY_KINDS = ("message", "tool_call", "tool_result", "summary", "note")
 KNOWLEDGE_KINDS = (
@@ -84,14 +84,11 @@ class Source(Protocol):
 def record_candidate(
     r: Record, ctx: SourceContext, source: str, section: str, reason: str, **components: float
 ) -> Candidate:
-    dateless = None
     if section == "history":
         text, tokens = r.content, r.tokens
     else:
         prefix = item_prefix(r)
         text, tokens = f"{prefix} {r.content}", ctx.counter.count(prefix) + r.tokens + 1
-        short = ctx.counter.count(item_prefix(r, dated=False)) + r.tokens + 1
-        dateless = (short, day_label(r))
     # Positional (candidates.FIELDS): every record of every source comes through here.
     # `components` is this call's own dict already (keyword arguments).
     return Candidate(
@@ -109,7 +106,7 @@ def record_candidate(
         r.content_hash,
         [source],  # sources
         None,  # beside
-        dateless,
+        section != "history",  # dated_line
     )
 
 
