@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from assemble import AGENTS, PROJECT, TOPICS, generate
+from assemble import AGENTS, PROJECT, TOPICS, fill, generate
 
 KEY = "bench-key-000000"
 BUDGET = {"model": "gpt-4o", "window": 8000, "reserve": 1000}
@@ -44,13 +44,7 @@ def build_db(path: str, n: int) -> float:
     from contextwright import Engine
 
     engine = Engine.open(f"sqlite:///{path}")
-    for name, role in AGENTS:
-        engine.register_agent(PROJECT, name, role)
-    records = generate(n)
-    t0 = time.perf_counter()
-    for i in range(0, n, 1000):
-        engine.add_many(records[i : i + 1000])
-    seconds = time.perf_counter() - t0
+    seconds = fill(engine, generate(n))
     engine.close()
     return seconds
 

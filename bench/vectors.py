@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from assemble import AGENTS, BUDGET, PROJECT, _requests, _stats, generate, machine
+from assemble import BUDGET, PROJECT, _requests, _stats, fill, generate, machine
 
 from contextwright import Engine
 from contextwright.embedders import load_embedder
@@ -61,12 +61,7 @@ def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> 
 
     # 1. Ingest without embeddings.
     engine = Engine.open(f"sqlite:///{path}", persist_traces=False)
-    for name, role in AGENTS:
-        engine.register_agent(PROJECT, name, role)
-    t0 = time.perf_counter()
-    for i in range(0, n, 1000):
-        engine.add_many(records[i : i + 1000])
-    plain_rate = n / (time.perf_counter() - t0)
+    plain_rate = n / fill(engine, records)
     checkpoint(engine)
     size_plain = file_mb(path)
 
