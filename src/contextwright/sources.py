@@ -18,17 +18,6 @@ from .roles import RoleProfile
 from .scoring import item_prefix
 
 HISTORY_KINDS = ("message", "tool_call", "tool_result", "summary", "note")
-KNOWLEDGE_KINDS = (
-    "decision",
-    "artifact",
-    "handoff",
-    "memory",
-    "summary",
-    "file",
-    "note",
-    "preference",
-    "message",
-)
 SECTION_BY_KIND = {
     "state": "state",
     "constraint": "constraints",

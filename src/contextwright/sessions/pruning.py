@@ -20,8 +20,6 @@ from ..ports import Tokenizer
 from ..records import Record
 from ..render import tool_call_parts
 
-DEFAULT_TOOL_RESULT_CAP = 8_000
-
 EVIDENCE_TAGS = frozenset(
     {"evidence", "verification", "test", "tests", "test-output", "build", "build-log", "screenshot"}
 )

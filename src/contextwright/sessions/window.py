@@ -81,14 +81,6 @@ class SessionWindow:
 
 
 @dataclass
-class _Layers:
-    system: str = ""
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    skills: list[str] = field(default_factory=list)
-    files: list[WorkspaceFile] = field(default_factory=list)
-
-
-@dataclass
 class Layers:
     """The caller's layers for one window: system prompt, tool definitions, skills, files."""
 
