@@ -126,7 +126,7 @@ def test_many_threads_assemble_and_every_trace_lands(tmp_path: Path) -> None:
 
 def test_default_sources_say_which_run_inline() -> None:
     inline = {s.name for s in default_sources() if is_inline(s)}
-    assert inline == {"history", "addressed", "open_items", "pinned", "decisions", "kv"}
+    assert inline == {"history", "addressed", "open_items", "fulltext", "pinned", "decisions", "kv"}
     assert not is_inline(ScriptedSource("custom"))  # custom sources run on the pool
 
 
@@ -169,6 +169,82 @@ def test_inline_and_pooled_sources_keep_their_order(store: Store) -> None:
     assert [c.key for c in found] == ["a:0", "b:0", "d:0"] == [c.key for c in serial]
     assert runs[2].error == "RuntimeError: c is broken" == serial_runs[2].error
     assert [r.error is None for r in runs] == [True, True, False, True]
+
+
+class PreparedSource(InlineScripted):
+    """Inline, with work to start on the pool first; notes where and when things ran."""
+
+    def __init__(self, name: str, texts: list[str], *, delay_s: float = 0.0) -> None:
+        super().__init__(name, texts)
+        self.delay_s = delay_s
+        self.log: list[tuple[str, str]] = []  # (event, thread name)
+        self.release = threading.Event()
+
+    def prepare(self, ctx: SourceContext) -> object:
+        def work() -> str:
+            self.log.append(("work", threading.current_thread().name))
+            self.release.wait(self.delay_s)
+            return "prepared"
+
+        return work
+
+    def run(self, ctx: SourceContext) -> list:  # type: ignore[type-arg]
+        got = ctx.prepared_result(self.name, lambda: "inline")
+        self.log.append((f"run:{got}", threading.current_thread().name))
+        return super().run(ctx)
+
+
+class Recording(InlineScripted):
+    def __init__(self, name: str, texts: list[str], log: list[tuple[str, str]]) -> None:
+        super().__init__(name, texts)
+        self.log = log
+
+    def run(self, ctx: SourceContext) -> list:  # type: ignore[type-arg]
+        self.log.append((f"run:{self.name}", threading.current_thread().name))
+        return super().run(ctx)
+
+
+def test_prepared_work_starts_on_the_pool_before_any_source_and_its_source_runs_last(
+    store: Store,
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    engine = Engine(store, workers=1)
+    _seed(engine)
+    prepared = PreparedSource("v", ["vec"])
+    other = Recording("b", ["beta"], prepared.log)
+    with ThreadPoolExecutor(2, thread_name_prefix="pool") as pool:
+        found, runs = run_sources([prepared, other], _ctx(engine), pool, 5.0)
+    events = [e for e, _ in prepared.log]
+    assert events == ["work", "run:b", "run:prepared"]
+    threads = dict(prepared.log)
+    assert threads["work"].startswith("pool")
+    caller = threading.current_thread().name
+    assert threads["run:b"] == caller == threads["run:prepared"]
+    # The trace and the candidates keep the sources' own order.
+    assert [r.name for r in runs] == ["v", "b"] and [c.key for c in found] == ["v:0", "b:0"]
+    # Without a pool nothing is started: the source does the work itself.
+    serial = PreparedSource("v", ["vec"])
+    run_sources([serial], _ctx(engine), None, 5.0)
+    assert [e for e, _ in serial.log] == ["run:inline"]
+
+
+def test_prepared_work_past_the_deadline_is_a_warning_not_a_failed_call(store: Store) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    engine = Engine(store, workers=1)
+    _seed(engine)
+    slow = PreparedSource("v", ["vec"], delay_s=5.0)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            found, runs = run_sources(
+                [slow, InlineScripted("b", ["beta"])], _ctx(engine), pool, 0.05
+            )
+            slow.release.set()
+    finally:
+        slow.release.set()
+    assert runs[0].error == "deadline of 50 ms passed" and runs[0].candidates == 0
+    assert runs[1].error is None and [c.key for c in found] == ["b:0"]
 
 
 def test_addressed_records_are_read_once_per_call(sqlite_engine: Engine) -> None:

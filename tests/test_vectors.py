@@ -276,6 +276,47 @@ def test_a_query_embeds_the_same_on_its_own_session_as_on_the_batch_session() ->
     # In a batch, the same text goes through the batch session (padded): the same direction.
     batch = own.embed([query, "the lunch menu"])[0]
     assert np.allclose(batch, own.embed([query])[0], atol=1e-5)
+    # In two steps (the model on the pool, the pooling on the caller): the very same vector.
+    steps = own.query_steps(query)
+    assert np.array_equal(steps.vector(steps.run()), own.embed([query])[0])
+
+
+class StepsEmbedder(HashEmbedder):
+    """A HashEmbedder with `query_steps`, recording the threads its steps ran on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[tuple[str, str]] = []
+
+    def query_steps(self, text: str) -> Any:
+        from contextwright.embedders.minilm import QuerySteps
+
+        self.threads.append(("tokenize", threading.current_thread().name))
+
+        def run() -> Any:
+            self.threads.append(("model", threading.current_thread().name))
+            return self.embed([text])
+
+        return QuerySteps(run, lambda ran: ran[0])
+
+
+def test_the_query_is_embedded_on_the_pool_and_searched_on_the_calling_thread(
+    store: Store,
+) -> None:
+    embedder = StepsEmbedder()
+    with Engine(store, embedder=embedder) as e:
+        add_notes(e)
+        assert e.wait_for_embeddings(timeout=20)
+        embedder.threads.clear()
+        result = e.assemble("p", "bob", "redis cache port", 2000)
+        caller = threading.current_thread().name
+        assert embedder.threads[0] == ("tokenize", caller)
+        assert embedder.threads[1][0] == "model" and embedder.threads[1][1].startswith("cw-source")
+        assert any("vector" in i["sources"] for i in result.trace.items)
+        # Asked again, the query's vector is cached: nothing is embedded.
+        embedder.threads.clear()
+        again = e.assemble("p", "bob", "redis cache port", 2000)
+        assert embedder.threads == [] and again.text == result.text
 
 
 def test_search_catches_up_with_vectors_written_after_the_first_search(vengine: Engine) -> None:

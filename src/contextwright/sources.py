@@ -1,21 +1,25 @@
 """Sources: retrieval pipelines that each return scored candidates for one section.
 
-A source reads the store and nothing else, and says why it picked each candidate. They run
-concurrently (see pipeline.py); each is a small class so that a role profile, a rule or a caller
-can switch one off by name.
+A source reads the store and nothing else, and says why it picked each candidate. Each is a small
+class so that a role profile, a rule or a caller can switch one off by name. How they run (on the
+calling thread, on the pool, under a deadline) is pipeline.py's business.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 from .candidates import Candidate
 from .ports import Query, Store, Tokenizer
 from .records import Record
 from .roles import RoleProfile
 from .scoring import item_prefix
+
+T = TypeVar("T")
 
 HISTORY_KINDS = ("message", "tool_call", "tool_result", "summary", "note")
 SECTION_BY_KIND = {
@@ -48,6 +52,9 @@ class SourceContext:
     reads: dict[Query, list[Record]] = field(default_factory=dict, repr=False)
     # The project's store version when the call began (read once per call); None: ask the store.
     version: int | None = None
+    # Work that sources started before any source ran (`Source.prepare`), by source name.
+    prepared: dict[str, Future[Any]] = field(default_factory=dict, repr=False)
+    deadline: float | None = None  # perf_counter time by which every source must be done
 
     @property
     def query_text(self) -> str:
@@ -55,6 +62,15 @@ class SourceContext:
 
     def limit(self, source: str, default: int) -> int:
         return int(self.limits.get(source, default))
+
+    def prepared_result(self, source: str, work: Callable[[], T]) -> T:
+        """What `source`'s `prepare` started on the pool, waited for until the call's deadline;
+        `work()` on the calling thread when nothing was started (no pool)."""
+        fut = self.prepared.get(source)
+        if fut is None:
+            return work()
+        left = None if self.deadline is None else max(self.deadline - time.perf_counter(), 0.0)
+        return cast(T, fut.result(timeout=left))
 
     def query(self, q: Query) -> list[Record]:
         """`store.query(q)`, read once per call (records are immutable, so sharing is safe)."""
@@ -65,6 +81,12 @@ class SourceContext:
 
 
 class Source(Protocol):
+    """A source may also have `inline = True` (a short bounded read: run on the calling thread),
+    `cacheable = True` (its results go through the TTL cache), `applies(ctx)` (false: nothing to
+    add to this call) and `prepare(ctx) -> Callable[[], Any]`: work that holds no GIL (embedding
+    the query) which the pipeline starts on the pool before any source runs, and which `run` then
+    reads with `ctx.prepared_result`."""
+
     name: str
 
     def run(self, ctx: SourceContext) -> list[Candidate]: ...
@@ -216,6 +238,10 @@ class FullTextSource:
 
     name = "fulltext"
     cacheable = True  # the most expensive read: its results go through the TTL cache
+    # Bounded (sqlite_text.py) and on the calling thread: two threads reading SQLite in one
+    # process slow each other down, because the sqlite3 module hands the GIL over on every row
+    # (docs/benchmarks.md); only work that holds no GIL (embedding a query) gains from the pool.
+    inline = True
 
     def run(self, ctx: SourceContext) -> list[Candidate]:
         if not ctx.task.strip():

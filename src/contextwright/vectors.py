@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .candidates import Candidate
@@ -116,6 +117,9 @@ class VectorSource:
     into `relevance`."""
 
     name = "vector"
+    # The search and the read of its hits run on the calling thread (pipeline.py); only the
+    # embedding of the query, which holds no GIL, runs on the pool, started before any source.
+    inline = True
 
     def __init__(self, embedder: Embedder, cache_size: int = 256) -> None:
         self.embedder = embedder
@@ -123,23 +127,47 @@ class VectorSource:
         self._lock = threading.Lock()
 
     def query_vector(self, text: str) -> Any:
+        vec = self._cached(text)
+        return self._keep(text, self.embedder.embed([text])[0]) if vec is None else vec
+
+    def _cached(self, text: str) -> Any:
         with self._lock:
             vec = self._cache.get(text)
             if vec is not None:
                 self._cache.move_to_end(text)
-                return vec
-        vec = self.embedder.embed([text])[0]
+            return vec
+
+    def _keep(self, text: str, vec: Any) -> Any:
         with self._lock:
             self._cache[text] = vec
             while len(self._cache) > 256:
                 self._cache.popitem(last=False)
         return vec
 
+    def applies(self, ctx: SourceContext) -> bool:
+        return bool(ctx.task.strip()) and supports_vectors(ctx.store)
+
+    def prepare(self, ctx: SourceContext) -> Callable[[], Any] | None:
+        """The query's embedding, to run on the pool while the other sources read the store;
+        nothing when it is cached. An embedder with `query_steps` (MiniLM) tokenizes here and
+        pools in `run`, so that the pool thread runs the model alone."""
+        text = ctx.query_text
+        if not self.applies(ctx) or self._cached(text) is not None:
+            return None
+        steps = getattr(self.embedder, "query_steps", None)
+        if steps is None:
+            return lambda: self.embedder.embed([text])[0]
+        split = steps(text)
+        return lambda: split.vector(split.run())
+
     def run(self, ctx: SourceContext) -> list[Candidate]:
         store = ctx.store
-        if not ctx.task.strip() or not supports_vectors(store):
+        if not self.applies(ctx):
             return []
-        vec = self.query_vector(ctx.query_text)
+        text = ctx.query_text
+        vec = self._cached(text)
+        if vec is None:
+            vec = self._keep(text, ctx.prepared_result(self.name, lambda: self.query_vector(text)))
         hits = store.vector_search(  # type: ignore[attr-defined]
             ctx.project, ctx.agent, vec, ctx.limit(self.name, 40), self.embedder.name
         )
