@@ -4,10 +4,12 @@ and OpenAI's own published count for a chat conversation."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextwright import MODELS, TokenCounter, ValidationError, register_model
 from contextwright.render import count_openai
-from contextwright.tokens import ENCODING, default_counter, model_spec
+from contextwright.tokens import ENCODING, Generations, default_counter, model_spec
 
 # OpenAI cookbook, "How to count tokens with tiktoken": for this conversation gpt-3.5-turbo-0613
 # and gpt-4-0613 report 129 prompt tokens (both use cl100k_base).
@@ -78,6 +80,36 @@ def test_cache_returns_the_same_counts() -> None:
     assert len(c._cache) <= 2  # bounded LRU
     long = "word " * 200
     assert c.count(long) == c.count(long) == len(c.encode(long))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(max_size=40), max_size=300), st.integers(min_value=2, max_value=40))
+def test_generations_stay_bounded_and_never_give_a_wrong_value(keys: list[str], size: int) -> None:
+    cache = Generations(size)
+    for k in keys:
+        got = cache.get(k)
+        assert got is None or got == len(k)  # the value stored for that key, or nothing
+        if got is None:
+            cache.put(k, len(k))
+        assert len(cache) <= size
+    if keys:  # the newest key always survives
+        assert cache.get(keys[-1]) == len(keys[-1])
+
+
+def test_a_string_used_since_the_last_turnover_is_kept() -> None:
+    cache = Generations(10)
+    cache.put("keep", 4)
+    for i in range(5):  # the young generation fills up and turns over
+        cache.put(f"k{i}", i)
+        assert cache.get("keep") == 4  # a hit in the old generation moves it to the young one
+    assert cache.get("k0") == 0 and len(cache) <= 10
+
+
+def test_a_tiny_counter_cache_still_counts_exactly() -> None:
+    small, plain = TokenCounter(cache_size=4), TokenCounter()
+    texts = [f"line {i} of the window\n" * (i % 3 + 1) for i in range(30)] + ["x" * 300 + "\nok"]
+    for t in texts * 2:
+        assert small.count(t) == len(plain.encode(t))
 
 
 def test_batch_counts_equal_single_counts() -> None:

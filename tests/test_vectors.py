@@ -223,6 +223,52 @@ def test_preselected_search_above_the_exact_size_agrees_and_masks(
     assert m.search(vecs[7], "x", 1)[0][0] == "r7"
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 40),  # rows in the batch
+            st.sampled_from(["project", "private", "direct"]),
+            st.sampled_from(["x", "y", "z"]),  # who searches after the batch
+            st.booleans(),  # above the exact size (preselected) or not
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.integers(0, 2**16),
+)
+def test_visibility_kept_row_by_row_equals_visibility_built_afresh(
+    batches: list[tuple[int, str, str, bool]], seed: int
+) -> None:
+    """The per-agent masks are kept up to date as rows are added (not rebuilt): every search
+    answers as a matrix built from scratch with the same rows would, and never shows a row the
+    agent may not see."""
+    rng = np.random.default_rng(seed)
+    kept = VectorMatrix(16)
+    rows: list[tuple[str, np.ndarray[Any, Any], Access]] = []
+    for b, (count, visibility, searcher, wide) in enumerate(batches):
+        vecs = rng.standard_normal((count, 16)).astype(np.float32)
+        authors = rng.choice(["x", "y", "z"], count)
+        access = [
+            Access(str(a), visibility, ("y",) if visibility == "direct" else ()) for a in authors
+        ]
+        ids = [f"b{b}r{i}" for i in range(count)]
+        # Now and then a row is embedded again, with other access: its row is overwritten.
+        if rows and rng.random() < 0.3:
+            ids[0] = rows[0][0]
+        kept.add(ids, vecs, access)
+        rows = [r for r in rows if r[0] not in ids] + list(zip(ids, vecs, access, strict=True))
+        fresh = VectorMatrix(16)
+        fresh.add([r[0] for r in rows], np.stack([r[1] for r in rows]), [r[2] for r in rows])
+        query = rng.standard_normal(16).astype(np.float32)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(_vectors, "EXACT_UP_TO", 5 if wide else 10_000)
+            got, want = kept.search(query, searcher, 10), fresh.search(query, searcher, 10)
+        assert sorted(got) == sorted(want)
+        allowed = {rid for rid, _, acc in rows if acc.allows(searcher)}
+        assert {rid for rid, _ in got} <= allowed
+
+
 def test_the_matrix_keeps_int8_rows_and_ranks_as_float32_rows_would() -> None:
     rng = np.random.default_rng(4)
     vecs = rng.standard_normal((300, 48)).astype(np.float32)

