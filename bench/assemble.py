@@ -14,6 +14,11 @@ The same calls also run through an engine with `locality=False`, to show what th
 through one with `workers=1`, where every source runs on the calling thread (no pool). Each engine
 and the baselines read through a store and a token counter of their own, so that none is timed on
 caches that another warmed for the same request.
+
+Two workloads. The cold calls give every call a new task, agent and session at random: nothing
+that one call read or counted helps the next, the worst case. The agent loop (`agent_loop`) is
+how an agent works: one task and one session over ten turns, the agent's reply written to the
+store between two calls, so that every call follows a write (no source result is ever reused).
 """
 
 from __future__ import annotations
@@ -251,6 +256,35 @@ def fill(engine: Engine, records: list[dict[str, Any]]) -> float:
     return time.perf_counter() - t0
 
 
+def agent_loop(
+    engine: Engine,
+    *,
+    sessions: int = 20,
+    turns: int = 10,
+    seed: int = 13,
+    between: Any = None,
+) -> list[float]:
+    """Agents at work: each of `sessions` agents keeps one task and one session for `turns`
+    turns. A turn is an assemble call (timed), then the agent's reply added to the store (not
+    timed: in real use it comes after the model call, and so does `between()`, if given). The
+    first call of each session is left out: it is a new task, which the cold calls measure.
+    Returns the milliseconds of the other calls."""
+    rng = random.Random(seed)
+    out: list[float] = []
+    for agent, task, day in _requests(sessions, seed=seed):
+        session = f"loop-{agent}-{day}"
+        for turn in range(turns):
+            t = time.perf_counter()
+            engine.assemble(PROJECT, agent, task, BUDGET, session=session)
+            if turn:
+                out.append((time.perf_counter() - t) * 1000)
+            engine.flush()
+            engine.add(project=PROJECT, author=agent, content=_sentence(rng), session=session)
+            if between is not None:
+                between()
+    return out
+
+
 def run_one(n: int, calls: int, workdir: str) -> dict[str, Any]:
     path = os.path.join(workdir, f"bench-{n}.db")
     for suffix in ("", "-wal", "-shm"):
@@ -316,6 +350,7 @@ def run_one(n: int, calls: int, workdir: str) -> dict[str, Any]:
         t = time.perf_counter()
         _baseline_last_n(bare, agent)
         last_n.append((time.perf_counter() - t) * 1000)
+    loop = agent_loop(engine)  # writes: after the cold calls, which read the file as built
     no_loc.close()
     serial.close()
     bare.close()
@@ -325,6 +360,7 @@ def run_one(n: int, calls: int, workdir: str) -> dict[str, Any]:
         "records": n,
         "calls": calls,
         "assemble_ms": _stats(full),
+        "assemble_loop_ms": _stats(loop),
         "assemble_no_locality_ms": _stats(without),
         "assemble_no_pool_ms": _stats(no_pool),
         "baseline_queries_ms": _stats(queries),
@@ -365,7 +401,8 @@ def _print(report: dict[str, Any]) -> None:
     m = report["machine"]
     print(f"machine: {m['nproc']} cpu · {m['cpu']} · python {m['python']} · sqlite {m['sqlite']}")
     head = (
-        f"{'records':>8} {'p50 ms':>8} {'p99 ms':>8} {'no-loc p50':>11} {'no-pool p50':>12} "
+        f"{'records':>8} {'p50 ms':>8} {'p99 ms':>8} {'loop p50':>9} {'no-loc p50':>11} "
+        f"{'no-pool p50':>12} "
         f"{'queries p50':>12} "
         f"{'last-N p50':>11} {'ingest/s':>9} {'file MB':>8} {'RSS MB':>7}"
     )
@@ -373,6 +410,7 @@ def _print(report: dict[str, Any]) -> None:
     for r in report["results"]:
         print(
             f"{r['records']:>8} {r['assemble_ms']['p50']:>8.2f} {r['assemble_ms']['p99']:>8.2f} "
+            f"{r['assemble_loop_ms']['p50']:>9.2f} "
             f"{r['assemble_no_locality_ms']['p50']:>11.2f} "
             f"{r['assemble_no_pool_ms']['p50']:>12.2f} "
             f"{r['baseline_queries_ms']['p50']:>12.2f} {r['baseline_last_n_ms']['p50']:>11.2f} "
@@ -424,7 +462,9 @@ def main() -> None:
                 f"vectors {v['records']:>8}: p50 {w['p50']:.2f} ms (p99 {w['p99']:.2f}) with, "
                 f"{wo['p50']:.2f} ms (p99 {wo['p99']:.2f}) without; query embedding p50 "
                 f"{v['query_embedding_ms']['p50']:.2f} ms, search p50 "
-                f"{v['vector_search_ms']['p50']:.2f} ms"
+                f"{v['vector_search_ms']['p50']:.2f} ms; agent loop p50 "
+                f"{v['assemble_loop_with_vectors_ms']['p50']:.2f} ms with, "
+                f"{v['assemble_loop_without_vectors_ms']['p50']:.2f} ms without"
             )
 
 

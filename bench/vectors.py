@@ -8,7 +8,9 @@ The records are bench/assemble.py's synthetic team month, with the same requests
 Embedding 100k texts takes this machine most of an hour, so `--sample` records are embedded by the
 real MiniLM embedder (this gives the embedding rate) and the rest get random unit vectors: the
 search scans the same bits and reranks the same number of rows whatever the values. Query
-embedding is real on every call (distinct tasks, so the engine's query cache never hits).
+embedding is real on every cold call (distinct tasks, so the engine's query cache never hits).
+Then bench/assemble.py's agent loop runs with vectors and without: one task over ten turns, a
+reply written between turns and embedded by the worker before the next call.
 
 "Without vectors" is a second engine on the same store, so that neither engine's source cache
 holds the other's full-text results; the two take turns going first. `bench/assemble.py
@@ -30,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from assemble import BUDGET, PROJECT, _requests, _stats, fill, generate, machine
+from assemble import BUDGET, PROJECT, _requests, _stats, agent_loop, fill, generate, machine
 
 from contextwright import Engine
 from contextwright.embedders import load_embedder
@@ -125,6 +127,10 @@ def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> 
         t = time.perf_counter()
         engine.store.vector_search(PROJECT, agent, q, 40, embedder.name)  # type: ignore[attr-defined]
         search.append((time.perf_counter() - t) * 1000)
+    # The agent loop, with vectors and without; between two turns (the model call) the worker
+    # embeds the reply just written, as it would in real use.
+    loop_with = agent_loop(engine, seed=13, between=engine.wait_for_embeddings)
+    loop_without = agent_loop(plain, seed=14, between=engine.wait_for_embeddings)
     lag = engine.vectors.status().get("lag")
     plain.close()
     engine.close()
@@ -135,6 +141,8 @@ def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> 
         "embedder": embedder.name,
         "assemble_with_vectors_ms": _stats(with_v),
         "assemble_without_vectors_ms": _stats(without_v),
+        "assemble_loop_with_vectors_ms": _stats(loop_with),
+        "assemble_loop_without_vectors_ms": _stats(loop_without),
         "query_embedding_ms": _stats(embed_q),
         "vector_search_ms": _stats(search),
         "ingest_records_per_s_without_embeddings": round(plain_rate),

@@ -227,7 +227,7 @@ def test_preselected_search_above_the_exact_size_agrees_and_masks(
 @given(
     st.lists(
         st.tuples(
-            st.integers(1, 40),  # rows in the batch
+            st.integers(1, 200),  # rows in the batch (past 200 rows the search preselects)
             st.sampled_from(["project", "private", "direct"]),
             st.sampled_from(["x", "y", "z"]),  # who searches after the batch
             st.booleans(),  # above the exact size (preselected) or not
@@ -240,10 +240,12 @@ def test_preselected_search_above_the_exact_size_agrees_and_masks(
 def test_visibility_kept_row_by_row_equals_visibility_built_afresh(
     batches: list[tuple[int, str, str, bool]], seed: int
 ) -> None:
-    """The per-agent masks are kept up to date as rows are added (not rebuilt): every search
-    answers as a matrix built from scratch with the same rows would, and never shows a row the
-    agent may not see."""
+    """The per-agent masks and the last distances of a query are kept up to date as rows are
+    added (not rebuilt): every search answers as a matrix built from scratch with the same rows
+    would, and never shows a row the agent may not see. The same query comes back every other
+    batch, as an agent's task does turn after turn."""
     rng = np.random.default_rng(seed)
+    same = rng.standard_normal(16).astype(np.float32)
     kept = VectorMatrix(16)
     rows: list[tuple[str, np.ndarray[Any, Any], Access]] = []
     for b, (count, visibility, searcher, wide) in enumerate(batches):
@@ -260,7 +262,7 @@ def test_visibility_kept_row_by_row_equals_visibility_built_afresh(
         rows = [r for r in rows if r[0] not in ids] + list(zip(ids, vecs, access, strict=True))
         fresh = VectorMatrix(16)
         fresh.add([r[0] for r in rows], np.stack([r[1] for r in rows]), [r[2] for r in rows])
-        query = rng.standard_normal(16).astype(np.float32)
+        query = same if b % 2 else rng.standard_normal(16).astype(np.float32)
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(_vectors, "EXACT_UP_TO", 5 if wide else 10_000)
             got, want = kept.search(query, searcher, 10), fresh.search(query, searcher, 10)
@@ -269,6 +271,16 @@ def test_visibility_kept_row_by_row_equals_visibility_built_afresh(
         assert np.allclose([c for _, c in got], [c for _, c in want], rtol=1e-5, atol=1e-5)
         allowed = {rid for rid, _, acc in rows if acc.allows(searcher)}
         assert {rid for rid, _ in got} <= allowed
+        # The preselected rows themselves (ties at the cut included): the same records.
+        assert _preselected(kept, query, searcher) == _preselected(fresh, query, searcher)
+
+
+def _preselected(m: VectorMatrix, query: np.ndarray[Any, Any], who: str) -> set[str]:
+    n = len(m.ids)
+    mask = m._masks.get(who) if m._restricted else None
+    cut = None if mask is None else mask[:n]
+    rows = m._preselect(query, n, cut, min(100, n - 1), who if cut is not None else None)
+    return {m.ids[int(r)] for r in rows}
 
 
 def test_the_matrix_keeps_int8_rows_and_ranks_as_float32_rows_would() -> None:

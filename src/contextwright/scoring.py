@@ -226,31 +226,59 @@ def finish(
     milestone: str | None = None,
     session: str | None = None,
 ) -> Candidate:
-    """Add the components every candidate shares (recency, role, scope, addressed, open), then
-    score. Run `fuse_relevance` over the whole candidate list first."""
-    r = c.records[0] if c.records else None
-    comps = c.components
-    if r is not None:
-        comps["recency"] = round(recency(r.created_at, now, config.half_life_days), 6)
-        comps["role"] = role.kind_weight(r.kind)
-        if agent in r.to or agent in r.mentions:
-            comps["addressed"] = 1.0
-        answered = comps.get("resolved", 0.0) > 0
-        if r.kind == "question" and r.status == "resolved":
-            comps["resolved"] = 1.0
-            answered = True
-        if r.status == "open" and not answered:
-            comps["open"] = 1.0
-        scope = scope_component(r, milestone, session)
-        if scope is not None:
-            comps["scope"] = scope
-        if c.section in RELEVANCE_SECTIONS:
-            comps["substance"] = _substance6(r.tokens)
-    source_weight = role.source_weight(c.source)
-    if source_weight != 1.0:
-        comps["role_source"] = source_weight
-    c.score = score(c, config)
+    """`finish_all` of one candidate."""
+    finish_all(
+        [c], now=now, agent=agent, role=role, config=config, milestone=milestone, session=session
+    )
     return c
+
+
+def finish_all(
+    candidates: Sequence[Candidate],
+    *,
+    now: float,
+    agent: str,
+    role: RoleProfile,
+    config: ScoringConfig,
+    milestone: str | None = None,
+    session: str | None = None,
+) -> None:
+    """Add the components every candidate shares (recency, role, scope, addressed, open), then
+    score each. Run `fuse_relevance` over the whole candidate list first. One loop over the
+    list, with what every candidate looks up (weights, the decay rate) looked up once."""
+    neg_ln2, span = -math.log(2), config.half_life_days * DAY  # `recency`, term for term
+    exp, get = math.exp, config.weights.get
+    kind_weights, default_kind = role.kind_weights, role.default_kind_weight
+    source_weights = role.source_weights
+    for c in candidates:
+        r = c.records[0] if c.records else None
+        comps = c.components
+        if r is not None:
+            age = now - r.created_at
+            comps["recency"] = round(exp(neg_ln2 * (age if age > 0.0 else 0.0) / span), 6)
+            comps["role"] = float(kind_weights.get(r.kind, default_kind))
+            if agent in r.to or agent in r.mentions:
+                comps["addressed"] = 1.0
+            answered = comps.get("resolved", 0.0) > 0
+            status = r.status
+            if status == "resolved" and r.kind == "question":
+                comps["resolved"] = 1.0
+                answered = True
+            if status == "open" and not answered:
+                comps["open"] = 1.0
+            scope = scope_component(r, milestone, session)
+            if scope is not None:
+                comps["scope"] = scope
+            if c.section in RELEVANCE_SECTIONS:
+                comps["substance"] = _substance6(r.tokens)
+        source_weight = float(source_weights.get(c.source, 1.0))
+        if source_weight != 1.0:
+            comps["role_source"] = source_weight
+        # `score`, inlined: the same sum in the same order.
+        total = sum([get(n, 1.0) * v for n, v in comps.items() if n not in MULTIPLIERS])
+        for name in MULTIPLIERS:
+            total *= comps.get(name, 1.0)
+        c.score = total
 
 
 @functools.lru_cache(maxsize=4096)

@@ -19,7 +19,7 @@ from .locality import spread
 from .packing import Decision
 from .roles import RoleProfile
 from .rules import Rule
-from .scoring import ScoringConfig, finish, fuse_relevance, mark_named
+from .scoring import ScoringConfig, finish_all, fuse_relevance, mark_named
 from .sources import SourceContext
 
 
@@ -41,16 +41,13 @@ def select(
     if ctx.options.get("locality", True):
         kept = spread(kept, ctx, config)  # nearby records of strong matches (locality.py)
     mark_named(kept, ctx.task)  # the task names the author (scoring.py)
-    scored = [
-        finish(
-            c,
-            now=ctx.now,
-            agent=ctx.agent,
-            role=role,
-            config=config,
-            milestone=ctx.milestone,
-            session=ctx.session,
-        )
-        for c in kept
-    ]
-    return scored, [*dropped, *stale, *answers]
+    finish_all(
+        kept,
+        now=ctx.now,
+        agent=ctx.agent,
+        role=role,
+        config=config,
+        milestone=ctx.milestone,
+        session=ctx.session,
+    )
+    return list(kept), [*dropped, *stale, *answers]

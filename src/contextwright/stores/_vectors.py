@@ -24,6 +24,7 @@ import numpy as np
 F32 = np.dtype[np.float32]
 EXACT_UP_TO = 20_000
 OVERSAMPLE = 10
+DISTANCES_KEPT = 16  # queries whose distances are kept (about 200 KB each per 100k rows)
 
 
 def quantize(vec: np.ndarray[Any, Any]) -> tuple[bytes, float]:
@@ -78,6 +79,11 @@ class VectorMatrix:
         # Who may see each row, per agent that searched: built once from `_restricted` (a Python
         # pass over every direct row), then kept up to date row by row as rows are added.
         self._masks: dict[str, np.ndarray[Any, np.dtype[np.bool_]]] = {}
+        # The last Hamming distances per (query, who searched), extended to rows added since:
+        # an agent asks the same task turn after turn (its embedding is cached), and between two
+        # turns a row or two is added. `_rewrites` counts rows overwritten, which voids them all.
+        self._dists: dict[tuple[bytes, str | None], _Distances] = {}
+        self._rewrites = 0
         self.seq = 0  # the store's high-water mark of what this matrix holds
         self.lock = threading.Lock()
 
@@ -146,6 +152,8 @@ class VectorMatrix:
                 if row is None:
                     row = self.row[rid] = len(self.ids)
                     self.ids.append(rid)
+                else:
+                    self._rewrites += 1
                 at[i] = row
             # Whole columns at once: loading 100k rows on the first search is one copy per chunk.
             self._q[at] = data
@@ -189,7 +197,8 @@ class VectorMatrix:
                 if mask is not None:
                     scores = np.where(mask, scores, -np.inf)
             else:
-                rows = self._preselect(q, n, mask, min(max(limit * OVERSAMPLE, 200), n))
+                wide = min(max(limit * OVERSAMPLE, 200), n)
+                rows = self._preselect(q, n, mask, wide, agent if mask is not None else None)
                 scores = self._dot(rows, q)
                 if mask is not None:
                     scores = np.where(mask[rows], scores, -np.inf)
@@ -217,24 +226,54 @@ class VectorMatrix:
         return out
 
     def _preselect(
-        self, q: np.ndarray[Any, Any], n: int, mask: np.ndarray[Any, Any] | None, wide: int
+        self,
+        q: np.ndarray[Any, Any],
+        n: int,
+        mask: np.ndarray[Any, Any] | None,
+        wide: int,
+        who: str | None = None,
     ) -> np.ndarray[Any, np.dtype[np.intp]]:
         """Rows (ascending) whose sign bits are nearest the query's: every row at or below the
         Hamming distance of the `wide`-th nearest, ties included. Distances are small integers,
-        so a histogram finds that cut in one pass, 3x faster than a partial sort of 100k."""
+        so a histogram finds that cut in one pass, 3x faster than a partial sort of 100k.
+        The distances and their histogram are kept for the next search of the same query by the
+        same reader (`who`, None when `mask` is), which computes only the rows added since."""
         if wide >= n:
             return np.arange(n)
         words = self._bits.shape[0]
-        qbits = signs(q, words)
-        dist = np.bitwise_count(self._bits[0, :n] ^ qbits[0]).astype(np.uint16)
-        for w in range(1, words):
-            dist += np.bitwise_count(self._bits[w, :n] ^ qbits[w])
         far = words * 64 + 1  # past any real distance: rows the agent may not see
-        if mask is not None:
-            dist = np.where(mask, dist, np.uint16(far))
-        cumulative = np.cumsum(np.bincount(dist, minlength=far + 1))
-        cut = int(np.searchsorted(cumulative, wide))
-        return np.flatnonzero(dist <= cut)
+        key = (q.tobytes(), who)
+        kept = self._dists.get(key)
+        if kept is None or kept.rewrites != self._rewrites or kept.n > n:
+            kept = _Distances(np.zeros(0, dtype=np.uint16), np.zeros(far + 1, np.intp), 0)
+            kept.rewrites = self._rewrites
+        if kept.n < n:
+            qbits = signs(q, words)
+            lo = kept.n
+            dist = np.bitwise_count(self._bits[0, lo:n] ^ qbits[0]).astype(np.uint16)
+            for w in range(1, words):
+                dist += np.bitwise_count(self._bits[w, lo:n] ^ qbits[w])
+            if mask is not None:
+                dist = np.where(mask[lo:n], dist, np.uint16(far))
+            kept.hist = kept.hist + np.bincount(dist, minlength=far + 1)
+            kept.dist = dist if lo == 0 else np.concatenate([kept.dist, dist])
+            kept.n = n
+            if key not in self._dists and len(self._dists) >= DISTANCES_KEPT:
+                del self._dists[next(iter(self._dists))]  # the oldest query
+            self._dists[key] = kept
+        cut = int(np.searchsorted(np.cumsum(kept.hist), wide))
+        return np.flatnonzero(kept.dist <= cut)
+
+
+@dataclass
+class _Distances:
+    """One query's Hamming distances to rows [0, n), as one reader sees them, and their
+    histogram (VectorMatrix._preselect)."""
+
+    dist: np.ndarray[Any, np.dtype[np.uint16]]
+    hist: np.ndarray[Any, np.dtype[np.intp]]
+    n: int
+    rewrites: int = 0
 
 
 class MemoryVectors:
