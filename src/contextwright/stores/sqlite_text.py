@@ -26,10 +26,12 @@ VISIBLE = (
 
 # The full-text window of a store that holds one project: every match is that project's, so the
 # window needs no row of `records` at all (the flag says whether that held in the same snapshot).
+# Ranked in SQL (bm25, then newest), so that Python reads only the rows it needs, best first.
 WINDOW = (
-    "SELECT t.rowid, bm25(records_fts), (SELECT count(*) = 1 AND max(project) = :project "
-    "FROM project_versions) FROM records_fts t WHERE records_fts MATCH :m "
-    "ORDER BY t.rowid DESC LIMIT :window"
+    "SELECT rid, score, one FROM (SELECT t.rowid AS rid, bm25(records_fts) AS score, "
+    "(SELECT count(*) = 1 AND max(project) = :project FROM project_versions) AS one "
+    "FROM records_fts t WHERE records_fts MATCH :m ORDER BY t.rowid DESC LIMIT :window) "
+    "ORDER BY score, rid DESC"
 )
 # Full-text words found in more records than this are left out of the BM25 query.
 COMMON_DF = 2000
@@ -92,33 +94,35 @@ class SQLiteText:
         The same window (the newest matches), ranked the same way (bm25, then newest), but the
         rows of `records` are read only for the best matches, best first, until `limit` of them
         are visible: about 50 row lookups instead of one per match in the window (500)."""
-        window = conn.execute(WINDOW, params).fetchall()
-        if window and not window[0][2]:
-            return None  # several projects: the window must be cut among this project's rows
-        window.sort(key=lambda row: (row[1], -row[0]))  # ORDER BY score, rid DESC
-        limit: int = params["limit"]
-        keys: list[RecordKey] = []
-        scores: list[float] = []
-        at = 0
-        while at < len(window) and len(keys) < limit:
-            batch = window[at : at + limit - len(keys) + 8]  # a few more, for the invisible
-            at += len(batch)
-            rids = json.dumps([row[0] for row in batch])
-            seen = {
-                row[0]: row
-                for row in conn.execute(
-                    f"SELECT {KEYS}, {visible} FROM records r "
-                    "WHERE r.rid IN (SELECT value FROM json_each(:rids))",
-                    {"rids": rids, "agent": params["agent"]},
-                )
-            }
-            for rid, score, _ in batch:
-                row = seen.get(rid)
-                if row is not None and row[3]:
-                    keys.append(row[:3])
-                    scores.append(score)
-                    if len(keys) == limit:
-                        break
+        ranked = conn.execute(WINDOW, params)  # ORDER BY score, rid DESC
+        try:
+            limit: int = params["limit"]
+            keys: list[RecordKey] = []
+            scores: list[float] = []
+            while len(keys) < limit:
+                batch = ranked.fetchmany(limit - len(keys) + 8)  # a few more, for the invisible
+                if not batch:
+                    break
+                if not batch[0][2]:  # several projects: cut the window among this project's rows
+                    return None
+                rids = json.dumps([row[0] for row in batch])
+                seen = {
+                    row[0]: row
+                    for row in conn.execute(
+                        f"SELECT {KEYS}, {visible} FROM records r "
+                        "WHERE r.rid IN (SELECT value FROM json_each(:rids))",
+                        {"rids": rids, "agent": params["agent"]},
+                    )
+                }
+                for rid, score, _ in batch:
+                    row = seen.get(rid)
+                    if row is not None and row[3]:
+                        keys.append(row[:3])
+                        scores.append(score)
+                        if len(keys) == limit:
+                            break
+        finally:
+            ranked.close()  # the rest of the window is never read
         records = self._resolve(conn, keys)
         return [Hit(r, -float(score)) for r, score in zip(records, scores, strict=True)]
 
