@@ -1,0 +1,73 @@
+"""The benchmarks run end to end on a tiny store and report what docs/benchmarks.md quotes: a
+benchmark that breaks silently would leave the figures there unverifiable."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def _run(script: str, *args: str, cwd: Path) -> dict:  # type: ignore[type-arg]
+    out = subprocess.run(
+        [sys.executable, str(BENCH / script), *args, "--json"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def _positive(stats: dict) -> bool:  # type: ignore[type-arg]
+    return 0 < stats["p50"] <= stats["p99"]
+
+
+def test_assemble_bench_reports_both_workloads_and_the_baselines(tmp_path: Path) -> None:
+    report = _run(
+        "assemble.py", "--sizes", "400", "--calls", "6", "--dir", str(tmp_path), cwd=tmp_path
+    )
+    (r,) = report["results"]
+    assert r["records"] == 400 and r["calls"] == 6
+    for key in (
+        "assemble_ms",
+        "assemble_loop_ms",
+        "assemble_no_locality_ms",
+        "assemble_no_pool_ms",
+        "baseline_queries_ms",
+    ):
+        assert _positive(r[key]), key
+    assert 0 < r["window_tokens_p50"] <= r["available"]
+    assert r["ingest_records_per_s"] > 0 and r["file_mb"] > 0
+    assert report["machine"]["nproc"] >= 1
+
+
+def test_vectors_bench_reports_cold_and_loop_with_and_without_vectors(tmp_path: Path) -> None:
+    report = _run(
+        "vectors.py",
+        "--records",
+        "300",
+        "--calls",
+        "4",
+        "--sample",
+        "50",
+        "--embedder",
+        "hash",
+        "--dir",
+        str(tmp_path),
+        cwd=tmp_path,
+    )
+    assert report["records"] == 300 and report["embedder"] == "hash"
+    for key in (
+        "assemble_with_vectors_ms",
+        "assemble_without_vectors_ms",
+        "assemble_loop_with_vectors_ms",
+        "assemble_loop_without_vectors_ms",
+        "vector_search_ms",
+    ):
+        assert _positive(report[key]), key
+    assert report["lag_after_run"] == 0  # the loop waited for the worker after every turn
