@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextwright import Engine
+from contextwright.embedders import HashEmbedder
 from contextwright.errors import NotFound
 from contextwright.locality import _all_neighbours, _neighbours
 from contextwright.pipeline import is_inline, run_sources
@@ -128,6 +129,22 @@ def test_default_sources_say_which_run_inline() -> None:
     inline = {s.name for s in default_sources() if is_inline(s)}
     assert inline == {"history", "addressed", "open_items", "fulltext", "pinned", "decisions", "kv"}
     assert not is_inline(ScriptedSource("custom"))  # custom sources run on the pool
+
+
+def test_local_reads_go_to_the_pool_only_for_a_store_in_another_process(store: Store) -> None:
+    """Full text and vectors read on the calling thread from SQLite or memory, whose reads on two
+    threads would only slow each other down, and on the pool from PostgreSQL, whose reads wait on
+    the server and overlap."""
+    from contextwright.sources import FullTextSource
+    from contextwright.vectors import VectorSource
+
+    remote = type(store).__name__ == "PostgresStore"
+    assert getattr(store, "remote", False) is remote
+    ctx = _ctx(Engine(store, workers=1))
+    for src in (FullTextSource(), VectorSource(HashEmbedder())):
+        assert is_inline(src, ctx) is not remote, src.name
+        assert is_inline(src)  # no call yet: what the source says
+    assert not is_inline(ScriptedSource("custom"), ctx)
 
 
 def _ctx(engine: Engine, agent: str = "bob") -> SourceContext:

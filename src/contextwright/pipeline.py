@@ -98,9 +98,15 @@ def run_sources(
 
 
 def is_inline(src: Source, ctx: SourceContext | None = None) -> bool:
-    """Runs on the calling thread: a short bounded read (`inline = True`), or a source that says
-    it has nothing to add to this call (`applies(ctx)` false, e.g. `computed` without a task)."""
-    if getattr(src, "inline", False):
+    """Runs on the calling thread: a short bounded read (`inline = True`), a bounded read of a
+    store in this process (`inline = "local"`: on the pool for a store whose reads wait on another
+    process, `remote = True`, as PostgreSQL's do, because those overlap), or a source that says it
+    has nothing to add to this call (`applies(ctx)` false, e.g. `computed` without a task)."""
+    inline = getattr(src, "inline", False)
+    if inline == "local":
+        if ctx is None or not getattr(ctx.store, "remote", False):
+            return True
+    elif inline:
         return True
     applies = getattr(src, "applies", None)
     return ctx is not None and applies is not None and not applies(ctx)

@@ -240,8 +240,8 @@ class FullTextSource:
     cacheable = True  # the most expensive read: its results go through the TTL cache
     # Bounded (sqlite_text.py) and on the calling thread: two threads reading SQLite in one
     # process slow each other down, because the sqlite3 module hands the GIL over on every row
-    # (docs/benchmarks.md); only work that holds no GIL (embedding a query) gains from the pool.
-    inline = True
+    # (docs/assembly.md). On PostgreSQL the reads overlap, and it runs on the pool.
+    inline = "local"
 
     def run(self, ctx: SourceContext) -> list[Candidate]:
         if not ctx.task.strip():

@@ -119,7 +119,8 @@ class VectorSource:
     name = "vector"
     # The search and the read of its hits run on the calling thread (pipeline.py); only the
     # embedding of the query, which holds no GIL, runs on the pool, started before any source.
-    inline = True
+    # On PostgreSQL (`remote`) the whole source runs on the pool: its search overlaps the reads.
+    inline = "local"
 
     def __init__(self, embedder: Embedder, cache_size: int = 256) -> None:
         self.embedder = embedder

@@ -47,6 +47,10 @@ SELECT = f"SELECT {COLS} FROM records r"
 
 
 class PostgresStore(PostgresText, PostgresVectors):
+    # Its reads wait on another process (the GIL is free meanwhile), so reads on two threads
+    # overlap: sources that say `inline = "local"` (full text, vectors) run on the pool here.
+    remote = True
+
     def __init__(
         self,
         url: str,
