@@ -29,13 +29,23 @@ def _positive(stats: dict) -> bool:  # type: ignore[type-arg]
 
 def test_assemble_bench_reports_both_workloads_and_the_baselines(tmp_path: Path) -> None:
     report = _run(
-        "assemble.py", "--sizes", "400", "--calls", "6", "--dir", str(tmp_path), cwd=tmp_path
+        "assemble.py",
+        "--sizes",
+        "400",
+        "--calls",
+        "6",
+        "--loop-sessions",
+        "2",
+        "--dir",
+        str(tmp_path),
+        cwd=tmp_path,
     )
     (r,) = report["results"]
     assert r["records"] == 400 and r["calls"] == 6
     for key in (
         "assemble_ms",
         "assemble_loop_ms",
+        "assemble_loop_after_idle_ms",
         "assemble_no_locality_ms",
         "assemble_no_pool_ms",
         "baseline_queries_ms",
