@@ -357,7 +357,11 @@ class StepsEmbedder(HashEmbedder):
             self.threads.append(("model", threading.current_thread().name))
             return self.embed([text])
 
-        return QuerySteps(run, lambda ran: ran[0])
+        def vector(ran: Any) -> Any:
+            self.threads.append(("pooling", threading.current_thread().name))
+            return ran[0]
+
+        return QuerySteps(run, vector)
 
 
 def test_the_query_is_embedded_on_the_pool_and_searched_on_the_calling_thread(
@@ -371,11 +375,13 @@ def test_the_query_is_embedded_on_the_pool_and_searched_on_the_calling_thread(
         result = e.assemble("p", "bob", "redis cache port", 2000)
         caller = threading.current_thread().name
         if getattr(store, "remote", False):  # PostgreSQL: the whole source runs on the pool
-            assert embedder.threads == []
-        else:
+            assert [step for step, _ in embedder.threads] == ["tokenize", "model", "pooling"]
+            assert all(name.startswith("cw-source") for _, name in embedder.threads)
+        else:  # the model alone on the pool, tokenizing and pooling on the calling thread
             assert embedder.threads[0] == ("tokenize", caller)
             assert embedder.threads[1][0] == "model"
             assert embedder.threads[1][1].startswith("cw-source")
+            assert embedder.threads[2] == ("pooling", caller)
         assert any("vector" in i["sources"] for i in result.trace.items)
         # Asked again, the query's vector is cached: nothing is embedded.
         embedder.threads.clear()

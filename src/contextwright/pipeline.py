@@ -28,8 +28,8 @@ def run_sources(
 
     Where the sources run: SQLite reads on two threads of one process slow each other down (the
     sqlite3 module hands the GIL over on every row: a 300-row read measured 0.16 ms alone and
-    1.2 ms beside another), so the bounded store reads (`inline = True`) run on the calling
-    thread, one after another. The pool runs what holds no GIL: the work a source starts with
+    1.2 ms beside another), so the bounded store reads (`inline = True`, or "local" on a store in
+    this process) run on the calling thread, one after another. The pool runs what holds no GIL: the work a source starts with
     `prepare` (embedding the query, a core of its own while the reads run), and sources that do
     not say they are bounded (plugins), so that the deadline can cut them off. Sources with
     prepared work run last on the calling thread, to give that work the most time."""
@@ -44,6 +44,9 @@ def run_sources(
         else:
             found, status[src.name] = cache.run(src, ctx)
         return found, (time.perf_counter() - t0) * 1000
+
+    def done(src: Source, found: list[Candidate], ms: float) -> tuple[SourceRun, list[Candidate]]:
+        return SourceRun(src.name, ms, len(found), cache=status.get(src.name, "off")), found
 
     def failed(src: Source, exc: BaseException) -> tuple[SourceRun, list[Candidate]]:
         if isinstance(exc, FutureTimeout):
@@ -69,21 +72,13 @@ def run_sources(
         if inline[i]:
             src = sources[i]
             try:
-                cands, ms = timed(src)
-                slots[i] = (
-                    SourceRun(src.name, ms, len(cands), cache=status.get(src.name, "off")),
-                    cands,
-                )
+                slots[i] = done(src, *timed(src))
             except Exception as exc:  # a broken source must not fail the call
                 slots[i] = failed(src, exc)
     for i, src, fut in futures:
         left = max(deadline_s - (time.perf_counter() - start), 0.0)
         try:
-            cands, ms = fut.result(timeout=left)
-            slots[i] = (
-                SourceRun(src.name, ms, len(cands), cache=status.get(src.name, "off")),
-                cands,
-            )
+            slots[i] = done(src, *fut.result(timeout=left))
         except Exception as exc:
             if isinstance(exc, FutureTimeout):
                 fut.cancel()

@@ -216,23 +216,6 @@ def scope_component(r: Record, milestone: str | None, session: str | None) -> fl
     return None
 
 
-def finish(
-    c: Candidate,
-    *,
-    now: float,
-    agent: str,
-    role: RoleProfile,
-    config: ScoringConfig,
-    milestone: str | None = None,
-    session: str | None = None,
-) -> Candidate:
-    """`finish_all` of one candidate."""
-    finish_all(
-        [c], now=now, agent=agent, role=role, config=config, milestone=milestone, session=session
-    )
-    return c
-
-
 def finish_all(
     candidates: Sequence[Candidate],
     *,
@@ -244,19 +227,14 @@ def finish_all(
     session: str | None = None,
 ) -> None:
     """Add the components every candidate shares (recency, role, scope, addressed, open), then
-    score each. Run `fuse_relevance` over the whole candidate list first. One loop over the
-    list, with what every candidate looks up (weights, the decay rate) looked up once."""
-    neg_ln2, span = -math.log(2), config.half_life_days * DAY  # `recency`, term for term
-    exp, get = math.exp, config.weights.get
-    kind_weights, default_kind = role.kind_weights, role.default_kind_weight
-    source_weights = role.source_weights
+    score each. Run `fuse_relevance` over the whole candidate list first."""
+    half_life = config.half_life_days
     for c in candidates:
         r = c.records[0] if c.records else None
         comps = c.components
         if r is not None:
-            age = now - r.created_at
-            comps["recency"] = round(exp(neg_ln2 * (age if age > 0.0 else 0.0) / span), 6)
-            comps["role"] = float(kind_weights.get(r.kind, default_kind))
+            comps["recency"] = round(recency(r.created_at, now, half_life), 6)
+            comps["role"] = role.kind_weight(r.kind)
             if agent in r.to or agent in r.mentions:
                 comps["addressed"] = 1.0
             answered = comps.get("resolved", 0.0) > 0
@@ -271,14 +249,10 @@ def finish_all(
                 comps["scope"] = scope
             if c.section in RELEVANCE_SECTIONS:
                 comps["substance"] = _substance6(r.tokens)
-        source_weight = float(source_weights.get(c.source, 1.0))
+        source_weight = role.source_weight(c.source)
         if source_weight != 1.0:
             comps["role_source"] = source_weight
-        # `score`, inlined: the same sum in the same order.
-        total = sum([get(n, 1.0) * v for n, v in comps.items() if n not in MULTIPLIERS])
-        for name in MULTIPLIERS:
-            total *= comps.get(name, 1.0)
-        c.score = total
+        c.score = score(c, config)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -127,10 +127,6 @@ class VectorSource:
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
 
-    def query_vector(self, text: str) -> Any:
-        vec = self._cached(text)
-        return self._keep(text, self.embedder.embed([text])[0]) if vec is None else vec
-
     def _cached(self, text: str) -> Any:
         with self._lock:
             vec = self._cache.get(text)
@@ -145,21 +141,36 @@ class VectorSource:
                 self._cache.popitem(last=False)
         return vec
 
+    def _embedding(self, text: str) -> Callable[[], Callable[[], Any]]:
+        """The embedding of `text` as work that returns what is left to do on the calling thread:
+        for an embedder with `query_steps` (MiniLM) the text is tokenized now, the work runs the
+        model alone and the caller pools its output; otherwise the work does it all."""
+        steps = getattr(self.embedder, "query_steps", None)
+        if steps is None:
+
+            def whole() -> Callable[[], Any]:
+                vec = self.embedder.embed([text])[0]
+                return lambda: vec
+
+            return whole
+        split = steps(text)
+
+        def model() -> Callable[[], Any]:
+            out = split.run()
+            return lambda: split.vector(out)
+
+        return model
+
     def applies(self, ctx: SourceContext) -> bool:
         return bool(ctx.task.strip()) and supports_vectors(ctx.store)
 
-    def prepare(self, ctx: SourceContext) -> Callable[[], Any] | None:
-        """The query's embedding, to run on the pool while the other sources read the store;
-        nothing when it is cached. An embedder with `query_steps` (MiniLM) tokenizes here and
-        pools in `run`, so that the pool thread runs the model alone."""
+    def prepare(self, ctx: SourceContext) -> Callable[[], Callable[[], Any]] | None:
+        """The query's embedding, to start on the pool while the other sources read the store;
+        nothing when it is cached."""
         text = ctx.query_text
         if not self.applies(ctx) or self._cached(text) is not None:
             return None
-        steps = getattr(self.embedder, "query_steps", None)
-        if steps is None:
-            return lambda: self.embedder.embed([text])[0]
-        split = steps(text)
-        return lambda: split.vector(split.run())
+        return self._embedding(text)
 
     def run(self, ctx: SourceContext) -> list[Candidate]:
         store = ctx.store
@@ -167,8 +178,9 @@ class VectorSource:
             return []
         text = ctx.query_text
         vec = self._cached(text)
-        if vec is None:
-            vec = self._keep(text, ctx.prepared_result(self.name, lambda: self.query_vector(text)))
+        if vec is None:  # what `prepare` started, or (no pool) all of it here
+            finish = ctx.prepared_result(self.name, lambda: self._embedding(text)())
+            vec = self._keep(text, finish())
         hits = store.vector_search(  # type: ignore[attr-defined]
             ctx.project, ctx.agent, vec, ctx.limit(self.name, 40), self.embedder.name
         )
