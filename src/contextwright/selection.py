@@ -50,4 +50,4 @@ def select(
         milestone=ctx.milestone,
         session=ctx.session,
     )
-    return list(kept), [*dropped, *stale, *answers]
+    return kept, [*dropped, *stale, *answers]

@@ -245,8 +245,8 @@ class VectorMatrix:
         key = (q.tobytes(), who)
         kept = self._dists.get(key)
         if kept is None or kept.rewrites != self._rewrites or kept.n > n:
-            kept = _Distances(np.zeros(0, dtype=np.uint16), np.zeros(far + 1, np.intp), 0)
-            kept.rewrites = self._rewrites
+            empty = np.zeros(0, dtype=np.uint16)
+            kept = _Distances(empty, np.zeros(far + 1, np.intp), 0, self._rewrites)
         if kept.n < n:
             qbits = signs(q, words)
             lo = kept.n
@@ -273,7 +273,7 @@ class _Distances:
     dist: np.ndarray[Any, np.dtype[np.uint16]]
     hist: np.ndarray[Any, np.dtype[np.intp]]
     n: int
-    rewrites: int = 0
+    rewrites: int  # VectorMatrix._rewrites when the first row was counted
 
 
 class MemoryVectors:
