@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from contextwright import Budget, Engine
@@ -265,7 +266,7 @@ def agent_loop(
     sessions: int = 20,
     turns: int = 10,
     seed: int = 13,
-    between: Any = None,
+    between: Callable[[], object] | None = None,
 ) -> list[float]:
     """Agents at work: each of `sessions` agents keeps one task and one session for `turns`
     turns. A turn is an assemble call (timed), then the agent's reply added to the store (not
@@ -353,9 +354,8 @@ def run_one(n: int, calls: int, workdir: str, loop_sessions: int = 20) -> dict[s
         t = time.perf_counter()
         _baseline_last_n(bare, agent)
         last_n.append((time.perf_counter() - t) * 1000)
-    loop = agent_loop(
-        engine, sessions=loop_sessions
-    )  # writes: after the cold calls, which read the file as built
+    # The agent loop writes: it runs after the cold calls, which read the file as built.
+    loop = agent_loop(engine, sessions=loop_sessions)
     # The same loop with the CPU idle for 100 ms before each call, as after a model call: on a
     # shared VM the first call after an idle spell runs slower (caches, clock, scheduling).
     idle = agent_loop(engine, sessions=loop_sessions, seed=15, between=lambda: time.sleep(0.1))
