@@ -5,8 +5,9 @@ The key is (source, query, scope, store version): the query is everything the so
 the request (task, limit, role), the scope is project, agent, session and milestone, and the
 version is `store.version(project)`, read once per assemble call (`SourceContext.version`), which
 every write to the project raises. A write therefore invalidates every entry of its project at
-once, without a message bus; the short TTL bounds how long a process may hold results at all. Candidates are copied in and out, because scoring writes
-into them. Only sources that opt in (`cacheable = True`, e.g. full text) are cached.
+once, without a message bus; the short TTL bounds how long a process may hold results at all.
+Candidates are copied in and out, because scoring writes into them. Only sources that opt in
+(`cacheable = True`, e.g. full text) are cached.
 """
 
 from __future__ import annotations

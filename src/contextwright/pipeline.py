@@ -54,19 +54,18 @@ def run_sources(
             return SourceRun(src.name, deadline_s * 1000, 0, error=error), []
         return SourceRun(src.name, 0.0, 0, error=f"{type(exc).__name__}: {exc}"), []
 
+    inline = [pool is None or is_inline(src, ctx) for src in sources]
+    futures: list[tuple[int, Source, Future[tuple[list[Candidate], float]]]] = []
     if pool is not None:
-        for src in sources:
+        for i, src in enumerate(sources):
             prepare = getattr(src, "prepare", None)
-            work = prepare(ctx) if prepare is not None and is_inline(src, ctx) else None
+            work = prepare(ctx) if prepare is not None and inline[i] else None
             if work is not None:
                 ctx.prepared[src.name] = pool.submit(work)
+        futures = [
+            (i, src, pool.submit(timed, src)) for i, src in enumerate(sources) if not inline[i]
+        ]
     slots: list[tuple[SourceRun, list[Candidate]] | None] = [None] * len(sources)
-    inline = [pool is None or is_inline(src, ctx) for src in sources]
-    futures: list[tuple[int, Source, Future[tuple[list[Candidate], float]]]] = [
-        (i, src, pool.submit(timed, src))
-        for i, src in enumerate(sources)
-        if not inline[i] and pool is not None
-    ]
     order = sorted(range(len(sources)), key=lambda i: sources[i].name in ctx.prepared)
     for i in order:
         if inline[i]:

@@ -230,7 +230,7 @@ def finish_all(
     score each. Run `fuse_relevance` over the whole candidate list first."""
     half_life = config.half_life_days
     for c in candidates:
-        r = c.records[0] if c.records else None
+        r = c.record
         comps = c.components
         if r is not None:
             comps["recency"] = round(recency(r.created_at, now, half_life), 6)
