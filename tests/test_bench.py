@@ -44,6 +44,7 @@ def test_assemble_bench_reports_both_workloads_and_the_baselines(tmp_path: Path)
     assert r["records"] == 400 and r["calls"] == 6
     for key in (
         "assemble_ms",
+        "assemble_seen_ms",
         "assemble_loop_ms",
         "assemble_loop_after_idle_ms",
         "assemble_no_locality_ms",
