@@ -435,7 +435,8 @@ def _print(report: dict[str, Any]) -> None:
     for r in report["results"]:
         print(
             f"{r['records']:>8} {r['assemble_ms']['p50']:>8.2f} {r['assemble_ms']['p99']:>8.2f} "
-            f"{r['assemble_seen_ms']['p50']:>9.2f} {r['assemble_loop_ms']['p50']:>9.2f} {r['assemble_loop_after_idle_ms']['p50']:>9.2f} "
+            f"{r['assemble_seen_ms']['p50']:>9.2f} {r['assemble_loop_ms']['p50']:>9.2f} "
+            f"{r['assemble_loop_after_idle_ms']['p50']:>9.2f} "
             f"{r['assemble_no_locality_ms']['p50']:>11.2f} "
             f"{r['assemble_no_pool_ms']['p50']:>12.2f} "
             f"{r['baseline_queries_ms']['p50']:>12.2f} {r['baseline_last_n_ms']['p50']:>11.2f} "

