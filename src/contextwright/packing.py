@@ -123,15 +123,15 @@ def pack(
         dated = name in DATED_SECTIONS
         days: set[str] = set()  # days whose line this section already pays for
         for c in sorted(by_section[name], key=order_key):
-            r = c.records[0] if dated and c.dated_line else None
-            day, short = None, ""
-            if r is not None:  # shown under its day's line, without its own date
+            day, line = None, c.text
+            if dated and c.dated_line:  # shown under its day's line, without its own date
+                r = c.records[0]
                 day, short = day_label(r), item_prefix(r, dated=False)
+                line = f"{short} {r.content}"
                 cost = counter.count(short) + r.tokens + 2  # the line and its newline
                 cost += 0 if day in days else day_cost(day, counter)
             else:
-                # unit_cost, inlined for the common case: a line outside history costs its newline.
-                cost = c.tokens + 1 if name != "history" else unit_cost(c, fmt, agent, counter)
+                cost = unit_cost(c, fmt, agent, counter)
             extra = 0 if items else head
             src_cap = source_caps.get(c.source)
             src_left = None if src_cap is None else src_cap - source_used.get(c.source, 0)
@@ -140,10 +140,8 @@ def pack(
                 room = min(room, cap - used_here)
             room_src = min(room, src_left) if src_left is not None and not c.pinned else room
             if cost <= room_src:
-                if r is None or day is None:
-                    items.append(Item(c, c.text, cost))
-                else:
-                    items.append(Item(c, f"{short} {r.content}", cost, day=day))
+                items.append(Item(c, line, cost, day=day))
+                if day is not None:
                     days.add(day)
                 decisions.append(Decision(c, True, "fits", cost))
             else:

@@ -29,10 +29,11 @@ def run_sources(
     Where the sources run: SQLite reads on two threads of one process slow each other down (the
     sqlite3 module hands the GIL over on every row: a 300-row read measured 0.16 ms alone and
     1.2 ms beside another), so the bounded store reads (`inline = True`, or "local" on a store in
-    this process) run on the calling thread, one after another. The pool runs what holds no GIL: the work a source starts with
-    `prepare` (embedding the query, a core of its own while the reads run), and sources that do
-    not say they are bounded (plugins), so that the deadline can cut them off. Sources with
-    prepared work run last on the calling thread, to give that work the most time."""
+    this process) run on the calling thread, one after another. The pool runs what holds no GIL:
+    the work a source starts with `prepare` (embedding the query, a core of its own while the
+    reads run), and sources that do not say they are bounded (plugins), so that the deadline can
+    cut them off. Sources with prepared work run last on the calling thread, to give that work
+    the most time."""
     status: dict[str, str] = {}
     start = time.perf_counter()
     ctx.deadline = start + deadline_s

@@ -113,8 +113,8 @@ class EmbeddingWorker:
 
 class VectorSource:
     """Records nearest to the task by cosine similarity of their embeddings. Each candidate
-    carries a `vector` signal (cosine scaled over the returned list) that scoring.fuse_relevance fuses with `bm25`
-    into `relevance`."""
+    carries a `vector` signal (cosine scaled over the returned list) that scoring.fuse_relevance
+    fuses with `bm25` into `relevance`. The last `cache_size` query embeddings are kept."""
 
     name = "vector"
     # The search and the read of its hits run on the calling thread (pipeline.py); only the
@@ -124,6 +124,7 @@ class VectorSource:
 
     def __init__(self, embedder: Embedder, cache_size: int = 256) -> None:
         self.embedder = embedder
+        self.cache_size = cache_size
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -137,7 +138,7 @@ class VectorSource:
     def _keep(self, text: str, vec: Any) -> Any:
         with self._lock:
             self._cache[text] = vec
-            while len(self._cache) > 256:
+            while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return vec
 

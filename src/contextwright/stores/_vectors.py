@@ -27,12 +27,21 @@ OVERSAMPLE = 10
 DISTANCES_KEPT = 16  # queries whose distances are kept (about 200 KB each per 100k rows)
 
 
+def quantize_rows(
+    rows: np.ndarray[Any, Any],
+) -> tuple[np.ndarray[Any, np.dtype[np.int8]], np.ndarray[Any, np.dtype[np.float64]]]:
+    """int8 rows and, per row, the scale that restores it: v ≈ int8 * scale."""
+    v = np.asarray(rows, dtype=np.float32)
+    peak = np.abs(v).max(axis=1).astype(np.float64) if v.shape[1] else np.zeros(len(v))
+    scales = np.where(peak > 1e-30, peak / 127.0, 1.0)  # a zero (or subnormal) row stays zero
+    data = np.clip(np.rint(v / scales.astype(np.float32)[:, None]), -127, 127).astype(np.int8)
+    return data, scales
+
+
 def quantize(vec: np.ndarray[Any, Any]) -> tuple[bytes, float]:
-    """int8 bytes and the scale that restores them: v ≈ int8 * scale."""
-    v = np.asarray(vec, dtype=np.float32).ravel()
-    peak = float(np.abs(v).max()) if v.size else 0.0
-    scale = peak / 127.0 if peak > 1e-30 else 1.0  # a zero (or subnormal) vector stays zero
-    return np.clip(np.rint(v / scale), -127, 127).astype(np.int8).tobytes(), scale
+    """int8 bytes and the scale that restores them, for one vector as the stores keep it."""
+    data, scales = quantize_rows(np.asarray(vec, dtype=np.float32).reshape(1, -1))
+    return data[0].tobytes(), float(scales[0])
 
 
 def dequantize(data: bytes, scale: float) -> np.ndarray[Any, F32]:
@@ -120,13 +129,9 @@ class VectorMatrix:
             self._masks[agent] = wider
 
     def add(self, ids: Sequence[str], vecs: np.ndarray[Any, Any], access: Sequence[Access]) -> None:
-        """Float rows, quantized here as `quantize` does (a dequantized row comes back as the
-        same int8 values)."""
-        v = np.asarray(vecs, dtype=np.float32).reshape(len(ids), self.dim)
-        peak = np.abs(v).max(axis=1) if self.dim else np.zeros(len(ids), dtype=np.float32)
-        scales = np.where(peak > 1e-30, peak.astype(np.float64) / 127.0, 1.0).astype(np.float32)
-        data = np.clip(np.rint(v / scales[:, None]), -127, 127).astype(np.int8)
-        self.add_quantized(ids, data, scales, access)
+        """Float rows, quantized as the stores quantize them (`quantize_rows`)."""
+        data, scales = quantize_rows(np.asarray(vecs, dtype=np.float32).reshape(len(ids), self.dim))
+        self.add_quantized(ids, data, scales.astype(np.float32), access)
 
     def add_quantized(
         self,
