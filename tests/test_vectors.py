@@ -428,3 +428,27 @@ def test_distill_writes_a_table_from_the_packaged_model(tmp_path: Path) -> None:
     with np.load(out) as z:
         assert z["table"].shape == (64, 384) and z["table"].dtype == np.int8
         assert z["scale"].shape == (384,) and (z["scale"] > 0).all()
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.floats(-1e6, 1e6, width=32), min_size=8, max_size=8), min_size=1, max_size=6
+    )
+)
+def test_rows_quantize_as_each_vector_does(rows: list[list[float]]) -> None:
+    """The in-process matrix and the stores quantize the same way: one row at a time or all at
+    once, the same int8 values and scales."""
+    m = np.asarray(rows, dtype=np.float32)
+    data, scales = _vectors.quantize_rows(m)
+    for i, row in enumerate(m):
+        assert quantize(row) == (data[i].tobytes(), float(scales[i]))
+
+
+def test_the_query_cache_keeps_the_size_it_is_given() -> None:
+    from contextwright.vectors import VectorSource
+
+    source = VectorSource(HashEmbedder(), cache_size=2)
+    for text in ("alpha", "beta", "gamma"):
+        source._keep(text, np.zeros(4))
+    assert list(source._cache) == ["beta", "gamma"]
