@@ -18,14 +18,21 @@ pytest_plugins = ["pg"]
 STORE_KINDS = ["memory", "sqlite", "postgres"]
 
 
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where derived models (the int8 query build of MiniLM) are kept: one per test run."""
+    return tmp_path_factory.mktemp("model-cache")
+
+
 @pytest.fixture(autouse=True)
-def _hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_cache: Path) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     for key in list(os.environ):
         if key.startswith("CONTEXTWRIGHT_"):
             monkeypatch.delenv(key)
+    monkeypatch.setenv("CONTEXTWRIGHT_CACHE", str(model_cache))
 
 
 def make_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Store:

@@ -329,7 +329,7 @@ def test_a_query_embeds_the_same_on_its_own_session_as_on_the_batch_session() ->
     pytest.importorskip("onnxruntime", reason="needs the 'vectors' extra")
     from contextwright.embedders.minilm import MiniLMEmbedder
 
-    own, shared = MiniLMEmbedder(), MiniLMEmbedder(query_threads=None)
+    own, shared = MiniLMEmbedder(query_model="packaged"), MiniLMEmbedder(query_threads=None)
     query = "where do we keep cached values?"
     assert np.array_equal(own.embed([query]), shared.embed([query]))
     assert own._query_session is not None and shared._query_session is None
@@ -339,6 +339,78 @@ def test_a_query_embeds_the_same_on_its_own_session_as_on_the_batch_session() ->
     # In two steps (the model on the pool, the pooling on the caller): the very same vector.
     steps = own.query_steps(query)
     assert np.array_equal(steps.vector(steps.run()), own.embed([query])[0])
+
+
+def test_queries_run_on_an_int8_build_that_is_made_once_and_close_to_the_packaged_model(
+    model_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("onnx", reason="needs the 'vectors' extra")
+    from contextwright.embedders import minilm, quantized
+
+    fast, exact = minilm.MiniLMEmbedder(), minilm.MiniLMEmbedder(query_model="packaged")
+    assert fast.query_model == "int8" and exact.query_model == "packaged"
+    queries = [
+        "where do we keep cached values?",
+        "what did Caroline say about her adoption plans last summer?",
+        "retry the payment webhook",
+    ]
+
+    def query(e: minilm.MiniLMEmbedder, text: str) -> np.ndarray[Any, Any]:
+        steps = e.query_steps(text)
+        return steps.vector(steps.run())
+
+    for q in queries:
+        a, b = query(fast, q), query(exact, q)
+        assert not np.array_equal(a, b)  # another model ran ...
+        assert float(a @ b) > 0.98  # ... and points the same way
+    built = list(model_cache.glob("model-*-int8-ort*.onnx"))
+    assert len(built) == 1 and built[0].stat().st_size > 10_000_000
+
+    def no_rebuild(source: Path) -> bytes:
+        raise AssertionError(f"{source} was built again instead of read from the cache")
+
+    monkeypatch.setattr(quantized, "build_int8", no_rebuild)
+    again = minilm.MiniLMEmbedder()
+    assert np.array_equal(query(again, queries[0]), query(fast, queries[0]))
+    # What gets stored (`embed`, even of one text) comes from the packaged model.
+    for texts in ([queries[0]], [queries[0], "the lunch menu"]):
+        assert np.array_equal(fast.embed(texts), exact.embed(texts))
+    assert np.array_equal(fast.embed([queries[0]])[0], query(exact, queries[0]))
+
+
+def test_the_int8_build_is_used_from_memory_where_the_cache_cannot_be_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("onnx", reason="needs the 'vectors' extra")
+    from contextwright.embedders import minilm
+
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the cache directory should be")
+    monkeypatch.setenv("CONTEXTWRIGHT_CACHE", str(blocked / "cache"))
+    e = minilm.MiniLMEmbedder()
+    steps = e.query_steps("where do we keep cached values?")
+    v = steps.vector(steps.run())
+    assert abs(float(np.linalg.norm(v)) - 1.0) < 1e-4 and e.query_model == "int8"
+    assert blocked.read_text().startswith("a file")
+
+
+def test_a_bad_query_model_is_named_and_a_missing_quantizer_falls_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("onnxruntime", reason="needs the 'vectors' extra")
+    import importlib.util
+
+    from contextwright.embedders import minilm
+
+    with pytest.raises(ValidationError) as err:
+        minilm.MiniLMEmbedder(query_model="fp16")
+    assert "query_model" in str(err.value) and "int8" in str(err.value)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "onnx" else real(name, *a)
+    )
+    assert minilm.MiniLMEmbedder().query_model == "packaged"
+    assert minilm.MiniLMEmbedder(query_threads=None).query_model == "packaged"
 
 
 class StepsEmbedder(HashEmbedder):

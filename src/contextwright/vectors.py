@@ -263,6 +263,9 @@ class Vectors:
             "fusion": self.engine.scoring.fusion,
             "lag": self.worker.lag(),
         }
+        query_model = getattr(self.embedder, "query_model", None)
+        if query_model is not None:  # MiniLM: what embeds the query (embedders/quantized.py)
+            out["query_model"] = query_model
         if self.worker.error:
             out["error"] = self.worker.error
         return out
