@@ -203,12 +203,15 @@ class TokenCounter:
         if len(text) < _WORDS_FROM:
             return len(self._enc.encode_ordinary(text))
         words = self._words
+        young = words._young.get  # most words are there: a plain dict read, no method call
         total = 0
         for piece in split_words(text):
-            hit = words.get(piece)
+            hit = young(piece)
             if hit is None:
-                hit = len(self._enc.encode_ordinary(piece))
-                words.put(piece, hit)
+                hit = words.get(piece)
+                if hit is None:
+                    hit = len(self._enc.encode_ordinary(piece))
+                    words.put(piece, hit)
             total += hit
         return total
 
