@@ -82,7 +82,6 @@ class MiniLMEmbedder:
             if digest != MODEL_SHA256:
                 raise ValueError(f"{file} has sha256 {digest}, expected {MODEL_SHA256}")
         self._session = _session(ort, file, threads)
-        self._file, self._query_threads = file, query_threads
         self.query_model = query_model if query_threads is not None else "packaged"
         if self.query_model == "int8" and importlib.util.find_spec("onnx") is None:
             self.query_model = "packaged"  # the build needs onnx's quantizer
