@@ -436,29 +436,57 @@ class StepsEmbedder(HashEmbedder):
         return QuerySteps(run, vector)
 
 
-def test_the_query_is_embedded_on_the_pool_and_searched_on_the_calling_thread(
-    store: Store,
+def test_the_query_is_embedded_and_searched_on_the_pool_and_its_hits_read_on_the_caller(
+    store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     embedder = StepsEmbedder()
+    remote = getattr(store, "remote", False)
+    calls: list[tuple[str, str]] = []
+    if not remote:  # SQLite and memory search in this process (`vector_nearest`)
+
+        def spy(method: str) -> Any:
+            real = getattr(store, method)
+
+            def recorded(*args: Any) -> Any:
+                calls.append((method, threading.current_thread().name))
+                return real(*args)
+
+            return recorded
+
+        for method in ("vector_nearest", "get_many"):
+            monkeypatch.setattr(store, method, spy(method))
     with Engine(store, embedder=embedder) as e:
         add_notes(e)
         assert e.wait_for_embeddings(timeout=20)
         embedder.threads.clear()
+        calls.clear()
         result = e.assemble("p", "bob", "redis cache port", 2000)
         caller = threading.current_thread().name
-        if getattr(store, "remote", False):  # PostgreSQL: the whole source runs on the pool
-            assert [step for step, _ in embedder.threads] == ["tokenize", "model", "pooling"]
+        assert [step for step, _ in embedder.threads] == ["tokenize", "model", "pooling"]
+        if remote:  # PostgreSQL: the whole source runs on the pool
             assert all(name.startswith("cw-source") for _, name in embedder.threads)
-        else:  # the model alone on the pool, tokenizing and pooling on the calling thread
+        else:  # tokenized on the calling thread; the model, pooling and search on the pool
             assert embedder.threads[0] == ("tokenize", caller)
-            assert embedder.threads[1][0] == "model"
-            assert embedder.threads[1][1].startswith("cw-source")
-            assert embedder.threads[2] == ("pooling", caller)
+            assert all(name.startswith("cw-source") for _, name in embedder.threads[1:])
+            searched = [name for m, name in calls if m == "vector_nearest"]
+            assert len(searched) == 1 and searched[0].startswith("cw-source")
+            assert ("get_many", caller) in calls  # the hits' records, on the calling thread
         assert any("vector" in i["sources"] for i in result.trace.items)
         # Asked again, the query's vector is cached: nothing is embedded.
         embedder.threads.clear()
         again = e.assemble("p", "bob", "redis cache port", 2000)
         assert embedder.threads == [] and again.text == result.text
+        # With no pool, all of it runs on the calling thread, and finds the same.
+        steps = StepsEmbedder()
+        serial = Engine(store, embedder=steps, workers=1)
+        try:
+            alone = serial.assemble("p", "bob", "redis cache port", 2000)
+            assert steps.threads == [(s, caller) for s in ("tokenize", "model", "pooling")]
+            assert alone.text == result.text
+            assert [i["key"] for i in alone.trace.items] == [i["key"] for i in result.trace.items]
+        finally:  # the store is `e`'s to close
+            serial.flush()
+            serial.vectors.close()
 
 
 def test_search_catches_up_with_vectors_written_after_the_first_search(vengine: Engine) -> None:

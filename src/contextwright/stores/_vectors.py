@@ -325,14 +325,17 @@ class MemoryVectors:
                 m.add([rid], v[None, :], [Access(r.author, r.visibility, tuple(r.to))])
                 self._vec_done.add((model, rid))
 
+    def vector_nearest(
+        self, project: str, agent: str | None, vector: Any, limit: int, model: str
+    ) -> list[tuple[str, float]]:
+        with self._lock:
+            m = self._vec_state().get((project, model))
+        return [] if m is None else m.search(vector, agent, limit)
+
     def vector_search(
         self, project: str, agent: str | None, vector: Any, limit: int, model: str
     ) -> list[Any]:
         from ..ports import Hit
 
-        with self._lock:
-            m = self._vec_state().get((project, model))
-        if m is None:
-            return []
-        found = m.search(vector, agent, limit)
+        found = self.vector_nearest(project, agent, vector, limit, model)
         return [Hit(self._current(self._records[i]), s) for i, s in found]

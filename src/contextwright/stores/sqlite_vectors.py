@@ -163,12 +163,17 @@ class SQLiteVectors:
         )
         return int(row[0])
 
+    def vector_nearest(
+        self, project: str, agent: str | None, vector: Any, limit: int, model: str
+    ) -> list[tuple[str, float]]:
+        """The ids and cosines of `vector_search`, without reading the records: numpy work on the
+        matrix held in this process, which the vector source runs on the pool (vectors.py)."""
+        m = self._matrix(project, model)
+        return [] if m is None else m.search(vector, agent, limit)
+
     def vector_search(
         self, project: str, agent: str | None, vector: Any, limit: int, model: str
     ) -> list[Hit]:
-        m = self._matrix(project, model)
-        if m is None:
-            return []
-        found = m.search(vector, agent, limit)
+        found = self.vector_nearest(project, agent, vector, limit, model)
         records = {r.id: r for r in self._get_many(self._conn(), [i for i, _ in found])}
         return [Hit(records[i], s) for i, s in found if i in records]
