@@ -365,6 +365,7 @@ def test_queries_run_on_an_int8_build_that_is_made_once_and_close_to_the_package
         assert float(a @ b) > 0.98  # ... and points the same way
     built = list(model_cache.glob("model-*-int8-ort*.onnx"))
     assert len(built) == 1 and built[0].stat().st_size > 10_000_000
+    assert not list(model_cache.glob("*.partial"))
 
     def no_rebuild(source: Path) -> bytes:
         raise AssertionError(f"{source} was built again instead of read from the cache")
@@ -376,6 +377,26 @@ def test_queries_run_on_an_int8_build_that_is_made_once_and_close_to_the_package
     for texts in ([queries[0]], [queries[0], "the lunch menu"]):
         assert np.array_equal(fast.embed(texts), exact.embed(texts))
     assert np.array_equal(fast.embed([queries[0]])[0], query(exact, queries[0]))
+
+
+def test_a_new_build_replaces_the_build_for_another_runtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("onnx", reason="needs the 'vectors' extra")
+    from contextwright.embedders import quantized
+    from contextwright.embedders.minilm import model_path
+
+    monkeypatch.setenv("CONTEXTWRIGHT_CACHE", str(tmp_path))
+    monkeypatch.setattr(quantized, "build_int8", lambda source: b"an int8 build")
+    old = tmp_path / "model-0123456789abcdef-int8-ort0.1.onnx"
+    other = tmp_path / "another-model-0123456789abcdef-int8-ort0.1.onnx"
+    old.write_bytes(b"a build for another onnxruntime")
+    other.write_bytes(b"another model's build")
+    assert quantized.int8_model(model_path()) == b"an int8 build"
+    (new,) = tmp_path.glob("model-*-int8-ort*.onnx")  # this runtime's build alone
+    assert new != old and new.read_bytes() == b"an int8 build"
+    assert not old.exists() and other.exists()
+    assert quantized.int8_model(model_path()) == b"an int8 build"  # now from the cache
 
 
 def test_the_int8_build_is_used_from_memory_where_the_cache_cannot_be_written(

@@ -13,8 +13,8 @@ still made by the packaged model (docs/vectors.md).
 
 Building takes a few seconds, once: the file is kept in a cache directory (`CONTEXTWRIGHT_CACHE`,
 else `$XDG_CACHE_HOME/contextwright`, else `~/.cache/contextwright`), named after the source
-model's sha256 and onnxruntime's version, so that a new model or runtime builds anew. Where that
-directory cannot be written, the build is used from memory.
+model's sha256 and onnxruntime's version, so that a new model or runtime builds anew (and the
+older build is removed). Where that directory cannot be written, the build is used from memory.
 """
 
 from __future__ import annotations
@@ -51,6 +51,9 @@ def int8_model(source: Path) -> bytes:
         partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
         partial.write_bytes(built)
         os.replace(partial, target)  # atomic: a concurrent builder writes the same bytes
+        for stale in target.parent.glob(f"{source.stem}-*-int8-ort*.onnx"):
+            if stale != target:  # built for another model file or runtime: 59 MB each
+                stale.unlink(missing_ok=True)
     except OSError:
         pass  # a read-only home: use the build from memory
     return built
