@@ -434,6 +434,30 @@ def test_a_bad_query_model_is_named_and_a_missing_quantizer_falls_back(
     assert minilm.MiniLMEmbedder(query_threads=None).query_model == "packaged"
 
 
+def test_a_failing_int8_build_leaves_queries_on_the_packaged_model(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pytest.importorskip("onnx", reason="needs the 'vectors' extra")
+    from contextwright.embedders import minilm, quantized
+
+    def broken(source: Path) -> bytes:
+        raise RuntimeError(f"cannot quantize {source.name}")
+
+    monkeypatch.setenv("CONTEXTWRIGHT_CACHE", str(tmp_path))  # nothing cached: it must build
+    monkeypatch.setattr(quantized, "build_int8", broken)
+    e = minilm.MiniLMEmbedder()
+    assert e.query_model == "packaged"
+    assert e.query_model_error == "RuntimeError: cannot quantize model.onnx"
+    steps = e.query_steps("where do we keep cached values?")
+    assert np.array_equal(
+        steps.vector(steps.run()), e.embed(["where do we keep cached values?"])[0]
+    )
+    with Engine(SQLiteStore(str(tmp_path / "v.db")), embedder=e) as engine:
+        status = engine.vectors.status()
+        assert status["query_model"] == "packaged"
+        assert status["query_model_error"] == "RuntimeError: cannot quantize model.onnx"
+
+
 class StepsEmbedder(HashEmbedder):
     """A HashEmbedder with `query_steps`, recording the threads its steps ran on."""
 

@@ -295,6 +295,9 @@ class Vectors:
         query_model = getattr(self.embedder, "query_model", None)
         if query_model is not None:  # MiniLM: what embeds the query (embedders/quantized.py)
             out["query_model"] = query_model
+            why = getattr(self.embedder, "query_model_error", None)
+            if why:
+                out["query_model_error"] = why
         if self.worker.error:
             out["error"] = self.worker.error
         return out

@@ -52,8 +52,8 @@ class MiniLMEmbedder:
     same model that embeds a query twice as fast, with vectors of cosine >= 0.99 to the packaged
     model's (embedders/quantized.py: built once per machine, then read from a cache); or
     "packaged", the packaged model itself, bit-identical to `embed`. Stored vectors always come
-    from the packaged model. Without the `onnx` package the int8 build cannot be made and
-    "packaged" runs (`self.query_model` says which)."""
+    from the packaged model. Without the `onnx` package, or if the build fails
+    (`self.query_model_error` says why), "packaged" runs (`self.query_model` says which)."""
 
     name = "minilm-l6-int8"
     dim = 384
@@ -86,8 +86,15 @@ class MiniLMEmbedder:
         if self.query_model == "int8" and importlib.util.find_spec("onnx") is None:
             self.query_model = "packaged"  # the build needs onnx's quantizer
         self._query_session: Any = None
+        self.query_model_error: str | None = None
         if query_threads is not None:  # made now: building the int8 model takes seconds, once
-            query = int8_model(file) if self.query_model == "int8" else file
+            query: Path | bytes = file
+            if self.query_model == "int8":
+                try:
+                    query = int8_model(file)
+                except Exception as exc:  # a model the quantizer cannot take: queries as stored
+                    self.query_model = "packaged"
+                    self.query_model_error = f"{type(exc).__name__}: {exc}"
             self._query_session = _session(ort, query, query_threads)
         self._inputs = {i.name for i in self._session.get_inputs()}
         tok = Tokenizer.from_str(gzip.decompress(TOKENIZER.read_bytes()).decode("utf-8"))
