@@ -434,6 +434,20 @@ def test_a_bad_query_model_is_named_and_a_missing_quantizer_falls_back(
     assert minilm.MiniLMEmbedder(query_threads=None).query_model == "packaged"
 
 
+def test_an_int8_build_that_points_elsewhere_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("onnx", reason="needs the 'vectors' extra")
+    from contextwright.embedders import minilm
+
+    fast = minilm.MiniLMEmbedder()  # here the build passes its check ...
+    assert fast.query_model == "int8" and fast.query_model_error is None
+    monkeypatch.setattr(minilm, "INT8_MIN_COSINE", 0.9999)  # ... which a saturating CPU fails
+    e = minilm.MiniLMEmbedder()
+    assert e.query_model == "packaged"
+    assert e.query_model_error is not None and "cosine 0.99" in e.query_model_error
+    steps = e.query_steps(minilm.PROBES[0])
+    assert np.array_equal(steps.vector(steps.run()), e.embed([minilm.PROBES[0]])[0])
+
+
 def test_a_failing_int8_build_leaves_queries_on_the_packaged_model(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -11,7 +11,8 @@ Measured on the benchmark machine (AMD EPYC, AVX-512 VNNI, one thread): an 11-to
 recall 0.795 / 0.868 / 0.906 / 0.947 at 500 / 1,000 / 2,000 / 4,000 tokens with the stored vectors
 still made by the packaged model (docs/vectors.md).
 
-Building takes a few seconds, once: the file is kept in a cache directory (`CONTEXTWRIGHT_CACHE`,
+MiniLMEmbedder checks the build against the packaged model on a few probe texts before it uses
+it (on x86 CPUs without VNNI, int8 products can saturate). Building takes a few seconds, once: the file is kept in a cache directory (`CONTEXTWRIGHT_CACHE`,
 else `$XDG_CACHE_HOME/contextwright`, else `~/.cache/contextwright`), named after the source
 model's sha256 and onnxruntime's version, so that a new model or runtime builds anew (and the
 older build is removed). Where that directory cannot be written, the build is used from memory.
