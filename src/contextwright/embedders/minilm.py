@@ -87,6 +87,7 @@ class MiniLMEmbedder:
                 "query_model", query_model, f"use one of {', '.join(QUERY_MODELS)}"
             )
         file = Path(path) if path is not None else model_path()
+        digest = None
         if path is None:
             digest = hashlib.sha256(file.read_bytes()).hexdigest()
             if digest != MODEL_SHA256:
@@ -107,7 +108,7 @@ class MiniLMEmbedder:
         if query_threads is not None:  # made now: building the int8 model takes seconds, once
             if self.query_model == "int8":
                 try:
-                    self._query_session = _session(ort, int8_model(file), query_threads)
+                    self._query_session = _session(ort, int8_model(file, digest), query_threads)
                     self._check_int8()
                 except Exception as exc:  # a model the quantizer cannot take, or a CPU whose
                     # int8 products saturate: queries run on the packaged model

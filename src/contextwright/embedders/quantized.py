@@ -7,12 +7,13 @@ quantizes the weight matrices per output channel and the activations per call (o
 dynamic quantization, weights-only MatMuls), so that those products run on the CPU's int8 units.
 
 Measured on the benchmark machine (AMD EPYC, AVX-512 VNNI, one thread): an 11-token query in
-2.3 ms against 4.7 ms, cosine 0.994-0.995 with the packaged model's vectors, and LoCoMo (dev) turn
+2.3 ms against 4.7 ms, cosine 0.993-0.996 with the packaged model's vectors, and LoCoMo (dev) turn
 recall 0.795 / 0.868 / 0.906 / 0.947 at 500 / 1,000 / 2,000 / 4,000 tokens with the stored vectors
-still made by the packaged model (docs/vectors.md).
+still made by the packaged model (docs/vectors.md). MiniLMEmbedder checks the build against the
+packaged model on a few probe texts before it uses it (on x86 CPUs without VNNI, int8 products can
+saturate).
 
-MiniLMEmbedder checks the build against the packaged model on a few probe texts before it uses
-it (on x86 CPUs without VNNI, int8 products can saturate). Building takes a few seconds, once: the file is kept in a cache directory (`CONTEXTWRIGHT_CACHE`,
+Building takes a few seconds, once: the file is kept in a cache directory (`CONTEXTWRIGHT_CACHE`,
 else `$XDG_CACHE_HOME/contextwright`, else `~/.cache/contextwright`), named after the source
 model's sha256 and onnxruntime's version, so that a new model or runtime builds anew (and the
 older build is removed). Where that directory cannot be written, the build is used from memory.
@@ -36,11 +37,12 @@ def cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "contextwright"
 
 
-def int8_model(source: Path) -> bytes:
-    """The int8 build of the ONNX model at `source`, from the cache or built (and cached)."""
+def int8_model(source: Path, sha256: str | None = None) -> bytes:
+    """The int8 build of the ONNX model at `source` (whose sha256 the caller may know already),
+    from the cache or built (and cached)."""
     import onnxruntime as ort
 
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    digest = (sha256 or hashlib.sha256(source.read_bytes()).hexdigest())[:16]
     target = cache_dir() / f"{source.stem}-{digest}-int8-ort{ort.__version__}.onnx"
     try:
         return target.read_bytes()
