@@ -118,7 +118,11 @@ class Store(Protocol):
 
 
 class VectorStore(Store, Protocol):
-    """A store that also keeps one vector per record per embedding model (see docs/vectors.md)."""
+    """A store that also keeps one vector per record per embedding model (see docs/vectors.md).
+
+    A store that searches in this process (SQLite, memory) may also have `vector_nearest`, with
+    the arguments of `vector_search`, returning (record id, cosine) pairs without reading the
+    records: the vector source then runs it on the pool, beside the other sources' reads."""
 
     def unembedded(self, model: str, limit: int) -> list[Record]:
         """Oldest records first that have no vector from `model` yet."""
