@@ -63,6 +63,25 @@ def add_notes(e: Engine, project: str = "p") -> None:
         e.add(project=project, author=author, kind="note", content=text)
 
 
+def test_vector_nearest_is_vector_search_without_the_records(vengine: Engine) -> None:
+    store: Any = vengine.store
+    if not callable(getattr(store, "vector_nearest", None)):
+        pytest.skip("the store searches elsewhere (PostgreSQL): vector_search alone")
+    add_notes(vengine)
+    vengine.add(
+        project="p", author="ann", kind="note", content="private redis", visibility="private"
+    )
+    assert vengine.wait_for_embeddings(timeout=20)
+    model = vengine.vectors.embedder.name  # type: ignore[union-attr]
+    query = vengine.vectors.embedder.embed(["redis cache port"])[0]  # type: ignore[union-attr]
+    for agent in ("ann", "bob", None):
+        found = store.vector_nearest("p", agent, query, 10, model)
+        hits = store.vector_search("p", agent, query, 10, model)
+        assert found == [(h.record.id, h.score) for h in hits] and found
+    assert len(store.vector_nearest("p", "bob", query, 10, model)) == len(NOTES)  # not the private
+    assert store.vector_nearest("nope", "bob", query, 10, model) == []
+
+
 def test_vector_source_finds_records_and_trace_reports_no_lag(vengine: Engine) -> None:
     add_notes(vengine)
     assert vengine.wait_for_embeddings(timeout=20)
