@@ -65,8 +65,9 @@ def add_notes(e: Engine, project: str = "p") -> None:
 
 def test_vector_nearest_is_vector_search_without_the_records(vengine: Engine) -> None:
     store: Any = vengine.store
-    if not callable(getattr(store, "vector_nearest", None)):
-        pytest.skip("the store searches elsewhere (PostgreSQL): vector_search alone")
+    if getattr(store, "remote", False):  # PostgreSQL searches in the server: vector_search alone
+        assert not hasattr(store, "vector_nearest")
+        return
     add_notes(vengine)
     vengine.add(
         project="p", author="ann", kind="note", content="private redis", visibility="private"
