@@ -116,8 +116,8 @@ def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> 
     embed_packaged: list[float] = []
     search: list[float] = []
     packaged = None
-    if getattr(embedder, "query_model", "packaged") != "packaged":
-        packaged = type(embedder)(query_model="packaged")
+    if getattr(embedder, "compute", "packaged") != "packaged":
+        packaged = type(embedder)(compute="packaged")
 
     def embed_query(text: str, e: Any = embedder) -> Any:
         """As assemble embeds a query (its own session), or as `embed` does for other models."""
@@ -160,7 +160,7 @@ def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> 
         "assemble_without_vectors_ms": _stats(without_v),
         "assemble_loop_with_vectors_ms": _stats(loop_with),
         "assemble_loop_without_vectors_ms": _stats(loop_without),
-        "query_model": getattr(embedder, "query_model", None),
+        "compute": getattr(embedder, "compute", None),
         "query_embedding_ms": _stats(embed_q),
         "query_embedding_packaged_model_ms": _stats(embed_packaged) if embed_packaged else None,
         "vector_search_ms": _stats(search),

@@ -83,5 +83,5 @@ def test_vectors_bench_reports_cold_and_loop_with_and_without_vectors(tmp_path: 
         assert _positive(report[key]), key
     assert report["lag_after_run"] == 0  # the loop waited for the worker after every turn
     # The hash embedder has one model: no int8 query build to compare with the packaged one.
-    assert report["query_model"] is None and report["query_embedding_packaged_model_ms"] is None
+    assert report["compute"] is None and report["query_embedding_packaged_model_ms"] is None
     assert _positive(report["query_embedding_ms"])

@@ -345,44 +345,48 @@ def test_the_default_embedder_is_real_and_offline(tmp_path: Path) -> None:
     assert max(vector, key=lambda k: vector[k]).endswith("the lunch menu has pasta on fridays")
 
 
-def test_a_query_embeds_the_same_on_its_own_session_as_on_the_batch_session() -> None:
-    pytest.importorskip("onnxruntime", reason="needs the 'vectors' extra")
+@pytest.mark.parametrize("compute", ["int8", "packaged"])
+def test_a_query_embeds_the_same_on_its_own_session_as_on_the_batch_session(compute: str) -> None:
+    pytest.importorskip("onnx", reason="needs the 'vectors' extra")
     from contextwright.embedders.minilm import MiniLMEmbedder
 
-    own, shared = MiniLMEmbedder(query_model="packaged"), MiniLMEmbedder(query_threads=None)
+    own = MiniLMEmbedder(compute=compute)
+    shared = MiniLMEmbedder(query_threads=None, compute=compute)
+    assert own.compute == shared.compute == compute
     query = "where do we keep cached values?"
     assert np.array_equal(own.embed([query]), shared.embed([query]))
-    assert own._query_session is not None and shared._query_session is None
-    # In a batch, the same text goes through the batch session (padded): the same direction.
-    batch = own.embed([query, "the lunch menu"])[0]
-    assert np.allclose(batch, own.embed([query])[0], atol=1e-5)
+    if compute == "packaged":  # a session for batches and one for queries
+        assert own._query_session is not None and shared._query_session is None
+        # In a batch, the same text goes through the batch session (padded): the same direction.
+        batch = own.embed([query, "the lunch menu"])[0]
+        assert float(batch @ own.embed([query])[0]) > 0.999
+    else:  # one session, one text at a time: the same vector wherever the text is embedded
+        assert own._query_session is None
+        assert np.array_equal(own.embed(["the lunch menu", query])[1], own.embed([query])[0])
     # In two steps (the model on the pool, the pooling on the caller): the very same vector.
-    steps = own.query_steps(query)
-    assert np.array_equal(steps.vector(steps.run()), own.embed([query])[0])
+    for e in (own, shared):
+        steps = e.query_steps(query)
+        assert np.array_equal(steps.vector(steps.run()), own.embed([query])[0])
 
 
-def test_queries_run_on_an_int8_build_that_is_made_once_and_close_to_the_packaged_model(
+def test_the_int8_build_is_made_once_and_points_where_the_packaged_model_does(
     model_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("onnx", reason="needs the 'vectors' extra")
     from contextwright.embedders import minilm, quantized
 
-    fast, exact = minilm.MiniLMEmbedder(), minilm.MiniLMEmbedder(query_model="packaged")
-    assert fast.query_model == "int8" and exact.query_model == "packaged"
-    queries = [
+    fast, exact = minilm.MiniLMEmbedder(), minilm.MiniLMEmbedder(compute="packaged")
+    assert fast.compute == "int8" and exact.compute == "packaged"
+    assert fast.compute_error is None and exact.compute_error is None
+    texts = [
         "where do we keep cached values?",
         "what did Caroline say about her adoption plans last summer?",
         "retry the payment webhook",
+        "the lunch menu has pasta on fridays",
     ]
-
-    def query(e: minilm.MiniLMEmbedder, text: str) -> np.ndarray[Any, Any]:
-        steps = e.query_steps(text)
-        return steps.vector(steps.run())
-
-    for q in queries:
-        a, b = query(fast, q), query(exact, q)
-        assert not np.array_equal(a, b)  # another model ran ...
-        assert float(a @ b) > 0.98  # ... and points the same way
+    a, b = fast.embed(texts), exact.embed(texts)
+    assert not np.array_equal(a, b)  # another model ran ...
+    assert (np.sum(a * b, axis=1) > 0.98).all()  # ... and points the same way
     built = list(model_cache.glob("model-*-int8-ort*.onnx"))
     assert len(built) == 1 and built[0].stat().st_size > 10_000_000
     assert not list(model_cache.glob("*.partial"))
@@ -392,11 +396,7 @@ def test_queries_run_on_an_int8_build_that_is_made_once_and_close_to_the_package
 
     monkeypatch.setattr(quantized, "build_int8", no_rebuild)
     again = minilm.MiniLMEmbedder()
-    assert np.array_equal(query(again, queries[0]), query(fast, queries[0]))
-    # What gets stored (`embed`, even of one text) comes from the packaged model.
-    for texts in ([queries[0]], [queries[0], "the lunch menu"]):
-        assert np.array_equal(fast.embed(texts), exact.embed(texts))
-    assert np.array_equal(fast.embed([queries[0]])[0], query(exact, queries[0]))
+    assert again.compute == "int8" and np.array_equal(again.embed(texts), a)
 
 
 def test_a_new_build_replaces_the_build_for_another_runtime(
@@ -431,11 +431,11 @@ def test_the_int8_build_is_used_from_memory_where_the_cache_cannot_be_written(
     e = minilm.MiniLMEmbedder()
     steps = e.query_steps("where do we keep cached values?")
     v = steps.vector(steps.run())
-    assert abs(float(np.linalg.norm(v)) - 1.0) < 1e-4 and e.query_model == "int8"
+    assert abs(float(np.linalg.norm(v)) - 1.0) < 1e-4 and e.compute == "int8"
     assert blocked.read_text().startswith("a file")
 
 
-def test_a_bad_query_model_is_named_and_a_missing_quantizer_falls_back(
+def test_a_bad_compute_is_named_and_a_missing_quantizer_falls_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pytest.importorskip("onnxruntime", reason="needs the 'vectors' extra")
@@ -444,14 +444,17 @@ def test_a_bad_query_model_is_named_and_a_missing_quantizer_falls_back(
     from contextwright.embedders import minilm
 
     with pytest.raises(ValidationError) as err:
-        minilm.MiniLMEmbedder(query_model="fp16")
-    assert "query_model" in str(err.value) and "int8" in str(err.value)
+        minilm.MiniLMEmbedder(compute="fp16")
+    assert "compute" in str(err.value) and "int8" in str(err.value)
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "onnx" else real(name, *a)
     )
-    assert minilm.MiniLMEmbedder().query_model == "packaged"
-    assert minilm.MiniLMEmbedder(query_threads=None).query_model == "packaged"
+    e = minilm.MiniLMEmbedder()
+    assert e.compute == "packaged" and "onnx" in (e.compute_error or "")
+    assert np.array_equal(
+        e.embed(["redis"]), minilm.MiniLMEmbedder(compute="packaged").embed(["redis"])
+    )
 
 
 def test_an_int8_build_that_points_elsewhere_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -459,16 +462,18 @@ def test_an_int8_build_that_points_elsewhere_is_not_used(monkeypatch: pytest.Mon
     from contextwright.embedders import minilm
 
     fast = minilm.MiniLMEmbedder()  # here the build passes its check ...
-    assert fast.query_model == "int8" and fast.query_model_error is None
+    assert fast.compute == "int8" and fast.compute_error is None
     monkeypatch.setattr(minilm, "INT8_MIN_COSINE", 0.9999)  # ... which a saturating CPU fails
     e = minilm.MiniLMEmbedder()
-    assert e.query_model == "packaged"
-    assert e.query_model_error is not None and "cosine 0.99" in e.query_model_error
+    assert e.compute == "packaged"
+    assert e.compute_error is not None and "cosine 0.99" in e.compute_error
+    exact = minilm.MiniLMEmbedder(compute="packaged")
     steps = e.query_steps(minilm.PROBES[0])
-    assert np.array_equal(steps.vector(steps.run()), e.embed([minilm.PROBES[0]])[0])
+    assert np.array_equal(steps.vector(steps.run()), exact.embed([minilm.PROBES[0]])[0])
+    assert np.array_equal(e.embed(list(minilm.PROBES)), exact.embed(list(minilm.PROBES)))
 
 
-def test_a_failing_int8_build_leaves_queries_on_the_packaged_model(
+def test_a_failing_int8_build_leaves_the_packaged_model(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     pytest.importorskip("onnx", reason="needs the 'vectors' extra")
@@ -480,16 +485,16 @@ def test_a_failing_int8_build_leaves_queries_on_the_packaged_model(
     monkeypatch.setenv("CONTEXTWRIGHT_CACHE", str(tmp_path))  # nothing cached: it must build
     monkeypatch.setattr(quantized, "build_int8", broken)
     e = minilm.MiniLMEmbedder()
-    assert e.query_model == "packaged"
-    assert e.query_model_error == "RuntimeError: cannot quantize model.onnx"
+    assert e.compute == "packaged"
+    assert e.compute_error == "RuntimeError: cannot quantize model.onnx"
     steps = e.query_steps("where do we keep cached values?")
     assert np.array_equal(
         steps.vector(steps.run()), e.embed(["where do we keep cached values?"])[0]
     )
     with Engine(SQLiteStore(str(tmp_path / "v.db")), embedder=e) as engine:
         status = engine.vectors.status()
-        assert status["query_model"] == "packaged"
-        assert status["query_model_error"] == "RuntimeError: cannot quantize model.onnx"
+        assert status["compute"] == "packaged"
+        assert status["compute_error"] == "RuntimeError: cannot quantize model.onnx"
 
 
 class StepsEmbedder(HashEmbedder):

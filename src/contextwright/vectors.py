@@ -292,12 +292,12 @@ class Vectors:
             "fusion": self.engine.scoring.fusion,
             "lag": self.worker.lag(),
         }
-        query_model = getattr(self.embedder, "query_model", None)
-        if query_model is not None:  # MiniLM: what embeds the query (embedders/quantized.py)
-            out["query_model"] = query_model
-            why = getattr(self.embedder, "query_model_error", None)
+        compute = getattr(self.embedder, "compute", None)
+        if compute is not None:  # MiniLM: the int8 build or the packaged model (quantized.py)
+            out["compute"] = compute
+            why = getattr(self.embedder, "compute_error", None)
             if why:
-                out["query_model_error"] = why
+                out["compute_error"] = why
         if self.worker.error:
             out["error"] = self.worker.error
         return out

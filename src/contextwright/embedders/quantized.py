@@ -1,17 +1,17 @@
-"""An int8 build of an ONNX model, for embedding one query at a time.
+"""An int8 build of an ONNX model: MiniLM's default compute (embedders/minilm.py).
 
 The packaged MiniLM stores its weights as int8 but computes in float32: onnxruntime folds the
-weights back to float32 when it loads the model. A query of 10-20 tokens is then 4-6 ms of float32
+weights back to float32 when it loads the model. A query of 10-20 tokens is then 4-7 ms of float32
 matrix products on one core, the longest step of an assemble call with vectors. This build
 quantizes the weight matrices per output channel and the activations per call (onnxruntime's
 dynamic quantization, weights-only MatMuls), so that those products run on the CPU's int8 units.
 
 Measured on the benchmark machine (AMD EPYC, AVX-512 VNNI, one thread): an 11-token query in
-2.3 ms against 4.7 ms, cosine 0.993-0.996 with the packaged model's vectors, and LoCoMo (dev) turn
-recall 0.795 / 0.868 / 0.906 / 0.947 at 500 / 1,000 / 2,000 / 4,000 tokens with the stored vectors
-still made by the packaged model (docs/vectors.md). MiniLMEmbedder checks the build against the
-packaged model on a few probe texts before it uses it (on x86 CPUs without VNNI, int8 products can
-saturate).
+2.3 ms against 4.7 ms; LoCoMo turns embedded one at a time at 179 a second against 109 for the
+packaged model in batches on two threads; cosine 0.993-0.996 with the packaged model's vectors;
+LoCoMo (dev) turn recall 0.798 / 0.868 / 0.909 / 0.944 at 500 / 1,000 / 2,000 / 4,000 tokens
+(docs/vectors.md). MiniLMEmbedder checks the build against the packaged model on a few probe
+texts before it uses it (on x86 CPUs without VNNI, int8 products can saturate).
 
 Building takes a few seconds, once: the file is kept in a cache directory (`CONTEXTWRIGHT_CACHE`,
 else `$XDG_CACHE_HOME/contextwright`, else `~/.cache/contextwright`), named after the source
