@@ -606,12 +606,19 @@ def test_static_embedder_loads_a_distilled_table(tmp_path: Path) -> None:
 
 def test_distill_writes_a_table_from_the_packaged_model(tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime", reason="needs the 'vectors' extra")
+    from contextwright.embedders.minilm import MiniLMEmbedder
     from contextwright.embedders.static import distill
 
     out = distill(tmp_path / "small.npz", vocab=64, batch=32)
     with np.load(out) as z:
         assert z["table"].shape == (64, 384) and z["table"].dtype == np.int8
         assert z["scale"].shape == (384,) and (z["scale"] > 0).all()
+        scale = z["scale"]
+        table = z["table"].astype(np.float32) * scale
+    # Row 40 is the packaged model's "[CLS] token-40 [SEP]", to int8 precision.
+    x = np.asarray([[101, 40, 102]], dtype=np.int64)
+    row = MiniLMEmbedder(compute="packaged").hidden(x, np.ones_like(x)).mean(axis=1)[0]
+    assert np.allclose(table[40], row, atol=float(scale.max()))
 
 
 @settings(max_examples=50, deadline=None)

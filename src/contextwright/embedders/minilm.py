@@ -158,7 +158,8 @@ class MiniLMEmbedder:
     def hidden(
         self, ids: np.ndarray[Any, Any], mask: np.ndarray[Any, Any]
     ) -> np.ndarray[Any, np.dtype[np.float32]]:
-        """The last hidden state, (batch, tokens, dim), for token ids and their attention mask."""
+        """The last hidden state, (batch, tokens, dim), for token ids and their attention mask
+        (with the int8 build, the batch's activations are quantized together)."""
         return np.asarray(self._model_run(ids, mask)(), dtype=np.float32)
 
     def query_steps(self, text: str, session: Any = None) -> QuerySteps:

@@ -61,8 +61,9 @@ def distill(
     batch: int = 512,
     vocab: int = 30_522,
 ) -> Path:
-    """Write the static table: row t is MiniLM's mean-pooled vector of "[CLS] t [SEP]"."""
-    model = embedder or MiniLMEmbedder()
+    """Write the static table: row t is MiniLM's mean-pooled vector of "[CLS] t [SEP]", from the
+    packaged model in batches (the int8 build would quantize each batch's activations together)."""
+    model = embedder or MiniLMEmbedder(compute="packaged", query_threads=None)
     table = np.zeros((vocab, model.dim), dtype=np.float32)
     for start in range(0, vocab, batch):
         ids = np.arange(start, min(vocab, start + batch), dtype=np.int64)
