@@ -400,7 +400,7 @@ def test_the_int8_build_is_made_once_and_points_where_the_packaged_model_does(
 
 
 def test_a_new_build_replaces_the_build_for_another_runtime(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     pytest.importorskip("onnx", reason="needs the 'vectors' extra")
     from contextwright.embedders import quantized
@@ -412,11 +412,16 @@ def test_a_new_build_replaces_the_build_for_another_runtime(
     other = tmp_path / "another-model-0123456789abcdef-int8-ort0.1.onnx"
     old.write_bytes(b"a build for another onnxruntime")
     other.write_bytes(b"another model's build")
-    assert quantized.int8_model(model_path()) == b"an int8 build"
+    with caplog.at_level("INFO", logger="contextwright.embedders"):
+        assert quantized.int8_model(model_path()) == b"an int8 build"
+    assert "building the int8 build of model.onnx" in caplog.text  # says why it takes seconds
     (new,) = tmp_path.glob("model-*-int8-ort*.onnx")  # this runtime's build alone
     assert new != old and new.read_bytes() == b"an int8 build"
     assert not old.exists() and other.exists()
-    assert quantized.int8_model(model_path()) == b"an int8 build"  # now from the cache
+    caplog.clear()
+    with caplog.at_level("INFO", logger="contextwright.embedders"):
+        assert quantized.int8_model(model_path()) == b"an int8 build"  # now from the cache
+    assert "building" not in caplog.text
 
 
 def test_the_int8_build_is_used_from_memory_where_the_cache_cannot_be_written(

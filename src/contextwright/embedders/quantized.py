@@ -28,6 +28,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+log = logging.getLogger("contextwright.embedders")
+
 
 def cache_dir() -> Path:
     explicit = os.environ.get("CONTEXTWRIGHT_CACHE")
@@ -48,6 +50,7 @@ def int8_model(source: Path, sha256: str | None = None) -> bytes:
         return target.read_bytes()
     except OSError:
         pass
+    log.info("building the int8 build of %s into %s (once, a few seconds)", source.name, target)
     built = build_int8(source)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
