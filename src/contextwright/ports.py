@@ -39,6 +39,13 @@ class Hit:
     score: float
 
 
+def hits_for(store: Store, found: Sequence[tuple[str, float]]) -> list[Hit]:
+    """(record id, score) pairs as Hits, in their order, read with one `get_many`: what
+    `vector_search` gives on a store whose `vector_nearest` gives `found`."""
+    records = {r.id: r for r in store.get_many([i for i, _ in found])}
+    return [Hit(records[i], s) for i, s in found if i in records]
+
+
 class Store(Protocol):
     """Durable records, their status facts, edges, key-values, vectors and traces."""
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .candidates import Candidate
-from .ports import Embedder, Hit, VectorStore
+from .ports import Embedder, VectorStore, hits_for
 from .records import Record
 from .sources import SourceContext, record_candidate, section_for
 
@@ -39,6 +39,11 @@ SUGGEST_BELOW = 0.35
 def embed_text(r: Record) -> str:
     """What gets embedded: the author's name helps questions that name people ("what did Ann...")."""
     return f"{r.author}: {r.content}"
+
+
+def searches_here(store: object) -> bool:
+    """The store searches its vectors in this process (`vector_nearest`: SQLite, memory)."""
+    return callable(getattr(store, "vector_nearest", None))
 
 
 def supports_vectors(store: object) -> bool:
@@ -191,7 +196,7 @@ class VectorSource:
         the search where the store searches in this process, else the embedding unless cached."""
         if not self.applies(ctx):
             return None
-        if callable(getattr(ctx.store, "vector_nearest", None)):
+        if searches_here(ctx.store):
             return self._nearest(ctx)
         text = ctx.query_text
         return None if self._cached(text) is not None else self._embedding(text)
@@ -200,11 +205,10 @@ class VectorSource:
         store = ctx.store
         if not self.applies(ctx):
             return []
-        if callable(getattr(store, "vector_nearest", None)):
+        if searches_here(store):
             # What `prepare` started, or (no pool) all of it here.
             found = ctx.prepared_result(self.name, lambda: self._nearest(ctx)())()
-            records = {r.id: r for r in store.get_many([i for i, _ in found])}
-            hits = [Hit(records[i], s) for i, s in found if i in records]
+            hits = hits_for(store, found)
         else:
             text = ctx.query_text
             vec = self._cached(text)

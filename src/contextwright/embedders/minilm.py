@@ -165,10 +165,10 @@ class MiniLMEmbedder:
     def query_steps(self, text: str, session: Any = None) -> QuerySteps:
         """Embedding one text in two steps, so that a caller can run the model on another thread:
         `steps.run()` is the model alone, which holds no GIL but to start and to end, and
-        `steps.vector(ran)` pools its output on the caller. The text is tokenized here, on the
-        caller too, so the other thread takes the GIL back once instead of at every step (each
-        time it may wait for the caller to let go of it: measured 5.8 ms alone, 12-18 ms beside
-        a busy caller when the tokenizing and pooling ran on that thread as well).
+        `steps.vector(ran)` pools its output (a few numpy steps). The text is tokenized here, on
+        the caller, so that the other thread does not wait for the GIL at every step of the
+        tokenizer (measured 5.8 ms alone, 12-18 ms beside a busy caller when the tokenizing ran
+        on that thread as well).
         `session` runs the model instead of the query session (the int8 build's check)."""
         with self._lock:
             enc = self._tokenizer.encode(text)

@@ -335,7 +335,6 @@ class MemoryVectors:
     def vector_search(
         self, project: str, agent: str | None, vector: Any, limit: int, model: str
     ) -> list[Any]:
-        from ..ports import Hit
+        from ..ports import hits_for
 
-        found = self.vector_nearest(project, agent, vector, limit, model)
-        return [Hit(self._current(self._records[i]), s) for i, s in found]
+        return hits_for(self, self.vector_nearest(project, agent, vector, limit, model))  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..ports import Hit
+from ..ports import Hit, hits_for
 from ..records import Record
 from ._rows import COLUMNS, row_to_record
 from ._vectors import Access, VectorMatrix, quantize
@@ -174,6 +174,4 @@ class SQLiteVectors:
     def vector_search(
         self, project: str, agent: str | None, vector: Any, limit: int, model: str
     ) -> list[Hit]:
-        found = self.vector_nearest(project, agent, vector, limit, model)
-        records = {r.id: r for r in self._get_many(self._conn(), [i for i, _ in found])}
-        return [Hit(records[i], s) for i, s in found if i in records]
+        return hits_for(self, self.vector_nearest(project, agent, vector, limit, model))  # type: ignore[arg-type]
