@@ -264,6 +264,114 @@ def test_prepared_work_past_the_deadline_is_a_warning_not_a_failed_call(store: S
     assert runs[1].error is None and [c.key for c in found] == ["b:0"]
 
 
+def test_prepared_work_is_not_started_when_the_cache_will_answer(store: Store) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from contextwright.cache import SourceCache
+
+    engine = Engine(store, workers=1)
+    _seed(engine)
+    src, cache = PreparedSource("v", ["vec"]), SourceCache(ttl_s=60)
+    src.cacheable = True
+    ctx = _ctx(engine)
+    ctx.version = 1
+    with ThreadPoolExecutor(2, thread_name_prefix="pool") as pool:
+        first, _ = run_sources([src], ctx, pool, 5.0, cache=cache)
+        again = _ctx(engine)
+        again.version = 1
+        second, runs = run_sources([src], again, pool, 5.0, cache=cache)
+    assert [e for e, _ in src.log] == ["work", "run:prepared"]  # once: the second call hit
+    assert runs[0].cache == "hit" and [c.key for c in second] == [c.key for c in first]
+    assert not again.prepared
+
+
+class BrokenPrepare(InlineScripted):
+    def prepare(self, ctx: SourceContext) -> object:
+        raise RuntimeError("no GPU today")
+
+
+def test_a_prepare_that_raises_leaves_the_source_to_run_on_its_own(store: Store) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    engine = Engine(store, workers=1)
+    _seed(engine)
+    with ThreadPoolExecutor(2) as pool:
+        found, runs = run_sources([BrokenPrepare("v", ["vec"])], _ctx(engine), pool, 5.0)
+    assert runs[0].error is None and [c.key for c in found] == ["v:0"]
+
+
+def _many_private(engine: Engine, n: int) -> None:
+    """`n` matches of "login": every fourth one visible to all, the rest private to alice."""
+    engine.add_many(
+        {
+            "project": "p",
+            "author": "alice",
+            "content": f"login flow note {i}" + (" oauth" if i % 7 == 0 else ""),
+            "visibility": "project" if i % 4 == 0 else "private",
+            "created_at": T0 + i,
+        }
+        for i in range(n)
+    )
+
+
+@pytest.mark.parametrize("agent", ["bob", "alice", None])
+@pytest.mark.parametrize("limit", [1, 5, 40])
+def test_full_text_ranking_keys_give_the_same_hits_as_search_text(
+    tmp_path: Path, agent: str | None, limit: int
+) -> None:
+    """`text_ranked` (the pooled half) and `ranked_hits` give `search_text`'s hits, also when
+    most of the best matches are hidden from the agent (the one-project path looks at the whole
+    window then), and a second project changes nothing."""
+    from contextwright.stores.sqlite import COMMON_DF
+
+    engine = Engine.open(f"sqlite:///{tmp_path / 'rank.db'}", persist_traces=False)
+    _many_private(engine, COMMON_DF + 400)
+    store = engine.store
+    tasks = ["login oauth", "login flow", "oauth"]
+
+    def hits() -> list[list[tuple[str, float]]]:
+        return [
+            [(h.record.id, h.score) for h in store.search_text("p", agent, t, limit)] for t in tasks
+        ]
+
+    def ranked() -> list[list[tuple[str, float]]]:
+        out = []
+        for t in tasks:
+            keys = store.text_ranked("p", agent, t, limit)  # type: ignore[attr-defined]
+            out.append([(h.record.id, h.score) for h in store.ranked_hits(keys)])  # type: ignore[attr-defined]
+        return out
+
+    one_project = hits()
+    assert ranked() == one_project
+    for found in one_project:
+        assert len(found) == limit  # enough visible matches in the window for every limit
+        assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
+    if agent == "bob":  # bob sees every fourth record only: none of alice's private ones
+        visible = {r.id for r in store.query(Query("p", "bob", limit=10_000))}
+        assert all(i in visible for found in one_project for i, _ in found)
+    engine.kv_set("q", "k", "v")  # a second project: the general path answers the same
+    assert hits() == one_project == ranked()
+    engine.close()
+
+
+def test_full_text_runs_on_the_pool_and_gives_the_same_window(tmp_path: Path) -> None:
+    """On SQLite the full-text ranking is `prepare` work, started on the pool; with one worker
+    (no pool) the window is the same."""
+    windows = []
+    for workers in (4, 1):
+        engine = Engine.open(f"sqlite:///{tmp_path / f'w{workers}.db'}", workers=workers)
+        _many_private(engine, 300)
+        _seed(engine)
+        fulltext = next(s for s in engine.sources if s.name == "fulltext")
+        ctx = _ctx(engine)
+        assert (fulltext.prepare(ctx) is not None) is True  # type: ignore[attr-defined]
+        result = engine.assemble("p", "bob", "login form oauth", budget=3000, session="s1")
+        windows.append(result.text)
+        assert any(s["name"] == "fulltext" and s["candidates"] for s in result.trace.sources)
+        engine.close()
+    assert windows[0] == windows[1]
+
+
 def test_addressed_records_are_read_once_per_call(sqlite_engine: Engine) -> None:
     _seed(sqlite_engine)
     ctx = _ctx(sqlite_engine)

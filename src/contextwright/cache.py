@@ -155,6 +155,15 @@ class SourceCache:
                 del self._entries[old]
                 self.stats.expired += 1
 
+    def holds(self, src: Source, ctx: SourceContext) -> bool:
+        """Would `run` answer from the cache now? (Counts neither a hit nor a miss.)"""
+        if not self.enabled or not is_cacheable(src):
+            return False
+        key = self.key(src, ctx)
+        with self._lock:
+            entry = self._entries.get(key)
+        return entry is not None and self.clock() < entry[0]
+
     def run(self, src: Source, ctx: SourceContext) -> tuple[list[Candidate], str]:
         """Run `src` through the cache: (candidates, "hit" | "miss" | "off")."""
         if not self.enabled or not is_cacheable(src):

@@ -30,10 +30,11 @@ def run_sources(
     sqlite3 module hands the GIL over on every row: a 300-row read measured 0.16 ms alone and
     1.2 ms beside another), so the bounded store reads (`inline = True`, or "local" on a store in
     this process) run on the calling thread, one after another. The pool runs what holds no GIL:
-    the work a source starts with `prepare` (embedding the query, a core of its own while the
-    reads run), and sources that do not say they are bounded (plugins), so that the deadline can
-    cut them off. Sources with prepared work run last on the calling thread, to give that work
-    the most time."""
+    the work a source starts with `prepare` (embedding the query, or ranking full text in SQL
+    that answers in one row: a core of its own while the reads run; not started when the cache
+    will answer), and sources that do not say they are bounded (plugins), so that the deadline
+    can cut them off. Sources with prepared work run last on the calling thread, to give that
+    work the most time."""
     status: dict[str, str] = {}
     start = time.perf_counter()
     ctx.deadline = start + deadline_s
@@ -60,7 +61,12 @@ def run_sources(
     if pool is not None:
         for i, src in enumerate(sources):
             prepare = getattr(src, "prepare", None)
-            work = prepare(ctx) if prepare is not None and inline[i] else None
+            if prepare is None or not inline[i] or (cache is not None and cache.holds(src, ctx)):
+                continue  # nothing to start, or the cache will answer
+            try:
+                work = prepare(ctx)
+            except Exception:  # `run` does the same work and fails as a source, not as the call
+                work = None
             if work is not None:
                 ctx.prepared[src.name] = pool.submit(work)
         futures = [

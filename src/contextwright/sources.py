@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
 from .candidates import Candidate
-from .ports import Query, Store, Tokenizer
+from .ports import Hit, Query, Store, Tokenizer
 from .records import Record
 from .roles import RoleProfile
 from .scoring import item_prefix
@@ -232,23 +232,52 @@ class OpenItemsSource:
         return out
 
 
+def ranks_here(store: object) -> bool:
+    """The store ranks full text in this process, in SQL that holds no GIL while it works, and
+    reads the hits apart (`text_ranked`, `ranked_hits`: SQLite)."""
+    return callable(getattr(store, "text_ranked", None))
+
+
 class FullTextSource:
     """BM25 full-text relevance to the task text; weak matches become suggestions. Leaves the
     `bm25` signal (score / best score) that scoring.fuse_relevance turns into `relevance`."""
 
     name = "fulltext"
     cacheable = True  # the most expensive read: its results go through the TTL cache
-    # Bounded (sqlite_text.py) and on the calling thread: two threads reading SQLite in one
-    # process slow each other down, because the sqlite3 module hands the GIL over on every row
-    # (docs/assembly.md). On PostgreSQL the reads overlap, and it runs on the pool.
+    # A bounded read (sqlite_text.py) run from the calling thread: two threads reading SQLite
+    # rows in one process slow each other down, because the sqlite3 module hands the GIL over on
+    # every row (docs/assembly.md). Where the store ranks in this process (`ranks_here`), the
+    # ranking, which answers in one row, starts on the pool as `prepare` work; the hits are read
+    # here. On PostgreSQL the reads overlap, and the whole source runs on the pool.
     inline = "local"
+
+    def prepare(self, ctx: SourceContext) -> Callable[[], Callable[[], Any]] | None:
+        if not ctx.task.strip() or not ranks_here(ctx.store):
+            return None
+        return self._ranking(ctx)
+
+    def _ranking(self, ctx: SourceContext) -> Callable[[], Callable[[], Any]]:
+        store, limit = ctx.store, ctx.limit(self.name, 40)
+        project, agent, text = ctx.project, ctx.agent, ctx.query_text
+
+        def work() -> Callable[[], Any]:
+            ranked = store.text_ranked(project, agent, text, limit)  # type: ignore[attr-defined]
+            return lambda: ranked
+
+        return work
 
     def run(self, ctx: SourceContext) -> list[Candidate]:
         if not ctx.task.strip():
             return []
-        hits = ctx.store.search_text(
-            ctx.project, ctx.agent, ctx.query_text, ctx.limit(self.name, 40)
-        )
+        store = ctx.store
+        if ranks_here(store):
+            # What `prepare` started, or (no pool) all of it here.
+            ranked = ctx.prepared_result(self.name, lambda: self._ranking(ctx)())()
+            hits: list[Hit] = store.ranked_hits(ranked)  # type: ignore[attr-defined]
+        else:
+            hits = store.search_text(
+                ctx.project, ctx.agent, ctx.query_text, ctx.limit(self.name, 40)
+            )
         if not hits:
             return []
         top = hits[0].score or 1.0

@@ -4,7 +4,7 @@ A small store ranks every match. A large one (more than COMMON_DF records) leave
 in more than COMMON_DF records out of the match (the idea of Lucene's common-terms cutoff) and
 ranks only the newest LARGE_WINDOW matches of the project, so that the cost stays bounded whatever
 the words are. A store of one project answers the same query without reading a row of `records`
-for every match in the window (see `_search_one_project`).
+for every match in the window (see ONE_PROJECT).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from ..errors import StoreError
 from ..ports import Hit
@@ -24,18 +23,26 @@ VISIBLE = (
     "(SELECT 1 FROM addressing a WHERE a.name = :agent AND a.how = 'to' AND a.rid = r.rid)))"
 )
 
-# The full-text window of a store that holds one project: every match is that project's, so the
-# window needs no row of `records` at all (the flag says whether that held in the same snapshot).
-# Ranked in SQL (bm25, then newest), so that Python reads only the rows it needs, best first.
-WINDOW = (
-    "SELECT rid, score, one FROM (SELECT t.rowid AS rid, bm25(records_fts) AS score, "
-    "(SELECT count(*) = 1 AND max(project) = :project FROM project_versions) AS one "
+# A store that holds one project ranks its window without reading a row of `records` for every
+# match in it: bm25 over the newest matches, and only the best `:first` of them are looked up in
+# `records` (for whether the agent may see them); `text_ranked` asks again for all of the window
+# when fewer than `limit` of those are visible. The first column says whether the store held one
+# project in the same snapshot.
+ONE_PROJECT = (
+    "SELECT (SELECT count(*) = 1 AND max(project) = :project FROM project_versions), "
+    "(SELECT json_group_array(json_array(rid, id, status, printf('%!.20g', score))) FROM ("
+    "SELECT r.rid AS rid, r.id AS id, r.current_status AS status, w.score AS score FROM ("
+    "SELECT rid, score FROM (SELECT t.rowid AS rid, bm25(records_fts) AS score "
     "FROM records_fts t WHERE records_fts MATCH :m ORDER BY t.rowid DESC LIMIT :window) "
-    "ORDER BY score, rid DESC"
+    "ORDER BY score, rid DESC LIMIT :first) w JOIN records r ON r.rid = w.rid WHERE {visible} "
+    "ORDER BY w.score, w.rid DESC LIMIT :limit))"
 )
 # Full-text words found in more records than this are left out of the BM25 query.
 COMMON_DF = 2000
 LARGE_WINDOW = 500
+
+# (rid, id, current status) of a record, and its BM25 score (higher is better).
+Ranked = tuple[RecordKey, float]
 
 
 class SQLiteText:
@@ -44,28 +51,25 @@ class SQLiteText:
     _df: dict[str, tuple[int, int]]  # word -> (records with it, max rid then)
 
     def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
+        return self.ranked_hits(self.text_ranked(project, agent, text, limit))
+
+    def ranked_hits(self, ranked: Sequence[Ranked]) -> list[Hit]:
+        """The Hits of `text_ranked`'s answer, in its order, read through the record cache."""
+        records = self._resolve(self._conn(), [key for key, _ in ranked])
+        return [Hit(r, score) for r, (_, score) in zip(records, ranked, strict=True)]
+
+    def text_ranked(self, project: str, agent: str | None, text: str, limit: int) -> list[Ranked]:
+        """`search_text` without reading the records: the keys and scores of the hits, best first.
+
+        SQL only, each statement answering in one row (JSON), so that it hands the GIL over once
+        per statement rather than once per row: the full-text source runs it on the pool while
+        the other sources read on the calling thread (sources.py), and resolves the hits after.
+        """
         match = fts_match(text)
         if match is None or limit <= 0:
             return []
         selective = self._selective_match(query_terms(text))
         visible = VISIBLE if agent is not None else "1"
-        # A small store ranks every match. A large one ranks the newest LARGE_WINDOW matches of
-        # its selective words only, so that the cost stays bounded whatever the words are.
-        inner = (
-            "ORDER BY score LIMIT :wide"
-            if selective is None
-            else "ORDER BY t.rowid DESC LIMIT :window"
-        )
-        # The window holds this project's matches only, so other projects cannot crowd it out:
-        # the project is checked by rowid on `records` before the window is cut. The same row
-        # lookup says whether the agent may see the match (`vis_`), so that each match in the
-        # window is read once; the invisible ones are dropped after the cut, as before.
-        sql = (
-            "SELECT rid, id, current_status, score FROM "
-            f"(SELECT {KEYS}, bm25(records_fts) AS score, {visible} AS vis_ "
-            "FROM records_fts t JOIN records r ON r.rid = t.rowid WHERE records_fts MATCH :m "
-            f"AND r.project = :project {inner}) WHERE vis_ ORDER BY score, rid DESC LIMIT :limit"
-        )
         params = {
             "m": f"content:({selective or match})",
             "project": project,
@@ -73,58 +77,42 @@ class SQLiteText:
             "limit": limit,
             "wide": limit * 8,
             "window": max(limit * 8, LARGE_WINDOW),
+            "first": max(limit * 8, LARGE_WINDOW),
         }
         try:
             conn = self._conn()
             if selective is not None:
-                found = self._search_one_project(conn, params, visible)
-                if found is not None:
-                    return found
-            rows = conn.execute(sql, params).fetchall()
+                one_project = ONE_PROJECT.format(visible=visible)
+                one, found = conn.execute(one_project, {**params, "first": limit * 2}).fetchone()
+                if one:
+                    ranked = _ranked(found)
+                    if len(ranked) < limit:  # many invisible matches: look at the whole window
+                        ranked = _ranked(conn.execute(one_project, params).fetchone()[1])
+                    return ranked
+            # A small store ranks every match. A large one ranks the newest LARGE_WINDOW matches
+            # of its selective words only, so that the cost stays bounded whatever the words are.
+            inner = (
+                "ORDER BY score LIMIT :wide"
+                if selective is None
+                else "ORDER BY t.rowid DESC LIMIT :window"
+            )
+            # The window holds this project's matches only, so other projects cannot crowd it
+            # out: the project is checked by rowid on `records` before the window is cut. The
+            # same row lookup says whether the agent may see the match (`vis_`), so that each
+            # match in the window is read once; the invisible ones are dropped after the cut.
+            sql = (
+                "SELECT json_group_array(json_array(rid, id, current_status, printf('%!.20g', score))) "
+                "FROM ("
+                f"SELECT rid, id, current_status, score FROM (SELECT {KEYS}, "
+                f"bm25(records_fts) AS score, {visible} AS vis_ FROM records_fts t "
+                "JOIN records r ON r.rid = t.rowid WHERE records_fts MATCH :m "
+                f"AND r.project = :project {inner}) WHERE vis_ ORDER BY score, rid DESC "
+                "LIMIT :limit)"
+            )
+            (found,) = conn.execute(sql, params).fetchone()
         except sqlite3.OperationalError as exc:
             raise StoreError(f"full-text search failed for {text[:80]!r}: {exc}") from exc
-        records = self._resolve(conn, [row[:3] for row in rows])
-        return [Hit(r, -float(row[3])) for r, row in zip(records, rows, strict=True)]
-
-    def _search_one_project(
-        self, conn: sqlite3.Connection, params: dict[str, Any], visible: str
-    ) -> list[Hit] | None:
-        """`search_text`'s answer for a store of one project, or None for a store of several.
-
-        The same window (the newest matches), ranked the same way (bm25, then newest), but the
-        rows of `records` are read only for the best matches, best first, until `limit` of them
-        are visible: about 50 row lookups instead of one per match in the window (500)."""
-        ranked = conn.execute(WINDOW, params)  # ORDER BY score, rid DESC
-        try:
-            limit: int = params["limit"]
-            keys: list[RecordKey] = []
-            scores: list[float] = []
-            while len(keys) < limit:
-                batch = ranked.fetchmany(limit - len(keys) + 8)  # a few more, for the invisible
-                if not batch:
-                    break
-                if not batch[0][2]:  # several projects: cut the window among this project's rows
-                    return None
-                rids = json.dumps([row[0] for row in batch])
-                seen = {
-                    row[0]: row
-                    for row in conn.execute(
-                        f"SELECT {KEYS}, {visible} FROM records r "
-                        "WHERE r.rid IN (SELECT value FROM json_each(:rids))",
-                        {"rids": rids, "agent": params["agent"]},
-                    )
-                }
-                for rid, score, _ in batch:
-                    row = seen.get(rid)
-                    if row is not None and row[3]:
-                        keys.append(row[:3])
-                        scores.append(score)
-                        if len(keys) == limit:
-                            break
-        finally:
-            ranked.close()  # the rest of the window is never read
-        records = self._resolve(conn, keys)
-        return [Hit(r, -float(score)) for r, score in zip(records, scores, strict=True)]
+        return _ranked(found)
 
     def _selective_match(self, terms: Sequence[str]) -> str | None:
         """Leave out words found in more than COMMON_DF records (the idea of Lucene's common-terms
@@ -151,3 +139,12 @@ class SQLiteText:
             rarest = min((t for t in terms if freq[t] > 0), key=lambda t: freq[t], default=None)
             keep = [rarest] if rarest else list(terms)
         return " OR ".join(f'"{t}"' for t in keep)
+
+
+def _ranked(found: str | None) -> list[Ranked]:
+    """The JSON rows of a ranked search as Ranked, best first (bm25 ascending, then newest): the
+    order is restored here, because SQLite does not promise the order of an aggregate's input,
+    and each score travels as 20 digits (SQLite's `%!.20g`), which parse back to the same float."""
+    rows = [(float(row[3]), row) for row in json.loads(found)] if found else []
+    rows.sort(key=lambda x: (x[0], -x[1][0]))
+    return [((row[0], row[1], row[2]), -score) for score, row in rows]
