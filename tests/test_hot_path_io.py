@@ -285,6 +285,33 @@ def test_prepared_work_is_not_started_when_the_cache_will_answer(store: Store) -
     assert not again.prepared
 
 
+@pytest.mark.parametrize("spare", [1, 2])
+def test_prepared_work_beyond_the_spare_cores_is_left_to_its_source(
+    store: Store, spare: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With one spare core the heaviest work (`prepare_weight`) takes it and the lighter one is
+    done by its own source on the calling thread; with two, both start on the pool."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from contextwright import pipeline
+
+    monkeypatch.setattr(pipeline, "SPARE_CORES", spare)
+    engine = Engine(store, workers=1)
+    _seed(engine)
+    light, heavy = PreparedSource("light", ["l"]), PreparedSource("heavy", ["h"])
+    heavy.prepare_weight = 4.0  # type: ignore[attr-defined]
+    with ThreadPoolExecutor(2, thread_name_prefix="pool") as pool:
+        found, runs = run_sources([light, heavy], _ctx(engine), pool, 5.0)
+    assert [e for e, _ in heavy.log] == ["work", "run:prepared"]
+    assert heavy.log[0][1].startswith("pool")
+    if spare == 1:
+        assert [e for e, _ in light.log] == ["run:inline"]
+    else:
+        assert [e for e, _ in light.log] == ["work", "run:prepared"]
+    assert [r.name for r in runs] == ["light", "heavy"] and all(r.error is None for r in runs)
+    assert [c.key for c in found] == ["light:0", "heavy:0"]
+
+
 class BrokenPrepare(InlineScripted):
     def prepare(self, ctx: SourceContext) -> object:
         raise RuntimeError("no GPU today")

@@ -4,16 +4,28 @@ into the trace. Everything but `run_sources` is pure."""
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
 
 from .cache import SourceCache
 from .candidates import SECTION_RANK, Candidate
 from .packing import Decision
 from .sources import Source, SourceContext
 from .trace import SourceRun
+
+
+def _cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+# Threads for prepared work at once: the cores beside the calling thread's own, at least one.
+SPARE_CORES = max(_cores() - 1, 1)
 
 
 def run_sources(
@@ -32,9 +44,10 @@ def run_sources(
     this process) run on the calling thread, one after another. The pool runs what holds no GIL:
     the work a source starts with `prepare` (embedding the query, or ranking full text in SQL
     that answers in one row: a core of its own while the reads run; not started when the cache
-    will answer), and sources that do not say they are bounded (plugins), so that the deadline
-    can cut them off. Sources with prepared work run last on the calling thread, to give that
-    work the most time."""
+    will answer; the heaviest by `prepare_weight` first, on at most SPARE_CORES threads at once),
+    and sources that do not say they are bounded (plugins), so that the deadline can cut them
+    off. Sources with prepared work run last on the calling thread, to give that work the most
+    time."""
     status: dict[str, str] = {}
     start = time.perf_counter()
     ctx.deadline = start + deadline_s
@@ -59,6 +72,7 @@ def run_sources(
     inline = [pool is None or is_inline(src, ctx) for src in sources]
     futures: list[tuple[int, Source, Future[tuple[list[Candidate], float]]]] = []
     if pool is not None:
+        started: list[tuple[float, str, Callable[[], Any]]] = []
         for i, src in enumerate(sources):
             prepare = getattr(src, "prepare", None)
             if prepare is None or not inline[i] or (cache is not None and cache.holds(src, ctx)):
@@ -68,7 +82,12 @@ def run_sources(
             except Exception:  # `run` does the same work and fails as a source, not as the call
                 work = None
             if work is not None:
-                ctx.prepared[src.name] = pool.submit(work)
+                started.append((-float(getattr(src, "prepare_weight", 1.0)), src.name, work))
+        # One core stays with the calling thread; the heaviest work takes the others, and the
+        # rest is done by its own source on the calling thread (`prepared_result`'s fallback):
+        # queued behind other work it would finish later than that.
+        for _, name, work in sorted(started, key=lambda s: s[0])[:SPARE_CORES]:
+            ctx.prepared[name] = pool.submit(work)
         futures = [
             (i, src, pool.submit(timed, src)) for i, src in enumerate(sources) if not inline[i]
         ]

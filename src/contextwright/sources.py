@@ -85,7 +85,8 @@ class Source(Protocol):
     `cacheable = True` (its results go through the TTL cache), `applies(ctx)` (false: nothing to
     add to this call) and `prepare(ctx) -> Callable[[], Any]`: work that holds no GIL (embedding
     the query) which the pipeline starts on the pool before any source runs, and which `run` then
-    reads with `ctx.prepared_result`."""
+    reads with `ctx.prepared_result`; `prepare_weight` (about how many milliseconds that work
+    takes, 1.0 if not given) decides whose work gets the spare cores when there are too few."""
 
     name: str
 
@@ -250,6 +251,7 @@ class FullTextSource:
     # ranking, which answers in one row, starts on the pool as `prepare` work; the hits are read
     # here. On PostgreSQL the reads overlap, and the whole source runs on the pool.
     inline = "local"
+    prepare_weight = 1.0  # about a millisecond of SQL: a query embedding takes the pool first
 
     def prepare(self, ctx: SourceContext) -> Callable[[], Callable[[], Any]] | None:
         if not ctx.task.strip() or not ranks_here(ctx.store):
@@ -271,7 +273,7 @@ class FullTextSource:
             return []
         store = ctx.store
         if ranks_here(store):
-            # What `prepare` started, or (no pool) all of it here.
+            # What `prepare` started, or (no pool, or no core to spare) all of it here.
             ranked = ctx.prepared_result(self.name, lambda: self._ranking(ctx)())()
             hits: list[Hit] = store.ranked_hits(ranked)  # type: ignore[attr-defined]
         else:

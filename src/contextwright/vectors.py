@@ -128,6 +128,7 @@ class VectorSource:
     # little, so they overlap the other sources' reads. On PostgreSQL (`remote`) the whole
     # source runs on the pool: its search overlaps the reads.
     inline = "local"
+    prepare_weight = 4.0  # a query embedding and the search: the longest work of a call
 
     def __init__(self, embedder: Embedder, cache_size: int = 256) -> None:
         self.embedder = embedder
