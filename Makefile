@@ -4,8 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
+PURE_TESTS := tests/test_properties.py tests/test_assemble.py tests/test_packing.py \
+	tests/test_scoring.py tests/test_render.py tests/test_tokens.py tests/test_records.py \
+	tests/test_hot_path.py tests/test_compiled.py
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint compile bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -23,16 +26,22 @@ $(TEST_STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m contextwright.demo
 
+# The mypyc build of the hot path (docs/compiled.md); does nothing when it is current.
+compile: $(TEST_STAMP)
+	$(BIN)/python scripts/compile.py
+
 lint: $(TEST_STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
 
-test: $(TEST_STAMP) lint
+# The whole suite on the compiled build, then the core of it from source (CONTEXTWRIGHT_PURE).
+test: $(TEST_STAMP) lint compile
 	$(BIN)/pytest -q -p no:cacheprovider
+	CONTEXTWRIGHT_PURE=1 $(BIN)/pytest -q -p no:cacheprovider $(PURE_TESTS)
 
-bench: $(STAMP)
+bench: $(TEST_STAMP) compile
 	$(BIN)/python bench/assemble.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/contextwright/_compiled

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from .candidates import SECTIONS
 from .errors import ValidationError
-from .tokens import MODELS, ModelSpec, model_spec
+from .models import MODELS, ModelSpec, model_spec
 
 
 @dataclass(frozen=True)

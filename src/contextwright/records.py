@@ -227,10 +227,10 @@ def build_record(
             "give a mapping of field names to values",
             problem=f"must be an object, not {type(data).__name__}",
         )
-    unknown = sorted(set(data) - _INPUT_FIELDS, key=str)
+    unknown: list[Any] = sorted(set(data) - _INPUT_FIELDS, key=str)  # keys may not be str
     if unknown:
         raise ValidationError(
-            unknown[0],
+            str(unknown[0]),
             data[unknown[0]],
             f"remove it; known fields are {', '.join(sorted(_INPUT_FIELDS))}",
             problem="is not a record field",

