@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from contextwright import Budget, Engine
+from contextwright import Budget, Engine, compiled
 from contextwright.ports import Query
 from contextwright.stores.sqlite import SQLiteStore
 from contextwright.tokens import TokenCounter
@@ -417,12 +417,16 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "sqlite": __import__("sqlite3").sqlite_version,
         "platform": platform.platform(),
+        # The mypyc build of the hot path (make compile) or the sources (docs/compiled.md).
+        "compiled": compiled.ACTIVE,
+        "compiled_reason": compiled.REASON,
     }
 
 
 def _print(report: dict[str, Any]) -> None:
     m = report["machine"]
     print(f"machine: {m['nproc']} cpu · {m['cpu']} · python {m['python']} · sqlite {m['sqlite']}")
+    print(f"code: {m['compiled_reason']}")
     head = (
         f"{'records':>8} {'p50 ms':>8} {'p99 ms':>8} {'seen p50':>9} {'loop p50':>9} "
         f"{'idle p50':>9} "

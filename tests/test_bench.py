@@ -55,6 +55,11 @@ def test_assemble_bench_reports_both_workloads_and_the_baselines(tmp_path: Path)
     assert 0 < r["window_tokens_p50"] <= r["available"]
     assert r["ingest_records_per_s"] > 0 and r["file_mb"] > 0
     assert report["machine"]["nproc"] >= 1
+    from contextwright import compiled
+
+    files, why = compiled.check()  # the bench runs in a process of its own, with this environment
+    assert report["machine"]["compiled"] is (files is not None)
+    assert report["machine"]["compiled_reason"] == why
 
 
 def test_vectors_bench_reports_cold_and_loop_with_and_without_vectors(tmp_path: Path) -> None:
