@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
@@ -90,3 +92,33 @@ def test_vectors_bench_reports_cold_and_loop_with_and_without_vectors(tmp_path: 
     # The hash embedder has one model: no int8 query build to compare with the packaged one.
     assert report["compute"] is None and report["query_embedding_packaged_model_ms"] is None
     assert _positive(report["query_embedding_ms"])
+
+
+def test_compiled_bench_pairs_the_build_with_the_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each pair is one process on the build and one from source, whatever this process runs;
+    without a current build it stops and says so (docs/compiled.md)."""
+    from contextwright import compiled
+
+    args = ["--records", "300", "--calls", "4", "--pairs", "2", "--dir", str(tmp_path)]
+    monkeypatch.delenv("CONTEXTWRIGHT_PURE", raising=False)
+    files, _ = compiled.check()
+    if files is None:  # no current build (or a pure run): both sides would be the sources
+        out = subprocess.run(
+            [sys.executable, str(BENCH / "compiled.py"), *args, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
+        assert out.returncode != 0 and "make compile" in out.stderr
+        return
+    report = _run("compiled.py", *args, cwd=tmp_path)
+    assert report["records"] == 300 and len(report["pairs"]) == 2
+    for pair in report["pairs"]:
+        assert pair["compiled"]["compiled"] is True and pair["source"]["compiled"] is False
+        for side in pair.values():
+            assert min(side["cold_p50"], side["seen_p50"], side["cpu_p50"]) > 0
+    for key in ("cold", "seen", "cpu"):
+        assert len(report["ratio"][key]) == 2 and report["median_ratio"][key] > 0
