@@ -264,6 +264,20 @@ def fill(engine: Engine, records: list[dict[str, Any]]) -> float:
     return time.perf_counter() - t0
 
 
+def seen_calls(engine: Engine, reqs: list[tuple[str, str, str]]) -> list[float]:
+    """The milliseconds of `reqs` asked again after the cold calls, each task with a word added so
+    that no source result is reused: every record they read and every line they count is now
+    known to the process. What this saves on the cold calls is what a call pays for records the
+    process has never seen."""
+    out: list[float] = []
+    for agent, task, day in reqs:
+        t = time.perf_counter()
+        engine.assemble(PROJECT, agent, f"{task} again", BUDGET, session=f"{agent}-{day}")
+        out.append((time.perf_counter() - t) * 1000)
+        engine.flush()
+    return out
+
+
 def agent_loop(
     engine: Engine,
     *,
@@ -358,15 +372,7 @@ def run_one(n: int, calls: int, workdir: str, loop_sessions: int = 20) -> dict[s
         t = time.perf_counter()
         _baseline_last_n(bare, agent)
         last_n.append((time.perf_counter() - t) * 1000)
-    # The same requests again, each task with a word added so that no source result is reused:
-    # every record they read and every line they count is now known to the process. What this
-    # saves on the cold calls is what a call pays for records the process has never seen.
-    seen: list[float] = []
-    for agent, task, day in reqs:
-        t = time.perf_counter()
-        engine.assemble(PROJECT, agent, f"{task} again", BUDGET, session=f"{agent}-{day}")
-        seen.append((time.perf_counter() - t) * 1000)
-        engine.flush()
+    seen = seen_calls(engine, reqs)
     # The agent loop writes: it runs after the cold calls, which read the file as built.
     loop = agent_loop(engine, sessions=loop_sessions)
     # The same loop with the CPU idle for 100 ms before each call, as after a model call: on a

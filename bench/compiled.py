@@ -22,7 +22,7 @@ import tempfile
 import time
 from typing import Any
 
-from assemble import BUDGET, PROJECT, _requests, fill, generate, machine
+from assemble import BUDGET, PROJECT, _requests, fill, generate, machine, seen_calls
 
 from contextwright import Engine, compiled
 
@@ -38,11 +38,7 @@ def worker(path: str, calls: int) -> dict[str, Any]:
         engine.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
         cold.append((time.perf_counter() - t0) * 1000)
         cpu.append((time.thread_time() - c0) * 1000)
-    seen: list[float] = []
-    for agent, task, day in reqs:
-        t0 = time.perf_counter()
-        engine.assemble(PROJECT, agent, f"{task} again", BUDGET, session=f"{agent}-{day}")
-        seen.append((time.perf_counter() - t0) * 1000)
+    seen = seen_calls(engine, reqs)
     engine.close()
     return {
         "compiled": compiled.ACTIVE,
