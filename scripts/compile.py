@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -63,18 +64,15 @@ def source_hashes() -> dict[str, str]:
 
 
 def current() -> bool:
-    """Is the build in OUT the one these sources and this Python would give?"""
-    try:
-        manifest = json.loads((OUT / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return False
-    files = [*manifest.get("modules", {}).values(), manifest.get("library", {})]
-    return (
-        manifest.get("python") == sys.implementation.cache_tag
-        and manifest.get("suffix") == sysconfig.get_config_var("EXT_SUFFIX")
-        and {m: f.get("sha256") for m, f in manifest.get("modules", {}).items()} == source_hashes()
-        and all((OUT / f.get("file", "")).is_file() for f in files)
-    )
+    """Is the build in OUT the one these sources and this Python would give? The check that
+    `import contextwright` makes (contextwright/compiled.py, loaded on its own: importing the
+    package would load the build), and the build must hold every module in MODULES."""
+    spec = importlib.util.spec_from_file_location("_cw_compiled", PACKAGE / "compiled.py")
+    assert spec is not None and spec.loader is not None
+    loader = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loader)
+    files, _ = loader.matches(OUT, PACKAGE)
+    return files is not None and set(source_hashes()) <= set(files)
 
 
 def build() -> None:

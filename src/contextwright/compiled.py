@@ -53,6 +53,12 @@ def check(build: Path = BUILD, package: Path = PACKAGE) -> tuple[dict[str, Path]
     """(the compiled modules' files by module name, or None; why) for the build in `build`."""
     if os.environ.get("CONTEXTWRIGHT_PURE"):
         return None, "CONTEXTWRIGHT_PURE is set: running from source"
+    return matches(build, package)
+
+
+def matches(build: Path, package: Path) -> tuple[dict[str, Path] | None, str]:
+    """`check` without the environment: does the build in `build` match the sources in `package`
+    and this Python (scripts/compile.py asks this to know whether to compile again)?"""
     try:
         manifest = json.loads((build / "manifest.json").read_text())
     except FileNotFoundError:
@@ -105,4 +111,5 @@ def install() -> None:
     ACTIVE = True
 
 
-install()
+if __package__ == "contextwright":  # not when scripts/compile.py loads this file on its own
+    install()

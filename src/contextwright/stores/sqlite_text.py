@@ -77,7 +77,6 @@ class SQLiteText:
             "limit": limit,
             "wide": limit * 8,
             "window": max(limit * 8, LARGE_WINDOW),
-            "first": max(limit * 8, LARGE_WINDOW),
         }
         try:
             conn = self._conn()
@@ -87,7 +86,8 @@ class SQLiteText:
                 if one:
                     ranked = _ranked(found)
                     if len(ranked) < limit:  # many invisible matches: look at the whole window
-                        ranked = _ranked(conn.execute(one_project, params).fetchone()[1])
+                        whole = {**params, "first": params["window"]}
+                        ranked = _ranked(conn.execute(one_project, whole).fetchone()[1])
                     return ranked
             # A small store ranks every match. A large one ranks the newest LARGE_WINDOW matches
             # of its selective words only, so that the cost stays bounded whatever the words are.
