@@ -17,6 +17,7 @@ from contextwright import Engine
 from contextwright.ports import Query
 from contextwright.records import build_record
 from contextwright.stores import open_store
+from contextwright.stores._rows import query_terms
 from contextwright.stores.sqlite import COMMON_DF, SQLiteStore
 from contextwright.tokens import _LINE_START, default_counter, split_lines
 
@@ -126,6 +127,23 @@ def test_full_text_on_a_large_store_still_finds_the_rare_word(tmp_path: Path) ->
         ]
         hits_common = engine.store.search_text("p", "bob", "login page tweak", 5)
         assert len(hits_common) == 5  # only common words: the rarest is kept, so it still answers
+        # Words are counted only as far as COMMON_DF + 1, or in full when all of them are common:
+        # the same words are kept as with every count in full.
+        conn = engine.store._conn()
+        for task in ["fix the login page PKCE flow", "login page tweak", "number 12 tweak", "zzz"]:
+            terms = query_terms(task)
+            counts = {
+                t: conn.execute(
+                    "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?",
+                    (f'content:"{t}"',),
+                ).fetchone()[0]
+                for t in terms
+            }
+            keep = [t for t in terms if 0 < counts[t] <= COMMON_DF]
+            found = [t for t in terms if counts[t]]
+            keep = keep or [min(found, key=lambda t: counts[t])] if found else terms
+            expected = " OR ".join(f'"{t}"' for t in keep)
+            assert engine.store._selective_match(terms) == expected, task
 
 
 @settings(max_examples=50, deadline=None)

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from contextwright import KINDS, Engine, Record, ValidationError
+from contextwright.candidates import Candidate, Item
 from contextwright.ids import new_id
+from contextwright.packing import Decision
 from contextwright.records import (
     FIELDS,
     MAX_CONTENT_CHARS,
@@ -327,3 +329,65 @@ def test_created_at_defaults_to_now() -> None:
     before = time.time()
     r = build_record({"project": "p", "author": "a", "content": "x"}, len)
     assert before <= r.created_at <= time.time()
+
+
+_CANDIDATE = Candidate("k", "knowledge", "fulltext", "text")
+# A value for every field of the classes whose __init__ is written out, each unlike its default.
+_SAMPLES: dict[type, dict[str, Any]] = {
+    Record: {
+        "id": "r1", "project": "p", "author": "ann", "kind": "note", "content": "c",
+        "created_at": 5.0, "tokens": 3, "content_hash": "h", "milestone": "m1", "session": "s1",
+        "to": ("bob",), "visibility": "direct", "mentions": ("cy",), "tags": ("t",),
+        "refs": ("f.py",), "status": "open", "supersedes": "r0", "reply_to": "r9",
+        "pinned": True, "meta": {"x": 1},
+    },
+    Candidate: {
+        "key": "k", "section": "history", "source": "history", "text": "t",
+        "records": (build_record(full_record(), len),), "score": 0.5,
+        "components": {"bm25": 1.0}, "reasons": ["why"], "pinned": True, "tokens": 7,
+        "created_at": 9.0, "content_hash": "h", "sources": ["fulltext"], "beside": "r2",
+        "dated_line": True,
+    },
+    Item: {"candidate": _CANDIDATE, "text": "t", "tokens": 4, "truncated": True, "omitted": 2,
+           "day": "1 May 2023"},
+    Decision: {"candidate": _CANDIDATE, "kept": True, "reason": "fits", "tokens": 4,
+               "truncated": True},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("cls", list(_SAMPLES))
+def test_written_out_inits_take_every_declared_field(cls: type) -> None:
+    """Record, Candidate, Item and Decision write their own __init__ (fast when compiled): it must
+    take every field the class declares, by name and in order, and default as declared, with a
+    fresh dict or list for each object."""
+    declared = dataclasses.fields(cls)
+    values = _SAMPLES[cls]
+    assert [f.name for f in declared] == list(values), "give the new field a sample above"
+    by_name = cls(**values)
+    by_position = cls(*values.values())
+    for f in declared:
+        assert getattr(by_name, f.name) == values[f.name], f.name
+        assert getattr(by_position, f.name) == values[f.name], f.name
+    required = {f.name: values[f.name] for f in declared if _no_default(f)}
+    a, b = cls(**required), cls(**required)
+    for f in declared:
+        if _no_default(f):
+            continue
+        factory: Any = f.default_factory
+        expected = f.default if factory is dataclasses.MISSING else factory()
+        assert getattr(a, f.name) == expected, f.name
+        if isinstance(expected, dict | list):
+            assert getattr(a, f.name) is not getattr(b, f.name), f"{f.name} shared between objects"
+
+
+def _no_default(f: dataclasses.Field[Any]) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+
+
+def test_with_status_changes_the_status_alone() -> None:
+    r = build_record(full_record(), default_counter().count)
+    changed = r.with_status("resolved")
+    assert changed.status == "resolved"
+    assert dataclasses.replace(changed, status=r.status) == r
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        changed.status = "open"  # type: ignore[misc]

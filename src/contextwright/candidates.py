@@ -46,6 +46,43 @@ class Candidate:
     # a synthetic item, which keep their text as it is.
     dated_line: bool = False
 
+    # Written out for the compiled build (docs/compiled.md): plain stores into the object there,
+    # where the generated __init__ sets each field through the class's descriptors (a call builds
+    # ~180 candidates). Same fields, order and defaults as declared above.
+    def __init__(
+        self,
+        key: str,
+        section: str,
+        source: str,
+        text: str,
+        records: tuple[Record, ...] = (),
+        score: float = 0.0,
+        components: dict[str, float] | None = None,
+        reasons: list[str] | None = None,
+        pinned: bool = False,
+        tokens: int = 0,
+        created_at: float = 0.0,
+        content_hash: str = "",
+        sources: list[str] | None = None,
+        beside: str | None = None,
+        dated_line: bool = False,
+    ) -> None:
+        self.key = key
+        self.section = section
+        self.source = source
+        self.text = text
+        self.records = records
+        self.score = score
+        self.components = {} if components is None else components
+        self.reasons = [] if reasons is None else reasons
+        self.pinned = pinned
+        self.tokens = tokens
+        self.created_at = created_at
+        self.content_hash = content_hash
+        self.sources = [] if sources is None else sources
+        self.beside = beside
+        self.dated_line = dated_line
+
     @property
     def record(self) -> Record | None:
         return self.records[0] if self.records else None
@@ -72,6 +109,22 @@ class Item:
     omitted: int = 0
     # The day this item is shown under (render.DATED_SECTIONS), or None.
     day: str | None = None
+
+    def __init__(  # written out, as Candidate's
+        self,
+        candidate: Candidate,
+        text: str,
+        tokens: int,
+        truncated: bool = False,
+        omitted: int = 0,
+        day: str | None = None,
+    ) -> None:
+        self.candidate = candidate
+        self.text = text
+        self.tokens = tokens
+        self.truncated = truncated
+        self.omitted = omitted
+        self.day = day
 
     def to_dict(self) -> dict[str, Any]:
         c = self.candidate

@@ -31,6 +31,15 @@ class Decision:
     tokens: int
     truncated: bool = False
 
+    def __init__(  # written out, as Candidate's (candidates.py)
+        self, candidate: Candidate, kept: bool, reason: str, tokens: int, truncated: bool = False
+    ) -> None:
+        self.candidate = candidate
+        self.kept = kept
+        self.reason = reason
+        self.tokens = tokens
+        self.truncated = truncated
+
 
 @dataclass
 class Packed:

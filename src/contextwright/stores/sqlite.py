@@ -71,7 +71,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
         self._local = threading.local()
         self._write_lock = threading.RLock()
         self._all: list[sqlite3.Connection] = []
-        self._df: dict[str, tuple[int, int]] = {}  # word -> (records with it, max rid then)
+        self._df: dict[tuple[str, int | None], tuple[int, int]] = {}  # see _word_count
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             raise StoreError(f"cannot open {self.url}: directory {directory!r} does not exist")

@@ -48,7 +48,7 @@ Ranked = tuple[RecordKey, float]
 class SQLiteText:
     _conn: Callable[[], sqlite3.Connection]
     _resolve: Callable[[sqlite3.Connection, Sequence[RecordKey]], list[Record]]
-    _df: dict[str, tuple[int, int]]  # word -> (records with it, max rid then)
+    _df: dict[tuple[str, int | None], tuple[int, int]]  # (word, cap) -> (count, max rid then)
 
     def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
         return self.ranked_hits(self.text_ranked(project, agent, text, limit))
@@ -124,21 +124,30 @@ class SQLiteText:
         top = conn.execute("SELECT max(rid) FROM records").fetchone()[0] or 0
         if top <= COMMON_DF:
             return None
-        freq: dict[str, int] = {}
-        for t in terms:
-            cached = self._df.get(t)
-            if cached is None or top > cached[1] * 1.2:  # recount after 20% growth
-                phrase = 'content:"' + t.replace('"', "") + '"'
-                n = conn.execute(
-                    "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?", (phrase,)
-                ).fetchone()[0]
-                cached = self._df[t] = (int(n), top)
-            freq[t] = cached[0]
+        # Whether a word is common needs COMMON_DF + 1 postings at most, not all of them: a word
+        # in 30,000 records is counted that far. Only when every word is common are they counted
+        # in full, to keep the rarest.
+        freq = {t: self._word_count(conn, t, top, COMMON_DF + 1) for t in terms}
         keep = [t for t in terms if 0 < freq[t] <= COMMON_DF]
         if not keep:
-            rarest = min((t for t in terms if freq[t] > 0), key=lambda t: freq[t], default=None)
+            full = {t: self._word_count(conn, t, top, None) for t in terms if freq[t] > 0}
+            rarest = min(full, key=lambda t: full[t], default=None)
             keep = [rarest] if rarest else list(terms)
         return " OR ".join(f'"{t}"' for t in keep)
+
+    def _word_count(self, conn: sqlite3.Connection, word: str, top: int, cap: int | None) -> int:
+        """The records that hold `word`, counted up to `cap` (None: all); cached per word and
+        cap until the store has grown by a fifth."""
+        key = (word, cap)
+        cached = self._df.get(key)
+        if cached is None or top > cached[1] * 1.2:  # recount after 20% growth
+            match = 'content:"' + word.replace('"', "") + '"'
+            inner = "SELECT 1 FROM records_fts WHERE records_fts MATCH ?"
+            if cap is not None:
+                inner += f" LIMIT {int(cap)}"
+            (n,) = conn.execute(f"SELECT count(*) FROM ({inner})", (match,)).fetchone()
+            cached = self._df[key] = (int(n), top)
+        return cached[0]
 
 
 def _ranked(found: str | None) -> list[Ranked]:
