@@ -28,6 +28,34 @@ def _cores() -> int:
 SPARE_CORES = max(_cores() - 1, 1)
 
 
+# The steps of one source's run, as functions of their own: closures over run_sources' locals
+# would make a reference cycle (each call's context, futures and candidates left to the cyclic GC).
+Timed = tuple[list[Candidate], float, str]  # candidates, milliseconds, cache status
+
+
+def _timed(src: Source, ctx: SourceContext, cache: SourceCache | None) -> Timed:
+    t0 = time.perf_counter()
+    if cache is None:
+        found, status = src.run(ctx), "off"
+    else:
+        found, status = cache.run(src, ctx)
+    return found, (time.perf_counter() - t0) * 1000, status
+
+
+def _done(src: Source, timed: Timed) -> tuple[SourceRun, list[Candidate]]:
+    found, ms, status = timed
+    return SourceRun(src.name, ms, len(found), cache=status), found
+
+
+def _failed(
+    src: Source, exc: BaseException, deadline_s: float
+) -> tuple[SourceRun, list[Candidate]]:
+    if isinstance(exc, FutureTimeout):
+        error = f"deadline of {deadline_s * 1000:.0f} ms passed"
+        return SourceRun(src.name, deadline_s * 1000, 0, error=error), []
+    return SourceRun(src.name, 0.0, 0, error=f"{type(exc).__name__}: {exc}"), []
+
+
 def run_sources(
     sources: Sequence[Source],
     ctx: SourceContext,
@@ -48,29 +76,10 @@ def run_sources(
     and sources that do not say they are bounded (plugins), so that the deadline can cut them
     off. Sources with prepared work run last on the calling thread, to give that work the most
     time."""
-    status: dict[str, str] = {}
     start = time.perf_counter()
     ctx.deadline = start + deadline_s
-
-    def timed(src: Source) -> tuple[list[Candidate], float]:
-        t0 = time.perf_counter()
-        if cache is None:
-            found = src.run(ctx)
-        else:
-            found, status[src.name] = cache.run(src, ctx)
-        return found, (time.perf_counter() - t0) * 1000
-
-    def done(src: Source, found: list[Candidate], ms: float) -> tuple[SourceRun, list[Candidate]]:
-        return SourceRun(src.name, ms, len(found), cache=status.get(src.name, "off")), found
-
-    def failed(src: Source, exc: BaseException) -> tuple[SourceRun, list[Candidate]]:
-        if isinstance(exc, FutureTimeout):
-            error = f"deadline of {deadline_s * 1000:.0f} ms passed"
-            return SourceRun(src.name, deadline_s * 1000, 0, error=error), []
-        return SourceRun(src.name, 0.0, 0, error=f"{type(exc).__name__}: {exc}"), []
-
     inline = [pool is None or is_inline(src, ctx) for src in sources]
-    futures: list[tuple[int, Source, Future[tuple[list[Candidate], float]]]] = []
+    futures: list[tuple[int, Source, Future[Timed]]] = []
     if pool is not None:
         started: list[tuple[float, str, Callable[[], Any]]] = []
         for i, src in enumerate(sources):
@@ -89,7 +98,9 @@ def run_sources(
         for _, name, work in sorted(started, key=lambda s: s[0])[:SPARE_CORES]:
             ctx.prepared[name] = pool.submit(work)
         futures = [
-            (i, src, pool.submit(timed, src)) for i, src in enumerate(sources) if not inline[i]
+            (i, src, pool.submit(_timed, src, ctx, cache))
+            for i, src in enumerate(sources)
+            if not inline[i]
         ]
     slots: list[tuple[SourceRun, list[Candidate]] | None] = [None] * len(sources)
     order = sorted(range(len(sources)), key=lambda i: sources[i].name in ctx.prepared)
@@ -97,17 +108,17 @@ def run_sources(
         if inline[i]:
             src = sources[i]
             try:
-                slots[i] = done(src, *timed(src))
+                slots[i] = _done(src, _timed(src, ctx, cache))
             except Exception as exc:  # a broken source must not fail the call
-                slots[i] = failed(src, exc)
+                slots[i] = _failed(src, exc, deadline_s)
     for i, src, fut in futures:
         left = max(deadline_s - (time.perf_counter() - start), 0.0)
         try:
-            slots[i] = done(src, *fut.result(timeout=left))
+            slots[i] = _done(src, fut.result(timeout=left))
         except Exception as exc:
             if isinstance(exc, FutureTimeout):
                 fut.cancel()
-            slots[i] = failed(src, exc)
+            slots[i] = _failed(src, exc, deadline_s)
     runs: list[SourceRun] = []
     found: list[Candidate] = []
     for slot in slots:  # in the sources' own order, pooled or not
