@@ -3,7 +3,9 @@ ingest, validation that names field, value and fix, and status changes as new fa
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 import time
 from typing import Any
 
@@ -391,3 +393,20 @@ def test_with_status_changes_the_status_alone() -> None:
     assert dataclasses.replace(changed, status=r.status) == r
     with pytest.raises(dataclasses.FrozenInstanceError):
         changed.status = "open"  # type: ignore[misc]
+
+
+def test_records_and_candidates_pickle_and_copy() -> None:
+    """Compiled, these classes cannot be rebuilt field by field: they pickle and copy as their
+    constructor's arguments (`records.init_args`)."""
+    r = build_record(full_record(), default_counter().count)
+    for again in (pickle.loads(pickle.dumps(r)), copy.copy(r), copy.deepcopy(r)):
+        assert again == r
+        assert [getattr(again, f.name) for f in dataclasses.fields(Record)] == [
+            getattr(r, f.name) for f in dataclasses.fields(Record)
+        ]
+    deep = copy.deepcopy(r)
+    assert deep.meta == r.meta and deep.meta is not r.meta
+    for cls, values in _SAMPLES.items():  # Candidate, Item and Decision too
+        obj = cls(**values)
+        for again_obj in (pickle.loads(pickle.dumps(obj)), copy.copy(obj), copy.deepcopy(obj)):
+            assert again_obj == obj, cls.__name__

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .ports import Tokenizer
-from .records import Record
+from .records import Record, init_args
 
 SECTIONS = (
     "state",
@@ -83,6 +83,9 @@ class Candidate:
         self.beside = beside
         self.dated_line = dated_line
 
+    def __reduce__(self) -> tuple[type[Candidate], tuple[Any, ...]]:
+        return Candidate, init_args(self)
+
     @property
     def record(self) -> Record | None:
         return self.records[0] if self.records else None
@@ -125,6 +128,9 @@ class Item:
         self.truncated = truncated
         self.omitted = omitted
         self.day = day
+
+    def __reduce__(self) -> tuple[type[Item], tuple[Any, ...]]:
+        return Item, init_args(self)
 
     def to_dict(self) -> dict[str, Any]:
         c = self.candidate

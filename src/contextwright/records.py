@@ -158,6 +158,9 @@ class Record:
         data["meta"] = dict(self.meta)
         return data
 
+    def __reduce__(self) -> tuple[type[Record], tuple[Any, ...]]:
+        return Record, init_args(self)
+
     def with_status(self, status: str | None) -> Record:
         return Record(
             self.id, self.project, self.author, self.kind, self.content, self.created_at,
@@ -175,6 +178,13 @@ class Record:
         if self.visibility == "direct":
             return agent in self.to
         return False
+
+
+def init_args(obj: Any) -> tuple[Any, ...]:
+    """A dataclass's fields in order: the arguments that rebuild it. The classes whose __init__
+    is written out (Record, Candidate, Item, Decision) pickle and copy through this (`__reduce__`):
+    compiled, they cannot be rebuilt field by field."""
+    return tuple(getattr(obj, f.name) for f in fields(obj))
 
 
 if not hasattr(Record, "__mypyc_attrs__"):  # interpreted: the __init__ dataclass generates
