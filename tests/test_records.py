@@ -14,6 +14,7 @@ import pytest
 from contextwright import KINDS, Engine, Record, ValidationError
 from contextwright.candidates import Candidate, Item
 from contextwright.ids import new_id
+from contextwright.locality import LocalityConfig
 from contextwright.packing import Decision
 from contextwright.records import (
     FIELDS,
@@ -22,6 +23,8 @@ from contextwright.records import (
     content_hash,
     parse_mentions,
 )
+from contextwright.roles import Agent, RoleProfile
+from contextwright.scoring import ScoringConfig
 from contextwright.tokens import default_counter
 
 FIXED = 1_750_000_000.0
@@ -410,3 +413,19 @@ def test_records_and_candidates_pickle_and_copy() -> None:
         obj = cls(**values)
         for again_obj in (pickle.loads(pickle.dumps(obj)), copy.copy(obj), copy.deepcopy(obj)):
             assert again_obj == obj, cls.__name__
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        RoleProfile("auditor", {"decision": 0.9}, {"fulltext": 0.5}, 0.3, "gpt-4o-mini", 4_000),
+        Agent("ann", "auditor", RoleProfile("auditor")),
+        ScoringConfig(half_life_days=7.0, fusion="rrf").with_weights(named=0.6),
+        LocalityConfig(top=5, sessions=3),
+    ],
+    ids=lambda o: type(o).__name__,
+)
+def test_frozen_configs_pickle_and_copy(obj: Any) -> None:
+    """The frozen classes of the compiled modules pickle and copy, compiled as from source."""
+    for again in (pickle.loads(pickle.dumps(obj)), copy.copy(obj), copy.deepcopy(obj)):
+        assert again == obj

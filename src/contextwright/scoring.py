@@ -27,10 +27,11 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from .candidates import Candidate
 from .errors import ValidationError
-from .records import Record
+from .records import Record, init_args
 from .roles import RoleProfile
 from .stores._rows import query_terms
 
@@ -66,6 +67,9 @@ class ScoringConfig:
         default_factory=lambda: {"bm25": 1.0, "vector": 0.75}
     )
     rrf_k: int = 60
+
+    def __reduce__(self) -> tuple[type[ScoringConfig], tuple[Any, ...]]:
+        return ScoringConfig, init_args(self)  # compiled, a frozen class pickles no other way
 
     def __post_init__(self) -> None:
         if not (
