@@ -10,13 +10,14 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextwright import Engine
 from contextwright.ports import Query
 from contextwright.records import build_record
-from contextwright.stores import open_store
+from contextwright.stores import open_store, sqlite_text
 from contextwright.stores._rows import query_terms
 from contextwright.stores.sqlite import COMMON_DF, SQLiteStore
 from contextwright.tokens import _LINE_START, default_counter, split_lines
@@ -98,7 +99,9 @@ def test_records_added_after_the_migration_are_addressed_in_time_order(tmp_path:
         assert [r.id for r in got] == ["late", "mid", "early"]
 
 
-def test_full_text_on_a_large_store_still_finds_the_rare_word(tmp_path: Path) -> None:
+def test_full_text_on_a_large_store_still_finds_the_rare_word(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Above COMMON_DF records, common words leave the query; the rare one still finds its record,
     old as it is, among many newer matches of the common words."""
     with Engine.open(f"sqlite:///{tmp_path / 'big.db'}") as engine:
@@ -130,6 +133,7 @@ def test_full_text_on_a_large_store_still_finds_the_rare_word(tmp_path: Path) ->
         # Words are counted only as far as COMMON_DF + 1, or in full when all of them are common:
         # the same words are kept as with every count in full.
         conn = engine.store._conn()
+        expectations: dict[str, str] = {}
         for task in ["fix the login page PKCE flow", "login page tweak", "number 12 tweak", "zzz"]:
             terms = query_terms(task)
             counts = {
@@ -144,6 +148,13 @@ def test_full_text_on_a_large_store_still_finds_the_rare_word(tmp_path: Path) ->
             keep = keep or [min(found, key=lambda t: counts[t])] if found else terms
             expected = " OR ".join(f'"{t}"' for t in keep)
             assert engine.store._selective_match(terms) == expected, task
+            expectations[task] = expected
+        # The counts kept are bounded: past the bound the cache starts again, and answers the same.
+        monkeypatch.setattr(sqlite_text, "WORD_COUNTS_KEPT", 2)
+        engine.store._df.clear()
+        for task, expected in expectations.items():
+            assert engine.store._selective_match(query_terms(task)) == expected, task
+            assert len(engine.store._df) <= 2
 
 
 @settings(max_examples=50, deadline=None)

@@ -40,6 +40,8 @@ ONE_PROJECT = (
 # Full-text words found in more records than this are left out of the BM25 query.
 COMMON_DF = 2000
 LARGE_WINDOW = 500
+# Word counts kept for that (`_word_count`); past this many the cache starts again.
+WORD_COUNTS_KEPT = 50_000
 
 # (rid, id, current status) of a record, and its BM25 score (higher is better).
 Ranked = tuple[RecordKey, float]
@@ -146,6 +148,8 @@ class SQLiteText:
             if cap is not None:
                 inner += f" LIMIT {int(cap)}"
             (n,) = conn.execute(f"SELECT count(*) FROM ({inner})", (match,)).fetchone()
+            if len(self._df) >= WORD_COUNTS_KEPT:  # bounded: a server may see any number of words
+                self._df.clear()
             cached = self._df[key] = (int(n), top)
         return cached[0]
 
