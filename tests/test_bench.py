@@ -4,6 +4,7 @@ benchmark that breaks silently would leave the figures there unverifiable."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -122,3 +123,46 @@ def test_compiled_bench_pairs_the_build_with_the_sources(
             assert min(side["cold_p50"], side["seen_p50"], side["cpu_p50"]) > 0
     for key in ("cold", "seen", "cpu"):
         assert len(report["ratio"][key]) == 2 and report["median_ratio"][key] > 0
+
+
+def test_instructions_bench_reads_valgrinds_counts() -> None:
+    """bench/instructions.py's parsing of valgrind's total and of callgrind_annotate's lines (the
+    run itself needs valgrind and minutes: docs/benchmarks.md quotes it)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import instructions
+    finally:
+        sys.path.remove(str(BENCH))
+    assert (
+        instructions.total_instructions("==7== Events    : Ir\n==7== Collected : 4,216,765,617\n")
+        == 4_216_765_617
+    )
+    annotated = (
+        "416,256,720 ( 9.87%)  /x/Python/ceval.c:_PyEval_EvalFrameDefault [/usr/lib/libpython3.11.so.1.0]\n"
+        "122,176,222 ( 2.90%)  ???:sqlite3VdbeExec [/usr/lib/x86_64-linux-gnu/libsqlite3.so.0.8.6]\n"
+        " 20,000,000 ( 0.50%)  /x/Objects/dictobject.c:_Py_dict_lookup [/usr/lib/libpython3.11.so.1.0]\n"
+        "4,216,765,617 (100.0%)  PROGRAM TOTALS\n"
+    )
+    assert instructions.by_library(annotated) == {
+        "libpython3.11.so.1.0": 436_256_720,
+        "libsqlite3.so.0.8.6": 122_176_222,
+    }
+    with pytest.raises(SystemExit, match="no total"):
+        instructions.total_instructions("valgrind: command not found")
+
+
+def test_instructions_bench_says_what_is_missing(tmp_path: Path) -> None:
+    def run(*args: str, path: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(BENCH / "instructions.py"), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            env={**os.environ, "PATH": path},
+        )
+
+    bad = run("--calls", "0", path=os.environ["PATH"])
+    assert bad.returncode != 0 and "--calls=0" in bad.stderr
+    no_valgrind = run("--records", "50", "--calls", "1", "--dir", str(tmp_path), path=str(tmp_path))
+    assert no_valgrind.returncode != 0 and "valgrind is not installed" in no_valgrind.stderr
