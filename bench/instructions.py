@@ -114,8 +114,11 @@ def run(records: int, calls: int, pure: bool, workdir: str, quiet: bool) -> dict
         lib: round((libs_with[lib] - libs_without.get(lib, 0)) / calls / 1e6, 2)
         for lib in libs_with
     }
+    measured = machine()
+    if pure:  # what the measured process ran, not this one
+        measured["compiled"], measured["compiled_reason"] = False, "CONTEXTWRIGHT_PURE=1 (--pure)"
     return {
-        "machine": {**machine(), "compiled": machine()["compiled"] and not pure},
+        "machine": measured,
         "records": records,
         "calls": calls,
         "instructions_per_call_millions": round((with_calls - without) / calls / 1e6, 2),
