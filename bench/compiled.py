@@ -22,7 +22,7 @@ import tempfile
 import time
 from typing import Any
 
-from assemble import BUDGET, PROJECT, _requests, fill, generate, machine, seen_calls
+from assemble import BUDGET, PROJECT, _requests, bench_store, machine, seen_calls
 
 from contextwright import Engine, compiled
 
@@ -58,10 +58,7 @@ def _run_worker(path: str, calls: int, pure: bool) -> dict[str, Any]:
 
 
 def run(records: int, calls: int, pairs: int, workdir: str, quiet: bool) -> dict[str, Any]:
-    path = os.path.join(workdir, f"compiled-{records}.db")
-    if not os.path.exists(path):
-        with Engine.open(f"sqlite:///{path}", persist_traces=False) as engine:
-            fill(engine, generate(records))
+    path = bench_store(os.path.join(workdir, f"compiled-{records}.db"), records)
     runs: list[dict[str, Any]] = []
     for i in range(pairs):
         order = (True, False) if i % 2 == 0 else (False, True)  # who goes first alternates

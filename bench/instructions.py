@@ -26,7 +26,7 @@ import tempfile
 from collections import Counter
 from typing import Any
 
-from assemble import BUDGET, PROJECT, _requests, fill, generate, machine
+from assemble import BUDGET, PROJECT, _requests, bench_store, machine
 
 from contextwright import Engine
 
@@ -99,11 +99,7 @@ def _count(path: str, calls: int, pure: bool, workdir: str) -> tuple[int, Counte
 def run(records: int, calls: int, pure: bool, workdir: str, quiet: bool) -> dict[str, Any]:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed: apt-get install valgrind")
-    path = os.path.join(workdir, f"instructions-{records}.db")
-    if not os.path.exists(path):
-        with Engine.open(f"sqlite:///{path}", persist_traces=False) as engine:
-            fill(engine, generate(records))
-            engine.store._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # type: ignore[attr-defined]
+    path = bench_store(os.path.join(workdir, f"instructions-{records}.db"), records)
     if not quiet:
         print(f"counting {calls} cold calls under valgrind (a few minutes)...", file=sys.stderr)
     with_calls, libs_with = _count(path, calls, pure, workdir)

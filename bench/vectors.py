@@ -32,7 +32,17 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from assemble import BUDGET, PROJECT, _requests, _stats, agent_loop, fill, generate, machine
+from assemble import (
+    BUDGET,
+    PROJECT,
+    _requests,
+    _stats,
+    agent_loop,
+    checkpoint,
+    fill,
+    generate,
+    machine,
+)
 
 from contextwright import Engine
 from contextwright.embedders import load_embedder
@@ -52,10 +62,6 @@ def file_mb(path: str) -> float:
     return sum(os.path.getsize(path + s) for s in ("", "-wal") if os.path.exists(path + s)) / 1e6
 
 
-def checkpoint(engine: Engine) -> None:
-    engine.store._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # type: ignore[attr-defined]
-
-
 def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> dict[str, Any]:
     embedder: Any = load_embedder(name)
     records = generate(n)
@@ -63,8 +69,7 @@ def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> 
 
     # 1. Ingest without embeddings.
     engine = Engine.open(f"sqlite:///{path}", persist_traces=False)
-    plain_rate = n / fill(engine, records)
-    checkpoint(engine)
+    plain_rate = n / fill(engine, records)  # checkpointed by fill
     size_plain = file_mb(path)
 
     # 2. Ingest with embeddings on a fresh file: add returns at once; the worker catches up.
