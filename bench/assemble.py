@@ -277,6 +277,7 @@ def bench_store(path: str, records: int) -> str:
     """`path`, filled with `generate(records)` unless it is there already (a benchmark run again
     on the same `--dir` reuses it)."""
     if not os.path.exists(path):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)  # a new --dir
         with Engine.open(f"sqlite:///{path}", persist_traces=False) as engine:
             fill(engine, generate(records))
     return path

@@ -67,6 +67,10 @@ def by_library(annotated: str) -> Counter[str]:
 
 def _count(path: str, calls: int, pure: bool, workdir: str) -> tuple[int, Counter[str]]:
     env = {k: v for k, v in os.environ.items() if k != "CONTEXTWRIGHT_PURE"}
+    # numpy's OpenBLAS threads spin a while when idle, and valgrind counts that (13 M a call in
+    # one run on a small store): they sleep at once instead. (With one BLAS thread instead, the
+    # process outgrew valgrind's heap segment and crashed in 2 of 3 runs at 100k.)
+    env["OPENBLAS_THREAD_TIMEOUT"] = "4"
     if pure:
         env["CONTEXTWRIGHT_PURE"] = "1"
     out_file = os.path.join(workdir, f"callgrind-{calls}.out")
