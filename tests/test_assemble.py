@@ -10,9 +10,10 @@ import pytest
 
 from contextwright import SECTIONS, Assembly, Budget, BudgetError, Engine, NotFound
 from contextwright.packing import marker
-from contextwright.render import FORMATS, count_anthropic, count_openai
+from contextwright.render import FORMATS
 from contextwright.scoring import day_label, item_prefix
 from contextwright.tokens import default_counter
+from exact import exact_tokens
 
 T0 = 1_750_000_000.0
 NOW = T0 + 3 * 86_400
@@ -189,14 +190,6 @@ def run(engine: Engine, fmt: str = "openai", window: int = 4000, **kw: Any) -> A
         session="s1",
         **kw,
     )
-
-
-def exact_tokens(result: Assembly) -> int:
-    if result.format == "openai":
-        return count_openai(result.messages, C)
-    if result.format == "anthropic":
-        return count_anthropic(result.payload["system"], result.payload["messages"], C)
-    return C.count(result.text)
 
 
 def kept_ids(result: Assembly) -> set[str]:

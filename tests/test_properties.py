@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from contextwright import Assembly, Budget, BudgetError, Engine
 from contextwright.candidates import SECTION_RANK
 from contextwright.records import build_record
-from contextwright.render import count_anthropic, count_openai, heading_cost
+from contextwright.render import heading_cost
 from contextwright.stores import open_store
 from contextwright.tokens import default_counter
+from exact import exact_tokens
 from strategies import AGENTS, PROJECT, T0, agents, budgets, formats, record_batches, tasks
 
 C = default_counter()
@@ -56,14 +57,6 @@ def assemble(
         )
     except BudgetError:
         return None
-
-
-def exact_tokens(result: Assembly) -> int:
-    if result.format == "openai":
-        return count_openai(result.messages, C)
-    if result.format == "anthropic":
-        return count_anthropic(result.payload["system"], result.payload["messages"], C)
-    return C.count(result.text)
 
 
 sessions = st.sampled_from([None, "s1", "s2"])

@@ -12,6 +12,7 @@ from contextwright.render import count_openai
 from contextwright.tokens import (
     ENCODING,
     Generations,
+    count_line,
     default_counter,
     model_spec,
     split_words,
@@ -140,6 +141,61 @@ def test_words_add_up_to_the_count_of_their_text(parts: list[str]) -> None:
     fresh = TokenCounter(cache_size=64)  # nothing cached: every count goes word by word
     assert fresh.count(text) == exact
     assert fresh.count(text + "\n" + text) == len(fresh.encode(text + "\n" + text))
+
+
+_HEADS = st.sampled_from(
+    ["- rex:", "- Caroline (25 May 2023):", "- al (question, open):", "x)", "a"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_HEADS, st.lists(_PIECES, min_size=1, max_size=40))
+def test_a_line_counted_from_its_contents_count_is_exact(head: str, parts: list[str]) -> None:
+    """`count_line` gives tiktoken's count of `head content\n` from the content's own count, or
+    None: never a wrong count, whatever the content starts or ends with."""
+    content = "".join(parts)
+    exact = len(default_counter().encode(f"{head} {content}\n"))
+    derived = count_line(default_counter().count, head, content, default_counter().count(content))
+    assert derived is None or derived == exact
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["ship it", "Ship the export today.", "@dev can you look?", "v2 is out 2024", "why ?!", "ok"],
+)
+def test_count_line_applies_to_common_lines(content: str) -> None:
+    head = "- rex (decision, 2 Mar 2026):"
+    derived = count_line(default_counter().count, head, content, default_counter().count(content))
+    assert derived == len(default_counter().encode(f"{head} {content}\n"))
+
+
+@pytest.mark.parametrize(
+    ("head", "content"),
+    [
+        ("- rex:", "two\nlines"),  # cut into two pieces by the line counter
+        ("- rex:", "'s fine"),  # a contraction would start the content
+        ("- rex:", "café au lait"),  # a non-ASCII letter could continue the first word
+        ("- rex:", "ends with a space "),
+        ("- rex:", "3 items"),
+        ("- rex: ", "trailing space in the head"),
+        ("", "no head"),
+    ],
+)
+def test_count_line_declines_what_it_cannot_prove(head: str, content: str) -> None:
+    assert count_line(default_counter().count, head, content, 5) is None
+
+
+def test_remembered_counts_are_what_count_returns() -> None:
+    counter = TokenCounter()
+    long_text = "first line of a tool result\n" * 20  # over 256 characters, with newlines
+    counter.remember(long_text, len(counter.encode(long_text)))
+    assert counter.count(long_text) == len(counter.encode(long_text))
+    head, content = "- rex:", "Ship the export today."
+    counter.remember_line(head, content, counter.count(content))
+    line = f"{head} {content}\n"
+    assert counter.count(line) == len(counter.encode(line))
+    counter.remember_line("- rex:", "'s declined", 99)  # not provable: nothing is remembered
+    assert counter.count("- rex: 's declined\n") == len(counter.encode("- rex: 's declined\n"))
 
 
 def test_batch_counts_equal_single_counts() -> None:

@@ -250,9 +250,41 @@ def _anthropic_messages(items: Sequence[Item], agent: str) -> list[dict[str, Any
     return messages
 
 
+def remember_counts(sections: Mapping[str, Sequence[Item]], fmt: str, counter: Tokenizer) -> None:
+    """Give the counter the counts that the records carry, before the window is counted: a
+    record's content is counted when it is stored (`Record.tokens`), so a history message that
+    is a record's content needs no count, and a line `prefix content` is counted from it
+    (`tokens.count_line`). A cold call's window is mostly lines no earlier window showed: this
+    spares counting each of their words. A counter without `remember` counts everything."""
+    remember = getattr(counter, "remember", None)
+    remember_line = getattr(counter, "remember_line", None)
+    if remember is None or remember_line is None:
+        return
+    for name, items in sections.items():
+        history = name == "history"
+        if history and fmt == "markdown":
+            continue  # its lines are not the records' contents
+        for item in items:
+            recs = item.candidate.records
+            if not recs or item.truncated:
+                continue
+            text = item.text
+            if history:
+                last = recs[-1]  # a tool pair shows its result
+                if text == last.content:
+                    remember(text, last.tokens)
+                continue
+            r = recs[0]
+            content = r.content
+            cut = len(text) - len(content) - 1
+            if cut > 0 and text[cut] == " " and text.endswith(content):
+                remember_line(text[:cut], content, r.tokens)
+
+
 def render(
     sections: Mapping[str, Sequence[Item]], agent: str, fmt: str, counter: Tokenizer
 ) -> Rendered:
+    remember_counts(sections, fmt, counter)
     history = list(sections.get("history") or [])
     if fmt == "markdown":
         text = system_text(agent, sections, include_history=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .models import MODELS, ModelSpec, model_spec, register_model
@@ -20,6 +20,7 @@ __all__ = [
     "Generations",
     "ModelSpec",
     "TokenCounter",
+    "count_line",
     "default_counter",
     "model_spec",
     "register_model",
@@ -72,6 +73,60 @@ def split_words(text: str) -> list[str]:
 
 
 _ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+_ASCII_ALNUM = _ASCII_LETTERS | frozenset("0123456789")
+
+
+def count_line(count: Callable[[str], int], head: str, content: str, tokens: int) -> int | None:
+    """The count of `head + " " + content + "\\n"` from `tokens`, the count of `content` alone
+    (a record's, counted when it was stored), or None where the rule below does not apply. A
+    window's lines are a prefix and a record's content, so a line new to the process costs a few
+    cache reads instead of a count of all of its words (render.py).
+
+    Exact under cl100k's pattern (tests/test_tokens.py checks it against tiktoken), because:
+    - `head` ends with a visible ASCII character and `content` starts with an ASCII letter, so
+      the space starts a pre-token (`split_words`' rule) and the line's pre-tokens are the
+      head's, then the content's with the space joined to its first one: the content's leading
+      letters `w`, which a non-letter ends (an ASCII one, so that no Unicode table is involved).
+      So ` w` replaces `w`. Content that starts with one ASCII punctuation mark `m` (not an
+      apostrophe, which could start `'s`) and letters: `mw` is one pre-token alone
+      (`[^\\r\\n\\p{L}\\p{N}]?+\\p{L}+`), and ` m` and `w` two after a space
+      (` ?[^\\s\\p{L}\\p{N}]++`, then the letters).
+    - no newline inside `content`: the line is one piece of `split_lines`;
+    - the newline after it: after a letter or a digit it is a pre-token of its own (one token);
+      after a run of ASCII punctuation `p` (with the space before it, if any) it joins that run
+      (` ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*`), so `p + "\\n"` replaces `p`. Any other ending: None.
+    """
+    if not head or not "!" <= head[-1] <= "~" or not content or "\n" in content:
+        return None
+    first = content[0]
+    # `@dev ...`: one pre-token alone, but the space takes the `@` from it (` @`, `dev`).
+    mark = first in _ASCII_PUNCT and first != "'" and content[1:2] in _ASCII_LETTERS
+    if not mark and first not in _ASCII_LETTERS:
+        return None
+    n = len(content)
+    i = 2 if mark else 1
+    while i < n and content[i] in _ASCII_LETTERS:
+        i += 1
+    if i < n and not content[i].isascii():  # a non-ASCII letter could continue the word
+        return None
+    word = content[:i]
+    spaced = count(" " + first) + count(word[1:]) if mark else count(" " + word)
+    total = count(head) + tokens - count(word) + spaced
+    last = content[-1]
+    if last in _ASCII_ALNUM:
+        return total + 1
+    if last not in _ASCII_PUNCT:
+        return None
+    j = n - 1
+    while content[j - 1] in _ASCII_PUNCT:  # content[0] is a letter: the loop stops by then
+        j -= 1
+    if content[j - 1] == " ":
+        j -= 1
+    run = content[j:]
+    return total - count(run) + count(run + "\n")
+
+
 # A text shorter than this goes straight to tiktoken when it is not cached: cutting it into
 # words costs more than it saves.
 _WORDS_FROM = 48
@@ -139,6 +194,27 @@ class TokenCounter:
             self._cache.put(text, hit)
         return hit
 
+    def remember(self, text: str, n: int) -> None:
+        """Take `n` as the count of `text` (a record's stored count, or `count_line`'s), so that
+        counting it later is a cache read. Kept where `count` would keep it: a string over 4,096
+        characters is not kept."""
+        size = len(text)
+        cache = self._cache if size <= 256 else self._long if size <= 4096 else None
+        if cache is not None and cache.get(text) is None:
+            cache.put(text, n)
+
+    def remember_line(self, head: str, content: str, tokens: int) -> None:
+        """`remember` the line `head + " " + content + "\n"` as a window shows it, where
+        `count_line` can take its count from `tokens` (the count of `content`)."""
+        line = f"{head} {content}\n"
+        size = len(line)
+        cache = self._cache if size <= 256 else self._long if size <= 4096 else None
+        if cache is None or cache.get(line) is not None:
+            return
+        n = count_line(self.count, head, content, tokens)
+        if n is not None:
+            cache.put(line, n)
+
     def _count_new(self, text: str) -> int:
         """The count of a string that no cache holds: word by word, through the word cache."""
         if len(text) < _WORDS_FROM:
@@ -160,8 +236,13 @@ class TokenCounter:
         """A long text is counted line by line, each line through the cache: an assembled window
         repeats lines that earlier windows counted. Exact, because no cl100k pre-token spans a
         newline followed by a non-space character, so the counts of the pieces add up."""
+        lines = "\n" in text
+        if lines and len(text) <= 4096:
+            whole = self._long.get(text)  # a record's content that `remember` was given
+            if whole is not None:
+                return whole
         total = 0
-        for piece in split_lines(text) if "\n" in text else [text]:
+        for piece in split_lines(text) if lines else [text]:
             n = len(piece)
             cache = self._cache if n <= 256 else self._long if n <= 4096 else None
             hit = None if cache is None else cache.get(piece)
