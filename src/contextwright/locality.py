@@ -82,9 +82,12 @@ def spread(
         if r is None or c.section not in SPREAD_SECTIONS:
             continue
         lift = cfg.session_weight * votes[r.session] / best if r.session in lifted else 0.0
-        nb = cfg.neighbour_weight * max(
-            (rel.get(n, 0.0) for n in adjacent.get(r.id, ())), default=0.0
-        )
+        closest: float | None = None  # the best neighbour's relevance (a loop: no generator)
+        for nid in adjacent.get(r.id, ()):
+            value = rel.get(nid, 0.0)
+            if closest is None or value > closest:
+                closest = value
+        nb = cfg.neighbour_weight * (0.0 if closest is None else closest)
         if lift <= 0 and nb <= 0:
             continue
         c.components["nearby"] = round(w_rel * (lift + nb), 6)
