@@ -96,14 +96,14 @@ def recency(created_at: float, now: float, half_life_days: float) -> float:
 
 
 def score(c: Candidate, config: ScoringConfig) -> float:
-    weights = config.weights
-    # A dict read as a dict (compiled: a C call, not a bound method's) on every candidate.
-    get = weights.get if isinstance(weights, dict) else dict(weights).get
+    given = config.weights
+    # Typed as a dict, so that compiled each read is a C call, not a call of a bound method.
+    weights: dict[str, float] = given if isinstance(given, dict) else dict(given)
     comps = c.components
     total = 0.0  # the sum of the components in their order, as `sum` adds them
     for name, value in comps.items():
         if name not in MULTIPLIERS:
-            total += get(name, 1.0) * value
+            total += weights.get(name, 1.0) * value
     for name in MULTIPLIERS:
         total *= comps.get(name, 1.0)
     return total

@@ -194,12 +194,14 @@ class TokenCounter:
             self._cache.put(text, hit)
         return hit
 
+    def _cache_for(self, size: int) -> Generations | None:
+        """Where a string of `size` characters is kept: short ones, lines up to 4,096, or not."""
+        return self._cache if size <= 256 else self._long if size <= 4096 else None
+
     def remember(self, text: str, n: int) -> None:
-        """Take `n` as the count of `text` (a record's stored count, or `count_line`'s), so that
-        counting it later is a cache read. Kept where `count` would keep it: a string over 4,096
-        characters is not kept."""
-        size = len(text)
-        cache = self._cache if size <= 256 else self._long if size <= 4096 else None
+        """Take `n` as the count of `text` (a record's stored count), so that counting it later
+        is a cache read. Kept where `count` would keep it."""
+        cache = self._cache_for(len(text))
         if cache is not None and cache.get(text) is None:
             cache.put(text, n)
 
@@ -207,8 +209,7 @@ class TokenCounter:
         """`remember` the line `head + " " + content + "\n"` as a window shows it, where
         `count_line` can take its count from `tokens` (the count of `content`)."""
         line = f"{head} {content}\n"
-        size = len(line)
-        cache = self._cache if size <= 256 else self._long if size <= 4096 else None
+        cache = self._cache_for(len(line))
         if cache is None or cache.get(line) is not None:
             return
         n = count_line(self.count, head, content, tokens)
@@ -243,8 +244,7 @@ class TokenCounter:
                 return whole
         total = 0
         for piece in split_lines(text) if lines else [text]:
-            n = len(piece)
-            cache = self._cache if n <= 256 else self._long if n <= 4096 else None
+            cache = self._cache_for(len(piece))
             hit = None if cache is None else cache.get(piece)
             if hit is None:
                 hit = self._count_new(piece)
