@@ -30,10 +30,11 @@ from .records import STATUSES, Record, build_record, check_name
 from .references import validate_refs
 from .render import check_format, render
 from .roles import Agent, RoleProfile, profile_for
-from .rules import Facts, RuleSet, coerce_rules, task_kind
+from .rules import Facts, RuleSet, coerce_rules, given_task_kind
 from .scoring import ScoringConfig, topic
 from .selection import select
 from .sources import Source, SourceContext, default_sources
+from .stored_counts import StoredCounts
 from .stores import open_store
 from .stores._rows import query_terms
 from .tasks import TaskBoard
@@ -77,6 +78,7 @@ class Engine:
         self.clock = clock
         self.persist_traces = persist_traces
         self._traces = TraceWriter(store)  # traces are written off the hot path (trace_writer.py)
+        self.counts = StoredCounts(store, self.counter)  # whose counts records carry
         self.locality = locality  # lift records said near strong matches (locality.py)
         # Each project's authors, with the store version they were read at (see _people).
         self._people_cache: dict[str, tuple[int, frozenset[str]]] = {}
@@ -125,6 +127,7 @@ class Engine:
     def add(self, **fields: Any) -> Record:
         """Validate and store one record; returns it as stored (an existing id returns the original)."""
         record = build_record(fields, self.counter.count, now=self.clock())
+        self.counts.declare([record.project], record.created_at)
         stored = self.store.add_many([record])[0]
         self.vectors.notify()
         return stored
@@ -147,6 +150,7 @@ class Engine:
                 raise ValidationError(
                     f"records[{i}].{exc.field}", exc.value, exc.fix, problem=problem
                 ) from exc
+        self.counts.declare([r.project for r in built], now)
         stored = self.store.add_many(built)
         self.vectors.notify()
         return stored
@@ -437,7 +441,7 @@ class Engine:
         if not isinstance(include_superseded, bool):
             raise ValidationError("include_superseded", include_superseded, "use true or false")
         ruleset = self.rules if rules is None else coerce_rules(rules)
-        kind = self._task_kind(task, task_kind)
+        kind = given_task_kind(task, task_kind)
         rule = ruleset.first_match(
             Facts(task, agent, agent_obj.role, project, kind, milestone or "", session or "")
         )
@@ -480,11 +484,12 @@ class Engine:
             section_caps=bud.section_caps,
         )
         t_pack = time.perf_counter()
-        rendered = render(packed.sections, agent, fmt, self.counter)
+        stored_counts = self.counts.trusted(project, version)  # stored_counts.py
+        rendered = render(packed.sections, agent, fmt, self.counter, stored_counts)
         while rendered.tokens > available and drop_last(
             packed, "exact count of the rendered window over budget"
         ):
-            rendered = render(packed.sections, agent, fmt, self.counter)
+            rendered = render(packed.sections, agent, fmt, self.counter, stored_counts)
         if rendered.tokens > available:  # only the task is left, and it alone does not fit
             raise BudgetError(
                 f"the budget leaves {available} tokens, too few for even the state section "
@@ -572,12 +577,6 @@ class Engine:
         source = self.rules.directory if self.rules.directory is not None else self._rules_arg
         self.rules = coerce_rules(source)
         return self.rules
-
-    @staticmethod
-    def _task_kind(task: str, given: str | None) -> str:
-        if given is None:
-            return task_kind(task)
-        return check_name("task_kind", given)
 
     def _validate_refs(self, project: str, agent: str, task: str) -> list[str]:
         """@references in the task that resolve to nothing become warnings, never silence."""

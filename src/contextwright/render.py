@@ -282,9 +282,16 @@ def remember_counts(sections: Mapping[str, Sequence[Item]], fmt: str, counter: T
 
 
 def render(
-    sections: Mapping[str, Sequence[Item]], agent: str, fmt: str, counter: Tokenizer
+    sections: Mapping[str, Sequence[Item]],
+    agent: str,
+    fmt: str,
+    counter: Tokenizer,
+    stored_counts: bool = False,
 ) -> Rendered:
-    remember_counts(sections, fmt, counter)
+    """The window in `fmt`, counted exactly. `stored_counts`: the records' stored counts are
+    this counter's (stored_counts.py), so their lines are counted from them."""
+    if stored_counts:
+        remember_counts(sections, fmt, counter)
     history = list(sections.get("history") or [])
     if fmt == "markdown":
         text = system_text(agent, sections, include_history=True)

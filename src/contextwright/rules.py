@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RuleError
-from .records import KINDS
+from .records import KINDS, check_name
 
 DEFAULT_RULES_DIR = Path(".contextwright") / "rules"
 FIELDS = ("task", "agent", "role", "project", "kind", "milestone", "session")
@@ -58,6 +58,13 @@ def task_kind(task: str) -> str:
         if pattern.search(task):
             return name
     return "task"
+
+
+def given_task_kind(task: str, given: str | None) -> str:
+    """The kind rules match (`kind`): the caller's, checked as a name, or guessed from the task."""
+    if given is None:
+        return task_kind(task)
+    return check_name("task_kind", given)
 
 
 @dataclass(frozen=True)

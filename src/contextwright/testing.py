@@ -8,7 +8,7 @@ engine runs them on its thread pool under its deadline), only with scripted beha
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from .candidates import Candidate
 from .embedders.hashing import HashEmbedder as HashEmbedder  # deterministic, no model
@@ -109,3 +109,33 @@ class ScriptedSummarizer:
         if not self.replies:
             return "\n".join(f"- {t.splitlines()[0][:80]}" for t in texts if t.strip())
         return self.replies[min(n, len(self.replies)) - 1]
+
+
+class WordTokenizer:
+    """A Tokenizer that counts whitespace-separated words: another tokenizer than the default,
+    for tests of stores whose records were counted by one tokenizer and read by another. Its
+    ids are the words' numbers in the order it first saw them."""
+
+    name = "words"
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._words: list[str] = []
+
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        return [self.count(t) for t in texts]
+
+    def encode(self, text: str) -> list[int]:
+        out = []
+        for word in text.split():
+            if word not in self._ids:
+                self._ids[word] = len(self._words)
+                self._words.append(word)
+            out.append(self._ids[word])
+        return out
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return " ".join(self._words[i] for i in ids)

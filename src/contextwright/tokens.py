@@ -172,6 +172,8 @@ class TokenCounter:
     not cached is counted word by word (`split_words`) through a cache of words: exact, and on the
     lines that windows show for the first time 1.4-2.2 times as fast as tiktoken (docs/tokens.md)."""
 
+    name = ENCODING  # whose counts records carry (stored_counts.py)
+
     def __init__(self, cache_size: int = 50_000) -> None:
         import tiktoken
 

@@ -295,6 +295,7 @@ class TaskBoard:
                 },
             },
         )
+        self.engine.counts.declare([project], now)  # whose counts they carry
         stored = store.add_many([handoff_record, *nodes, *files])
         edges = [(r.id, task.id, "discovered_in") for r in nodes]
         edges += [(r.id, task.id, "changed_in") for r in files]
