@@ -1,6 +1,7 @@
 """Test doubles shipped with the library, for the I/O seams that users inject: a scripted source
-that returns fixed candidates, one that is slow, one that fails. They are real Sources (the
-engine runs them on its thread pool under its deadline), only with scripted behaviour.
+that returns fixed candidates, one that is slow, one that fails, a summarizer, and a tokenizer
+that counts words. The sources are real Sources (the engine runs them on its thread pool under
+its deadline), only with scripted behaviour.
 
     engine = Engine(store, sources=[*default_sources(), SlowSource("slow", delay_s=2.0)])
 """
