@@ -4,12 +4,12 @@ that a store written by an engine with another tokenizer never puts a window ove
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from contextwright import Budget, Engine, ValidationError
+from contextwright.ports import Store
 from contextwright.render import render
 from contextwright.stored_counts import COLLECTION, MIXED, tokenizer_name
 from contextwright.stores import open_store
@@ -24,11 +24,6 @@ TEXTS = [
     "Decision: keep the retry budget at three attempts per job.",
     "Why does the login page reload when the token refreshes?",
 ] * 6
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    yield "memory://" if request.param == "memory" else f"sqlite:///{tmp_path / 'c.db'}"
 
 
 def _fill(engine: Engine, session: str = "s1") -> None:
@@ -50,8 +45,8 @@ def test_the_default_tokenizer_has_a_name() -> None:
     assert tokenizer_name(WordTokenizer()) == "words"
 
 
-def test_an_engine_notes_its_tokenizer_and_takes_its_own_counts(url: str) -> None:
-    with Engine(open_store(url), persist_traces=False) as engine:
+def test_an_engine_notes_its_tokenizer_and_takes_its_own_counts(store: Store) -> None:
+    with Engine(store, persist_traces=False) as engine:
         assert _note(engine) is None
         _fill(engine)
         assert _note(engine) == ENCODING
@@ -73,10 +68,10 @@ def test_another_tokenizer_makes_the_project_mixed_for_both(tmp_path: Path) -> N
         assert _note(mine) == MIXED  # never back: older records keep the other counts
 
 
-def test_a_project_without_a_note_is_counted_line_by_line(url: str) -> None:
+def test_a_project_without_a_note_is_counted_line_by_line(store: Store) -> None:
     """Records stored before notes were kept (here: straight into the store) carry counts of
     unknown origin, and stay counted line by line after an engine writes there."""
-    with Engine(open_store(url), persist_traces=False) as engine:
+    with Engine(store, persist_traces=False) as engine:
         from contextwright.records import build_record
 
         engine.store.add_many([build_record({"project": P, "author": "a", "content": "hi"}, len)])
@@ -87,8 +82,8 @@ def test_a_project_without_a_note_is_counted_line_by_line(url: str) -> None:
         assert not engine.counts.trusted(P, engine.store.version(P))
 
 
-def test_a_rejected_write_notes_nothing(url: str) -> None:
-    with Engine(open_store(url), persist_traces=False) as engine:
+def test_a_rejected_write_notes_nothing(store: Store) -> None:
+    with Engine(store, persist_traces=False) as engine:
         with pytest.raises(ValidationError):
             engine.add_many([{"project": P, "author": "a", "content": "ok"}, {"project": P}])
         with pytest.raises(ValidationError):
@@ -116,8 +111,8 @@ def test_records_counted_by_another_tokenizer_never_put_a_window_over_budget(
         assert trusting.tokens < result.tokens  # what the note protects against
 
 
-def test_windows_counted_from_stored_counts_are_exact(url: str) -> None:
-    with Engine(open_store(url), persist_traces=False) as engine:
+def test_windows_counted_from_stored_counts_are_exact(store: Store) -> None:
+    with Engine(store, persist_traces=False) as engine:
         _fill(engine)
         _fill(engine, session="s2")
         for fmt in ("openai", "anthropic", "markdown"):
