@@ -10,6 +10,7 @@ import pytest
 
 from contextwright import Budget, Engine, ValidationError
 from contextwright.ports import Store
+from contextwright.records import build_record
 from contextwright.render import render
 from contextwright.stored_counts import COLLECTION, MIXED, tokenizer_name
 from contextwright.stores import open_store
@@ -72,8 +73,6 @@ def test_a_project_without_a_note_is_counted_line_by_line(store: Store) -> None:
     """Records stored before notes were kept (here: straight into the store) carry counts of
     unknown origin, and stay counted line by line after an engine writes there."""
     with Engine(store, persist_traces=False) as engine:
-        from contextwright.records import build_record
-
         engine.store.add_many([build_record({"project": P, "author": "a", "content": "hi"}, len)])
         assert _note(engine) is None
         assert not engine.counts.trusted(P, engine.store.version(P))

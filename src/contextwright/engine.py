@@ -126,8 +126,9 @@ class Engine:
 
     def add(self, **fields: Any) -> Record:
         """Validate and store one record; returns it as stored (an existing id returns the original)."""
-        record = build_record(fields, self.counter.count, now=self.clock())
-        self.counts.declare([record.project], record.created_at)
+        now = self.clock()  # the write's time, for the record (unless given) and the note
+        record = build_record(fields, self.counter.count, now=now)
+        self.counts.declare([record.project], now)
         stored = self.store.add_many([record])[0]
         self.vectors.notify()
         return stored
