@@ -20,6 +20,7 @@ from contextwright.records import build_record
 from contextwright.stores import open_store, sqlite_text
 from contextwright.stores._rows import query_terms
 from contextwright.stores.sqlite import COMMON_DF, SQLiteStore
+from contextwright.stores.sqlite_vocab import Vocabulary
 from contextwright.tokens import _LINE_START, default_counter, split_lines
 
 AGENTS = ["ann", "bob", "cy"]
@@ -105,23 +106,7 @@ def test_full_text_on_a_large_store_still_finds_the_rare_word(
     """Above COMMON_DF records, common words leave the query; the rare one still finds its record,
     old as it is, among many newer matches of the common words."""
     with Engine.open(f"sqlite:///{tmp_path / 'big.db'}") as engine:
-        engine.add(
-            project="p",
-            author="ann",
-            kind="decision",
-            content="The PKCE flow replaces implicit grants for the login page.",
-            created_at=1_000.0,
-        )
-        filler = [
-            {
-                "project": "p",
-                "author": "bob",
-                "content": f"login page tweak number {i} for the login flow",
-                "created_at": 2_000.0 + i,
-            }
-            for i in range(COMMON_DF + 300)
-        ]
-        engine.add_many(filler)
+        _large_store(engine)
         hits = engine.store.search_text("p", "bob", "fix the login page PKCE flow", 10)
         # As in Lucene's common-terms query: records with only the common words are not returned
         # while a rarer word is in the query.
@@ -132,22 +117,14 @@ def test_full_text_on_a_large_store_still_finds_the_rare_word(
         assert len(hits_common) == 5  # only common words: the rarest is kept, so it still answers
         # Words are counted only as far as COMMON_DF + 1, or in full when all of them are common:
         # the same words are kept as with every count in full.
-        conn = engine.store._conn()
+        store = engine.store
+        store._vocabulary.wait()
+        store._vocabulary = Vocabulary(store.path)  # words counted one by one (no read at once)
+        store._vocabulary._asked = 10**9
         expectations: dict[str, str] = {}
-        for task in ["fix the login page PKCE flow", "login page tweak", "number 12 tweak", "zzz"]:
-            terms = query_terms(task)
-            counts = {
-                t: conn.execute(
-                    "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?",
-                    (f'content:"{t}"',),
-                ).fetchone()[0]
-                for t in terms
-            }
-            keep = [t for t in terms if 0 < counts[t] <= COMMON_DF]
-            found = [t for t in terms if counts[t]]
-            keep = keep or [min(found, key=lambda t: counts[t])] if found else terms
-            expected = " OR ".join(f'"{t}"' for t in keep)
-            assert engine.store._selective_match(terms) == expected, task
+        for task in TASKS:
+            expected = _selective_in_full(store, task)
+            assert store._selective_match(query_terms(task)) == expected, task
             expectations[task] = expected
         # The counts kept are bounded: past the bound the cache starts again, and answers the same.
         monkeypatch.setattr(sqlite_text, "WORD_COUNTS_KEPT", 2)
@@ -155,6 +132,107 @@ def test_full_text_on_a_large_store_still_finds_the_rare_word(
         for task, expected in expectations.items():
             assert engine.store._selective_match(query_terms(task)) == expected, task
             assert len(engine.store._df) <= 2
+
+
+TASKS = [
+    "fix the login page PKCE flow",
+    "login page tweak",
+    "number 12 tweak",
+    "zzz",
+    "tweaked pages",
+]
+
+
+def _selective_in_full(store: SQLiteStore, task: str) -> str:
+    """The words `_selective_match` keeps, from every word's count in full."""
+    terms = query_terms(task)
+    conn = store._conn()
+    counts = {
+        t: conn.execute(
+            "SELECT count(*) FROM records_fts WHERE records_fts MATCH ?", (f'content:"{t}"',)
+        ).fetchone()[0]
+        for t in terms
+    }
+    keep = [t for t in terms if 0 < counts[t] <= COMMON_DF]
+    found = [t for t in terms if counts[t]]
+    keep = keep or [min(found, key=lambda t: counts[t])] if found else terms
+    return " OR ".join(f'"{t}"' for t in keep)
+
+
+def _large_store(engine: Engine) -> None:
+    engine.add(
+        project="p",
+        author="ann",
+        kind="decision",
+        content="The PKCE flow replaces implicit grants for the login page.",
+        created_at=1_000.0,
+    )
+    filler = [
+        {
+            "project": "p",
+            "author": "bob",
+            "content": f"login page tweak number {i} for the login flow",
+            "created_at": 2_000.0 + i,
+        }
+        for i in range(COMMON_DF + 300)
+    ]
+    engine.add_many(filler)
+
+
+def test_word_counts_read_at_once_keep_the_same_words(tmp_path: Path) -> None:
+    """The index's word counts, read at once (sqlite_vocab.py), leave out of the query the same
+    words as the word-by-word counts, without a statement per word it knows; a word new since
+    the read is counted, so a record written after it is still found by its rare word."""
+    with Engine.open(f"sqlite:///{tmp_path / 'big.db'}") as engine:
+        _large_store(engine)
+        store = engine.store
+        store._vocabulary.read()
+        counted: list[str] = []
+        conn = store._conn()
+        conn.set_trace_callback(lambda sql: counted.append(sql) if "count(*)" in sql else None)
+        store._df.clear()
+        for task in TASKS:
+            assert store._selective_match(query_terms(task)) == _selective_in_full(store, task)
+        conn.set_trace_callback(None)
+        # Only the words the read does not know were counted one by one: those in 20 records or
+        # fewer ("pkce", "fix", "12", "zzz"), never the common ones ("login", "tweak", "page").
+        assert store._df and {w for w, _ in store._df} <= {"fix", "pkce", "12", "zzz"}
+        assert store._vocabulary.known(["login", "tweaked", "pages", "pkce"], COMMON_DF + 301) == {
+            "login": COMMON_DF + 301,
+            "tweaked": COMMON_DF + 300,  # by its stem, as FTS5 matches it
+            "pages": COMMON_DF + 301,
+        }
+        engine.add(project="p", author="ann", content="Rotate the zyxwq signing key of the login")
+        assert store._selective_match(["login", "zyxwq"]) == '"zyxwq"'
+        hits = store.search_text("p", "bob", "login zyxwq", 5)
+        assert [h.record.content for h in hits] == ["Rotate the zyxwq signing key of the login"]
+
+
+def test_word_counts_are_read_again_once_the_store_has_grown(tmp_path: Path) -> None:
+    with Engine.open(f"sqlite:///{tmp_path / 'big.db'}") as engine:
+        _large_store(engine)
+        vocab = engine.store._vocabulary
+        top = COMMON_DF + 301
+        assert vocab.known(["login"], top) == {}  # nothing read yet: a read starts
+        vocab.wait()
+        assert vocab.known(["login"], top) == {"login": top}
+        more = [{"project": "p", "author": "bob", "content": f"login {i}"} for i in range(500)]
+        engine.add_many(more)
+        assert vocab.known(["login"], top + 500) == {}  # outgrown: read again
+        vocab.wait()
+        assert vocab.known(["login"], top + 500) == {"login": top + 500}
+
+
+def test_word_counts_of_a_missing_file_are_never_read_nor_retried(tmp_path: Path) -> None:
+    path = tmp_path / "gone.db"
+    vocab = Vocabulary(str(path))
+    assert vocab.known(["login"], 5_000) == {}
+    first = vocab._thread
+    vocab.wait()
+    assert not path.exists()  # the read never creates a file
+    assert vocab.known(["login"], 5_000) == {} and vocab._thread is first  # not tried again
+    assert vocab.known(["login"], 7_000) == {} and vocab._thread is not first  # grown: again
+    vocab.wait()
 
 
 @settings(max_examples=50, deadline=None)

@@ -31,6 +31,7 @@ from ._rows import (
 from .sqlite_schema import MIGRATIONS, Migration
 from .sqlite_text import COMMON_DF, LARGE_WINDOW, VISIBLE, SQLiteText
 from .sqlite_vectors import SQLiteVectors
+from .sqlite_vocab import Vocabulary
 
 __all__ = ["COMMON_DF", "LARGE_WINDOW", "MIGRATIONS", "VISIBLE", "SQLiteStore"]
 
@@ -72,6 +73,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
         self._write_lock = threading.RLock()
         self._all: list[sqlite3.Connection] = []
         self._df: dict[tuple[str, int | None], tuple[int, int]] = {}  # see _word_count
+        self._vocabulary = Vocabulary(path)  # the index's word counts, read at once
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             raise StoreError(f"cannot open {self.url}: directory {directory!r} does not exist")
@@ -511,6 +513,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
         return [dict(json.loads(r[0])) for r in rows]
 
     def close(self) -> None:
+        self._vocabulary.wait(timeout=10)
         with self._write_lock:
             for conn in self._all:
                 with contextlib.suppress(sqlite3.Error):

@@ -17,6 +17,7 @@ from ..errors import StoreError
 from ..ports import Hit
 from ..records import Record
 from ._rows import KEYS, RecordKey, fts_match, query_terms
+from .sqlite_vocab import Vocabulary
 
 VISIBLE = (
     "(r.visibility = 'project' OR r.author = :agent OR (r.visibility = 'direct' AND EXISTS "
@@ -51,6 +52,7 @@ class SQLiteText:
     _conn: Callable[[], sqlite3.Connection]
     _resolve: Callable[[sqlite3.Connection, Sequence[RecordKey]], list[Record]]
     _df: dict[tuple[str, int | None], tuple[int, int]]  # (word, cap) -> (count, max rid then)
+    _vocabulary: Vocabulary
 
     def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
         return self.ranked_hits(self.text_ranked(project, agent, text, limit))
@@ -129,10 +131,20 @@ class SQLiteText:
         # Whether a word is common needs COMMON_DF + 1 postings at most, not all of them: a word
         # in 30,000 records is counted that far. Only when every word is common are they counted
         # in full, to keep the rarest.
-        freq = {t: self._word_count(conn, t, top, COMMON_DF + 1) for t in terms}
+        # The counts read at once from the index's vocabulary (sqlite_vocab.py), where it knows
+        # the word: exact, so they sort the words as the counts capped at COMMON_DF + 1 do.
+        known = self._vocabulary.known(terms, top)
+        freq = {
+            t: known[t] if t in known else self._word_count(conn, t, top, COMMON_DF + 1)
+            for t in terms
+        }
         keep = [t for t in terms if 0 < freq[t] <= COMMON_DF]
         if not keep:
-            full = {t: self._word_count(conn, t, top, None) for t in terms if freq[t] > 0}
+            full = {
+                t: known[t] if t in known else self._word_count(conn, t, top, None)
+                for t in terms
+                if freq[t] > 0
+            }
             rarest = min(full, key=lambda t: full[t], default=None)
             keep = [rarest] if rarest else list(terms)
         return " OR ".join(f'"{t}"' for t in keep)
