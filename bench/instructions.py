@@ -44,7 +44,7 @@ def worker(path: str, calls: int) -> None:
     engine.assemble(PROJECT, agent, task, BUDGET, session="warm-up")
     # The word counts the first full-text search starts reading on a thread of their own
     # (sqlite_vocab.py) are read before the measured calls, so both runs count them once.
-    engine.store._vocabulary.wait()  # type: ignore[attr-defined]
+    engine.flush()
     for agent, task, day in reqs[1:]:
         engine.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
         engine.flush()

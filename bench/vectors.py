@@ -115,7 +115,7 @@ def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> 
     for agent, task, day in reqs[:10]:
         for eng in (engine, plain):
             eng.assemble(PROJECT, agent, task + " warm", BUDGET, session=f"{agent}-{day}")
-    engine.store._vocabulary.wait()  # type: ignore[attr-defined]  # word counts (sqlite_vocab.py)
+    engine.flush()  # the store's word counts are read before the measured calls
     with_v: list[float] = []
     without_v: list[float] = []
     embed_q: list[float] = []

@@ -214,7 +214,7 @@ def test_word_counts_are_read_again_once_the_store_has_grown(tmp_path: Path) -> 
         vocab = engine.store._vocabulary
         top = COMMON_DF + 301
         assert vocab.known(["login"], top) == {}  # nothing read yet: a read starts
-        vocab.wait()
+        engine.flush()  # waits for it, as for the traces
         assert vocab.known(["login"], top) == {"login": top}
         more = [{"project": "p", "author": "bob", "content": f"login {i}"} for i in range(500)]
         engine.add_many(more)

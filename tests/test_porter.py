@@ -1,5 +1,5 @@
 """porter.stem gives the stem SQLite's own FTS5 porter tokenizer gives, word for word, and the
-SQLite store's index is built with that tokenizer (sqlite_vocab.TOKENIZE)."""
+SQLite store's index is built with that tokenizer (porter.TOKENIZE)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextwright.stores.porter import stem
+from contextwright.stores.porter import TOKENIZE, stem
 from contextwright.stores.sqlite import SQLiteStore
-from contextwright.stores.sqlite_vocab import TOKENIZE
 
 DEV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 

@@ -106,8 +106,12 @@ class Engine:
 
     def flush(self) -> None:
         """Wait until every trace of an assemble call is in the store (they are written by a
-        background thread; `trace()` and `traces()` already see them)."""
+        background thread; `trace()` and `traces()` already see them), and for the reads a
+        store started in the background (SQLite's word counts, stores/sqlite_vocab.py)."""
         self._traces.flush()
+        settle = getattr(self.store, "settle", None)
+        if settle is not None:
+            settle()
 
     def close(self) -> None:
         self._traces.close()

@@ -17,6 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+# The tokenizer whose stems these are: `records_fts`'s (sqlite_schema.py; tests/test_porter.py
+# checks they agree).
+TOKENIZE = "porter unicode61"
 MAX_TOKEN = 64  # longer tokens are not stemmed (FTS5_PORTER_MAX_TOKEN)
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
 

@@ -512,6 +512,10 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
             )
         return [dict(json.loads(r[0])) for r in rows]
 
+    def settle(self) -> None:
+        """Wait for the word counts being read in the background (`Engine.flush` calls this)."""
+        self._vocabulary.wait()
+
     def close(self) -> None:
         self._vocabulary.wait(timeout=10)
         with self._write_lock:

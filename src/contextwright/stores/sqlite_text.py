@@ -128,23 +128,19 @@ class SQLiteText:
         top = conn.execute("SELECT max(rid) FROM records").fetchone()[0] or 0
         if top <= COMMON_DF:
             return None
-        # Whether a word is common needs COMMON_DF + 1 postings at most, not all of them: a word
-        # in 30,000 records is counted that far. Only when every word is common are they counted
-        # in full, to keep the rarest.
-        # The counts read at once from the index's vocabulary (sqlite_vocab.py), where it knows
-        # the word: exact, so they sort the words as the counts capped at COMMON_DF + 1 do.
+        # A word's count comes from the index's vocabulary, read at once (sqlite_vocab.py), where
+        # that knows the word; it is exact, so it sorts the words as a count does. Otherwise the
+        # word is counted: whether it is common needs COMMON_DF + 1 postings at most, not all of
+        # them. Only when every word is common are they counted in full, to keep the rarest.
         known = self._vocabulary.known(terms, top)
-        freq = {
-            t: known[t] if t in known else self._word_count(conn, t, top, COMMON_DF + 1)
-            for t in terms
-        }
+
+        def count(t: str, cap: int | None) -> int:
+            return known[t] if t in known else self._word_count(conn, t, top, cap)
+
+        freq = {t: count(t, COMMON_DF + 1) for t in terms}
         keep = [t for t in terms if 0 < freq[t] <= COMMON_DF]
         if not keep:
-            full = {
-                t: known[t] if t in known else self._word_count(conn, t, top, None)
-                for t in terms
-                if freq[t] > 0
-            }
+            full = {t: count(t, None) for t in terms if freq[t] > 0}
             rarest = min(full, key=lambda t: full[t], default=None)
             keep = [rarest] if rarest else list(terms)
         return " OR ".join(f'"{t}"' for t in keep)

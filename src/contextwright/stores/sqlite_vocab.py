@@ -24,8 +24,6 @@ from collections.abc import Sequence
 
 from .porter import stem
 
-# The tokenizer of `records_fts` (sqlite_schema.py; tests/test_hot_path.py checks they agree).
-TOKENIZE = "porter unicode61"
 # Words found in this many records or fewer are left out of the counts read (and counted one by
 # one when asked for): it bounds the memory to the index's postings over KEEP_ABOVE.
 KEEP_ABOVE = 20
