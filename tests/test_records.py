@@ -95,6 +95,16 @@ def test_defaults_for_a_minimal_record() -> None:
     assert len(r.id) == 26
 
 
+def test_meta_none_is_an_empty_object_compiled_or_not() -> None:
+    """The compiled build writes __init__ out and the interpreted one takes dataclass's: both give
+    `{}` for an explicit `meta=None` (make test runs this file both ways)."""
+    r = Record("i", "p", "a", "message", "hi", FIXED, 1, "h", meta=None)
+    assert r.meta == {}
+    assert r.to_dict()["meta"] == {}
+    assert Record("i", "p", "a", "message", "hi", FIXED, 1, "h").meta == {}
+    assert Record("i", "p", "a", "message", "hi", FIXED, 1, "h", meta={"k": 1}).meta == {"k": 1}
+
+
 @pytest.mark.parametrize(
     ("kind", "status"),
     [("task", "open"), ("question", "open"), ("decision", "active"), ("note", None)],

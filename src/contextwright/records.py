@@ -187,6 +187,12 @@ def init_args(obj: Any) -> tuple[Any, ...]:
     return tuple(getattr(obj, f.name) for f in fields(obj))
 
 
+def _meta_default(self: Record) -> None:
+    """`meta=None` gives `{}`, as the written-out __init__ does when compiled."""
+    if self.meta is None:
+        object.__setattr__(self, "meta", {})
+
+
 if not hasattr(Record, "__mypyc_attrs__"):  # interpreted: the __init__ dataclass generates
     _generated = make_dataclass(
         "Record",
@@ -195,8 +201,10 @@ if not hasattr(Record, "__mypyc_attrs__"):  # interpreted: the __init__ dataclas
             for f in fields(Record)
         ],
         frozen=True,
+        namespace={"__post_init__": _meta_default},
     )
     setattr(Record, "__init__", vars(_generated)["__init__"])  # noqa: B010 (mypy: no method assignment)
+    setattr(Record, "__post_init__", _meta_default)  # noqa: B010 (called by that __init__)
 
 
 def content_hash(text: str) -> str:
