@@ -95,6 +95,35 @@ def test_vectors_bench_reports_cold_and_loop_with_and_without_vectors(tmp_path: 
     assert _positive(report["query_embedding_ms"])
 
 
+def test_between_bench_reports_each_wait_before_the_call(tmp_path: Path) -> None:
+    report = _run(
+        "between.py",
+        "--records",
+        "300",
+        "--sessions",
+        "2",
+        "--idle-ms",
+        "5",
+        "--dir",
+        str(tmp_path),
+        cwd=tmp_path,
+    )
+    assert report["records"] == 300 and report["idle_ms"] == 5
+    calls = report["assemble_ms"]
+    assert set(calls) == {"back_to_back", "busy", "asleep"}
+    for name, stats in calls.items():
+        assert _positive(stats), name
+    assert (tmp_path / "between-300.db").exists()  # --dir kept the store for another run
+    bad = subprocess.run(
+        [sys.executable, str(BENCH / "between.py"), "--sessions", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert bad.returncode == 2 and "--sessions must be at least 1" in bad.stderr
+
+
 def test_compiled_bench_pairs_the_build_with_the_sources(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
