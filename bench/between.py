@@ -77,7 +77,9 @@ def main() -> None:
     if args.sessions < 1 or args.idle_ms < 0:
         parser.error("--sessions must be at least 1 and --idle-ms at least 0")
     with tempfile.TemporaryDirectory(prefix="cw-between-") as tmp:
-        path = bench_store(os.path.join(args.dir or tmp, f"between-{args.records}.db"), args.records)
+        path = bench_store(
+            os.path.join(args.dir or tmp, f"between-{args.records}.db"), args.records
+        )
         calls = run(path, args.sessions, args.idle_ms / 1000)
     report = {
         "machine": machine(),
