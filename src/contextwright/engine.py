@@ -33,7 +33,7 @@ from .roles import Agent, RoleProfile, profile_for
 from .rules import Facts, RuleSet, coerce_rules, given_task_kind
 from .scoring import ScoringConfig, topic
 from .selection import select
-from .sources import Source, SourceContext, default_sources
+from .sources import Source, SourceContext, default_sources, pick_sources
 from .stored_counts import StoredCounts
 from .stores import open_store
 from .stores._rows import query_terms
@@ -418,7 +418,7 @@ class Engine:
             raise ValidationError("limits", limits, "give {source name: count from 0 to 10000}")
         if isinstance(working_memory, str) or not all(isinstance(w, str) for w in working_memory):
             raise ValidationError("working_memory", working_memory, "give a list of strings")
-        active = self._select_sources(sources)
+        active = pick_sources(self.sources, sources)
         now = self.clock()
         version = self.store.version(project)  # read once: the source cache and topic use it
         ctx = SourceContext(
@@ -565,17 +565,6 @@ class Engine:
             trace=trace,
             warnings=warnings,
         )
-
-    def _select_sources(self, names: Sequence[str] | None) -> list[Source]:
-        if names is None:
-            return list(self.sources)
-        if isinstance(names, str) or not isinstance(names, Sequence):
-            raise ValidationError("sources", names, "give a list of source names")
-        by_name = {s.name: s for s in self.sources}
-        for n in names:
-            if n not in by_name:
-                raise ValidationError("sources", n, f"use source names: {', '.join(by_name)}")
-        return [by_name[n] for n in names]
 
     def reload_rules(self) -> RuleSet:
         """Read the rules directory again (after an edit); keeps the old rules if invalid."""

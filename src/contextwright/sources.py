@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
 from .candidates import Candidate
+from .errors import ValidationError
 from .ports import Hit, Query, Store, Tokenizer
 from .records import Record
 from .roles import RoleProfile
@@ -354,3 +355,16 @@ def default_sources() -> list[Source]:
         DecisionsSource(),
         KVSource(),
     ]
+
+
+def pick_sources(sources: Sequence[Source], names: Sequence[str] | None) -> list[Source]:
+    """The sources a request names, in its order; all of `sources` when it names none."""
+    if names is None:
+        return list(sources)
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        raise ValidationError("sources", names, "give a list of source names")
+    by_name = {s.name: s for s in sources}
+    for n in names:
+        if n not in by_name:
+            raise ValidationError("sources", n, f"use source names: {', '.join(by_name)}")
+    return [by_name[n] for n in names]
