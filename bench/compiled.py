@@ -22,7 +22,7 @@ import tempfile
 import time
 from typing import Any
 
-from assemble import BUDGET, PROJECT, _requests, bench_store, machine, seen_calls
+from assemble import BUDGET, PROJECT, _requests, bench_store, call_ms, machine, seen_calls
 
 from contextwright import Engine, compiled
 
@@ -34,10 +34,13 @@ def worker(path: str, calls: int) -> dict[str, Any]:
     cold: list[float] = []
     cpu: list[float] = []
     for agent, task, day in reqs:
-        c0, t0 = time.thread_time(), time.perf_counter()
-        engine.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
-        cold.append((time.perf_counter() - t0) * 1000)
+        c0 = time.thread_time()
+        result, ms = call_ms(
+            engine.assemble, PROJECT, agent, task, BUDGET, session=f"{agent}-{day}"
+        )
         cpu.append((time.thread_time() - c0) * 1000)
+        cold.append(ms)
+        del result  # freed after the clock stopped (call_ms)
     seen = seen_calls(engine, reqs)
     engine.close()
     return {

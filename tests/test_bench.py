@@ -55,6 +55,7 @@ def test_assemble_bench_reports_both_workloads_and_the_baselines(tmp_path: Path)
         "baseline_queries_ms",
     ):
         assert _positive(r[key]), key
+    assert 0 <= r["result_release_ms"]["p50"] <= r["result_release_ms"]["p99"]
     assert 0 < r["window_tokens_p50"] <= r["available"]
     assert r["ingest_records_per_s"] > 0 and r["file_mb"] > 0
     assert report["machine"]["nproc"] >= 1
