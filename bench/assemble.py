@@ -221,14 +221,20 @@ T = TypeVar("T")
 
 
 def call_ms(fn: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T, float]:
-    """`fn(*args, **kwargs)` and its milliseconds, the result handed back so that the caller frees it after
-    the clock has stopped. An assemble result is a few thousand objects (items, messages, the
-    trace); a loop that rebinds its variable, or drops the value of a bare call, frees the last
-    one inside the measurement: 0.2-0.45 ms at 100k records that are not assemble's (run_one
-    times the freeing apart, as `result_release_ms`)."""
+    """`fn(*args, **kwargs)` and its milliseconds, the result handed back so that the caller
+    frees it after the clock has stopped. An assemble result is a few thousand objects (items,
+    messages, the trace); a loop that rebinds its variable, or drops the value of a bare call,
+    frees the last one inside the measurement: 0.2-0.45 ms at 100k records that are not
+    assemble's (run_one times the freeing apart, as `result_release_ms`)."""
     t = time.perf_counter()
     out = fn(*args, **kwargs)
     return out, (time.perf_counter() - t) * 1000
+
+
+def assemble_ms(engine: Engine, *args: Any, **kwargs: Any) -> float:
+    """The milliseconds of `engine.assemble(*args, **kwargs)`, its result freed once the clock
+    has stopped (`call_ms`), for callers that need only the time."""
+    return call_ms(engine.assemble, *args, **kwargs)[1]
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -309,12 +315,10 @@ def seen_calls(engine: Engine, reqs: list[tuple[str, str, str]]) -> list[float]:
     process has never seen."""
     out: list[float] = []
     for agent, task, day in reqs:
-        result, ms = call_ms(
-            engine.assemble, PROJECT, agent, f"{task} again", BUDGET, session=f"{agent}-{day}"
+        out.append(
+            assemble_ms(engine, PROJECT, agent, f"{task} again", BUDGET, session=f"{agent}-{day}")
         )
-        out.append(ms)
         engine.flush()
-        del result  # freed after the clock stopped (call_ms)
     return out
 
 
@@ -336,11 +340,10 @@ def agent_loop(
     for agent, task, day in _requests(sessions, seed=seed):
         session = f"loop-{agent}-{day}"
         for turn in range(turns):
-            result, ms = call_ms(engine.assemble, PROJECT, agent, task, BUDGET, session=session)
+            ms = assemble_ms(engine, PROJECT, agent, task, BUDGET, session=session)
             if turn:
                 out.append(ms)
             engine.flush()
-            del result  # freed after the clock stopped (call_ms)
             engine.add(project=PROJECT, author=agent, content=_sentence(rng), session=session)
             if between is not None:
                 between()
@@ -403,14 +406,10 @@ def run_one(n: int, calls: int, workdir: str, loop_sessions: int = 20) -> dict[s
         t = time.perf_counter()
         del result
         released.append((time.perf_counter() - t) * 1000)
-        other, ms = call_ms(no_loc.assemble, PROJECT, agent, task, BUDGET, session=session)
-        without.append(ms)
+        without.append(assemble_ms(no_loc, PROJECT, agent, task, BUDGET, session=session))
         no_loc.flush()
-        del other
-        other, ms = call_ms(serial.assemble, PROJECT, agent, task, BUDGET, session=session)
-        no_pool.append(ms)
+        no_pool.append(assemble_ms(serial, PROJECT, agent, task, BUDGET, session=session))
         serial.flush()
-        del other
         t = time.perf_counter()
         _baseline_queries(bare, agent, task, session)
         queries.append((time.perf_counter() - t) * 1000)

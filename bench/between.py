@@ -29,7 +29,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from assemble import BUDGET, PROJECT, _requests, _sentence, _stats, bench_store, call_ms, machine
+from assemble import (
+    BUDGET,
+    PROJECT,
+    _requests,
+    _sentence,
+    _stats,
+    assemble_ms,
+    bench_store,
+    machine,
+)
 
 from contextwright import Engine
 
@@ -57,11 +66,10 @@ def run(path: str, sessions: int, idle_s: float) -> dict[str, Any]:
                 name = names[turn_no % len(names)]
                 turn_no += 1
                 waits[name]()
-                result, ms = call_ms(engine.assemble, PROJECT, agent, task, BUDGET, session=session)
+                ms = assemble_ms(engine, PROJECT, agent, task, BUDGET, session=session)
                 if turn:  # the first call of a session is a new task (the cold calls)
                     times[name].append(ms)
                 engine.flush()
-                del result  # freed after the clock stopped (call_ms)
                 engine.add(project=PROJECT, author=agent, content=_sentence(rng), session=session)
     return {name: _stats(values) for name, values in times.items()}
 

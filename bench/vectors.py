@@ -38,7 +38,7 @@ from assemble import (
     _requests,
     _stats,
     agent_loop,
-    call_ms,
+    assemble_ms,
     checkpoint,
     fill,
     generate,
@@ -138,11 +138,7 @@ def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> 
         session = f"{agent}-{day}"
         turns = [(engine, with_v), (plain, without_v)]
         for eng, into in turns if k % 2 == 0 else turns[::-1]:
-            result, ms = call_ms(
-                eng.assemble, PROJECT, agent, f"{task} #{k}", BUDGET, session=session
-            )
-            into.append(ms)
-            del result  # freed after the clock stopped (call_ms)
+            into.append(assemble_ms(eng, PROJECT, agent, f"{task} #{k}", BUDGET, session=session))
         t = time.perf_counter()
         q = embed_query(f"{task} @{k}")
         embed_q.append((time.perf_counter() - t) * 1000)
