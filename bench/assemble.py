@@ -11,6 +11,11 @@ noisy (other processes), so two baselines are measured beside the engine in the 
   scoring, packing, rendering or trace;
 - `last_n`: a naive window, the newest 60 records the agent may see, joined into one text.
 
+A third measure is the machine's own speed, `cpu_reference_ms`: a fixed piece of pure-Python work
+timed after each request. On this VM the same work takes up to 1.8 times as long in one minute as
+in another, so `assemble_per_reference` (the cold calls' p50 over the reference's p50) is what to
+compare between runs made in different spells.
+
 The same calls also run through an engine with `locality=False`, to show what that pass costs, and
 through one with `workers=1`, where every source runs on the calling thread (no pool). Each engine
 and the baselines read through a store and a token counter of their own, so that none is timed on
@@ -274,6 +279,25 @@ def _baseline_queries(engine: Engine, agent: str, task: str, session: str) -> No
     s.query(Query(PROJECT, agent, kinds=("decision",), statuses=("active",), limit=15))
 
 
+# The machine's speed, measured beside the calls (`cpu_reference_ms`).
+_REFERENCE_WORDS = [f"w{i}" for i in range(400)]
+
+
+def cpu_reference_ms() -> float:
+    """The machine's speed at this moment: the same pure-Python work every time (a dict of word
+    counts and a sort, ~1 ms; no I/O), timed alone. On this shared VM the same work takes up to
+    1.8 times as long in one minute as in another, with no steal time recorded, so each run
+    reports it beside the calls it measured: `assemble_per_reference` (a p50 divided by this
+    p50) compares runs made in different spells."""
+    t = time.perf_counter()
+    counts: dict[str, int] = {}
+    for i in range(6000):
+        word = _REFERENCE_WORDS[(i * 7) % 400]
+        counts[word] = counts.get(word, 0) + len(word)
+    sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return (time.perf_counter() - t) * 1000
+
+
 def _baseline_last_n(engine: Engine, agent: str) -> str:
     return "\n".join(r.content for r in engine.store.query(Query(PROJECT, agent, limit=60)))
 
@@ -385,6 +409,7 @@ def run_one(n: int, calls: int, workdir: str, loop_sessions: int = 20) -> dict[s
     trace_kb: list[float] = []
     written: list[float] = []
     released: list[float] = []
+    reference: list[float] = []
     for agent, task, day in reqs:
         session = f"{agent}-{day}"
         result, ms = call_ms(engine.assemble, PROJECT, agent, task, BUDGET, session=session)
@@ -416,6 +441,7 @@ def run_one(n: int, calls: int, workdir: str, loop_sessions: int = 20) -> dict[s
         t = time.perf_counter()
         _baseline_last_n(bare, agent)
         last_n.append((time.perf_counter() - t) * 1000)
+        reference.append(cpu_reference_ms())
     seen = seen_calls(engine, reqs)
     # The agent loop writes: it runs after the cold calls, which read the file as built.
     loop = agent_loop(engine, sessions=loop_sessions)
@@ -438,6 +464,8 @@ def run_one(n: int, calls: int, workdir: str, loop_sessions: int = 20) -> dict[s
         "assemble_no_pool_ms": _stats(no_pool),
         "baseline_queries_ms": _stats(queries),
         "baseline_last_n_ms": _stats(last_n),
+        "cpu_reference_ms": _stats(reference),
+        "assemble_per_reference": round(_pct(full, 50) / _pct(reference, 50), 2),
         "stages_ms_p50": {k: _pct(v, 50) for k, v in stages.items()},
         "trace_items_p50": int(statistics.median(items)),
         "trace_kb_p50": round(statistics.median(trace_kb), 1),
@@ -484,7 +512,7 @@ def _print(report: dict[str, Any]) -> None:
         f"{'no-loc p50':>11} "
         f"{'no-pool p50':>12} "
         f"{'queries p50':>12} "
-        f"{'last-N p50':>11} {'ingest/s':>9} {'file MB':>8} {'RSS MB':>7}"
+        f"{'last-N p50':>11} {'cpu ref':>8} {'ingest/s':>9} {'file MB':>8} {'RSS MB':>7}"
     )
     print(head)
     for r in report["results"]:
@@ -495,7 +523,7 @@ def _print(report: dict[str, Any]) -> None:
             f"{r['assemble_no_locality_ms']['p50']:>11.2f} "
             f"{r['assemble_no_pool_ms']['p50']:>12.2f} "
             f"{r['baseline_queries_ms']['p50']:>12.2f} {r['baseline_last_n_ms']['p50']:>11.2f} "
-            f"{r['ingest_records_per_s']:>9} {r['file_mb']:>8.1f} {r['peak_rss_mb']:>7.1f}"
+            f"{r['cpu_reference_ms']['p50']:>8.2f} {r['ingest_records_per_s']:>9} {r['file_mb']:>8.1f} {r['peak_rss_mb']:>7.1f}"
         )
 
 

@@ -53,8 +53,11 @@ def test_assemble_bench_reports_both_workloads_and_the_baselines(tmp_path: Path)
         "assemble_no_locality_ms",
         "assemble_no_pool_ms",
         "baseline_queries_ms",
+        "cpu_reference_ms",
     ):
         assert _positive(r[key]), key
+    ratio = r["assemble_ms"]["p50"] / r["cpu_reference_ms"]["p50"]
+    assert r["assemble_per_reference"] == pytest.approx(ratio, abs=0.01)
     assert 0 <= r["result_release_ms"]["p50"] <= r["result_release_ms"]["p99"]
     assert 0 < r["window_tokens_p50"] <= r["available"]
     assert r["ingest_records_per_s"] > 0 and r["file_mb"] > 0

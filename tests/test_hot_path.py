@@ -7,7 +7,9 @@ references here."""
 
 from __future__ import annotations
 
+import gc
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -299,6 +301,34 @@ def test_a_status_change_is_seen_through_the_record_cache(tmp_path: Path) -> Non
     finally:
         for s in (cached, other, fresh):
             s.close()
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's cyclic GC")
+def test_the_record_cache_keeps_its_records_out_of_the_cyclic_gc(tmp_path: Path) -> None:
+    """Cached records are not tracked by the cyclic GC (full collections stay short), what they
+    hold still is, and a record the cache drops is freed by reference counting alone."""
+    path = str(tmp_path / "gc.db")
+    store = SQLiteStore(path, record_cache=30)
+    try:
+        counter = default_counter()
+        rows = _records(11, 60)
+        rows[0]["meta"] = {"tool": {"name": "grep", "args": ["-n"]}}
+        store.add_many([build_record(r, counter.count) for r in rows])
+        first = store.get_many(["r0000"])[0]
+        assert first.meta == {"tool": {"name": "grep", "args": ["-n"]}}
+        assert not gc.is_tracked(first)
+        assert gc.is_tracked(first.meta)  # a cycle inside a meta dict would still be found
+        held = sys.getrefcount(first)
+        # Reading the rest fills the cache past its size: the oldest tenth, r0000 first, goes.
+        rest = store.get_many([f"r{i:04d}" for i in range(1, 60)])
+        assert len(rest) == 59 and all(not gc.is_tracked(r) for r in rest)
+        assert sys.getrefcount(first) == held - 1  # the cache let go: only ours are left
+        # A status change gives a new record in the cache, untracked as well.
+        store.set_status("r0001", "resolved", "bob", 1.0)
+        (changed,) = store.get_many(["r0001"])
+        assert changed.status == "resolved" and not gc.is_tracked(changed)
+    finally:
+        store.close()
 
 
 def test_full_text_of_a_one_project_store_equals_the_general_search(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import re
 import threading
@@ -267,6 +268,28 @@ _ORDER = [
 assert [f.name for f in fields(Record)] == _ORDER, "update row_to_record to Record's fields"
 
 
+def _gc_untracker() -> Callable[[Any], None] | None:
+    """CPython's `PyObject_GC_UnTrack`, or None where there is none (another Python).
+
+    The records a `RecordCache` keeps live long and can be in no reference cycle: a Record is
+    frozen and holds strings, numbers, tuples of strings and a meta dict decoded from JSON. Left
+    to the cyclic GC, the 20,000 a full cache holds were a third of every full collection's
+    objects, and the ~120 that a cold call adds made one happen every ~100 calls at 100k
+    records: 15 ms, the whole of the p99 (docs/benchmarks.md). Untracked, a record is still
+    freed when its last reference goes (reference counting does that), and what it refers to
+    stays tracked: a cycle inside a meta dict is still found."""
+    try:
+        untrack = ctypes.pythonapi.PyObject_GC_UnTrack
+    except (AttributeError, OSError):  # not CPython
+        return None
+    untrack.argtypes = [ctypes.py_object]
+    untrack.restype = None
+    return untrack
+
+
+_UNTRACK = _gc_untracker()
+
+
 # Phase one of a cached read: the key columns of each row, in the read's order.
 KEYS = "r.rid, r.id, r.current_status"
 RecordKey = tuple[int, str, str | None]
@@ -281,7 +304,8 @@ class RecordCache:
     always taken from the read itself (phase one), never from the cache: a status change made by
     any process is seen by the next read. Records are never deleted, so a row id names one record
     for the life of the file; the id is checked too. Bounded: past `size` records the oldest tenth
-    is dropped (first in, first out)."""
+    is dropped (first in, first out). The records it keeps are left out of the cyclic GC
+    (`_gc_untracker`)."""
 
     def __init__(self, size: int = 20_000) -> None:
         self.size = size
@@ -303,6 +327,8 @@ class RecordCache:
                 out.append(None)
             elif r.status != status:
                 r = cache[rid] = r.with_status(status)
+                if _UNTRACK is not None:
+                    _UNTRACK(r)
                 out.append(r)
             else:
                 out.append(r)
@@ -310,6 +336,9 @@ class RecordCache:
             return out  # type: ignore[return-value]
         fetched = {row[20]: row_to_record(row) for row in fetch(missing)}
         if self.size > 0:
+            if _UNTRACK is not None:
+                for r in fetched.values():
+                    _UNTRACK(r)
             with self._lock:
                 cache.update(fetched)
                 if len(cache) > self.size:
