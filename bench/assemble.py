@@ -12,8 +12,8 @@ noisy (other processes), so two baselines are measured beside the engine in the 
 - `last_n`: a naive window, the newest 60 records the agent may see, joined into one text.
 
 A third measure is the machine's own speed, `cpu_reference_ms`: a fixed piece of pure-Python work
-timed after each request. On this VM the same work takes up to 1.8 times as long in one minute as
-in another, so `assemble_per_reference` (the cold calls' p50 over the reference's p50) is what to
+timed after each request. On this VM the same work takes up to 1.8 times as long at one moment as
+at another, so `assemble_per_reference` (the cold calls' p50 over the reference's p50) is what to
 compare between runs made in different spells.
 
 The same calls also run through an engine with `locality=False`, to show what that pass costs, and
@@ -286,7 +286,7 @@ _REFERENCE_WORDS = [f"w{i}" for i in range(400)]
 def cpu_reference_ms() -> float:
     """The machine's speed at this moment: the same pure-Python work every time (a dict of word
     counts and a sort, ~1 ms; no I/O), timed alone. On this shared VM the same work takes up to
-    1.8 times as long in one minute as in another, with no steal time recorded, so each run
+    1.8 times as long at one moment as at another, with no steal time recorded, so each run
     reports it beside the calls it measured: `assemble_per_reference` (a p50 divided by this
     p50) compares runs made in different spells."""
     t = time.perf_counter()

@@ -273,11 +273,11 @@ def _gc_untracker() -> Callable[[Any], None] | None:
 
     The records a `RecordCache` keeps live long and can be in no reference cycle: a Record is
     frozen and holds strings, numbers, tuples of strings and a meta dict decoded from JSON. Left
-    to the cyclic GC, the 20,000 a full cache holds were a third of every full collection's
-    objects, and the ~120 that a cold call adds made one happen every ~100 calls at 100k
-    records: 15 ms, the whole of the p99 (docs/benchmarks.md). Untracked, a record is still
-    freed when its last reference goes (reference counting does that), and what it refers to
-    stays tracked: a cycle inside a meta dict is still found."""
+    to the cyclic GC, the 20,000 a full cache holds were 40% of the objects that every full
+    collection walks (one every ~60 cold calls at 100k records, the p99), and those collections
+    grew from ~17 to ~50 ms as the cache filled (docs/benchmarks.md). Untracked, a record is
+    still freed when its last reference goes (reference counting does that), and what it refers
+    to stays tracked: a cycle inside a meta dict is still found."""
     try:
         untrack = ctypes.pythonapi.PyObject_GC_UnTrack
     except (AttributeError, OSError):  # not CPython
