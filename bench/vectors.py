@@ -35,11 +35,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from assemble import (
     BUDGET,
     PROJECT,
+    _pct,
     _requests,
     _stats,
     agent_loop,
     assemble_ms,
     checkpoint,
+    cpu_reference_ms,
     fill,
     generate,
     machine,
@@ -122,6 +124,7 @@ def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> 
     embed_q: list[float] = []
     embed_packaged: list[float] = []
     search: list[float] = []
+    reference: list[float] = []
     packaged = None
     if getattr(embedder, "compute", "packaged") != "packaged":
         packaged = type(embedder)(compute="packaged")
@@ -149,6 +152,7 @@ def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> 
         t = time.perf_counter()
         engine.store.vector_search(PROJECT, agent, q, 40, embedder.name)  # type: ignore[attr-defined]
         search.append((time.perf_counter() - t) * 1000)
+        reference.append(cpu_reference_ms())  # the VM's speed beside these calls (assemble.py)
     # The agent loop, with vectors and without; between two turns (the model call) the worker
     # embeds the reply just written, as it would in real use.
     loop_with = agent_loop(engine, seed=13, between=engine.wait_for_embeddings)
@@ -169,6 +173,8 @@ def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> 
         "query_embedding_ms": _stats(embed_q),
         "query_embedding_packaged_model_ms": _stats(embed_packaged) if embed_packaged else None,
         "vector_search_ms": _stats(search),
+        "cpu_reference_ms": _stats(reference),
+        "with_vectors_per_reference": round(_pct(with_v, 50) / _pct(reference, 50), 2),
         "ingest_records_per_s_without_embeddings": round(plain_rate),
         "ingest_add_records_per_s_with_embedder_on": round(sample / add_s),
         "embedded_records_per_s": round(sample / total_s, 1),

@@ -91,8 +91,11 @@ def test_vectors_bench_reports_cold_and_loop_with_and_without_vectors(tmp_path: 
         "assemble_loop_with_vectors_ms",
         "assemble_loop_without_vectors_ms",
         "vector_search_ms",
+        "cpu_reference_ms",
     ):
         assert _positive(report[key]), key
+    ratio = report["assemble_with_vectors_ms"]["p50"] / report["cpu_reference_ms"]["p50"]
+    assert report["with_vectors_per_reference"] == pytest.approx(ratio, abs=0.01)
     assert report["lag_after_run"] == 0  # the loop waited for the worker after every turn
     # The hash embedder has one model: no int8 query build to compare with the packaged one.
     assert report["compute"] is None and report["query_embedding_packaged_model_ms"] is None
