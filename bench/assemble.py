@@ -14,7 +14,8 @@ noisy (other processes), so two baselines are measured beside the engine in the 
 A third measure is the machine's own speed, `cpu_reference_ms`: a fixed piece of pure-Python work
 timed after each request. On this VM the same work takes up to 1.8 times as long at one moment as
 at another, so `assemble_per_reference` (the cold calls' p50 over the reference's p50) is what to
-compare between runs made in different spells.
+compare between runs made in different spells. The full collections of the cyclic GC during the
+cold calls are counted too (`full_collections`): where one lands in a timed call, it is the p99.
 
 The same calls also run through an engine with `locality=False`, to show what that pass costs, and
 through one with `workers=1`, where every source runs on the calling thread (no pool). Each engine
@@ -41,6 +42,7 @@ so the difference with the cold calls is what a call pays for records the proces
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -298,6 +300,34 @@ def cpu_reference_ms() -> float:
     return (time.perf_counter() - t) * 1000
 
 
+class FullCollections:
+    """The full (generation 2) collections of the cyclic GC while it is on, and how long each
+    took: at 100k records one comes every ~60 cold calls and takes 15-25 ms, which is the p99
+    (docs/benchmarks.md). Use as a context manager."""
+
+    def __init__(self) -> None:
+        self.ms: list[float] = []
+        self._start = 0.0
+
+    def _observe(self, phase: str, info: dict[str, Any]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.ms.append((time.perf_counter() - self._start) * 1000)
+
+    def __enter__(self) -> FullCollections:
+        gc.callbacks.append(self._observe)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._observe)
+
+    def report(self) -> dict[str, float]:
+        return {"count": len(self.ms), "max_ms": round(max(self.ms, default=0.0), 2)}
+
+
 def _baseline_last_n(engine: Engine, agent: str) -> str:
     return "\n".join(r.content for r in engine.store.query(Query(PROJECT, agent, limit=60)))
 
@@ -410,38 +440,40 @@ def run_one(n: int, calls: int, workdir: str, loop_sessions: int = 20) -> dict[s
     written: list[float] = []
     released: list[float] = []
     reference: list[float] = []
-    for agent, task, day in reqs:
-        session = f"{agent}-{day}"
-        result, ms = call_ms(engine.assemble, PROJECT, agent, task, BUDGET, session=session)
-        full.append(ms)
-        # The trace is written by a background thread; an agent's next turn comes after its LLM
-        # call, so the write happens in between. Wait for it here, timed apart, so that it does
-        # not land in the next measurement.
-        t = time.perf_counter()
-        engine.flush()
-        written.append((time.perf_counter() - t) * 1000)
-        tokens.append(result.tokens)
-        for stage, ms in result.trace.timings_ms.items():
-            stages.setdefault(stage, []).append(ms)
-        items.append(len(result.trace.items))
-        trace_kb.append(len(json.dumps(result.trace.to_dict(), default=str)) / 1000)
-        assert result.tokens <= result.available
-        # Freeing the result (its items, messages and trace), timed apart: it is the caller's,
-        # whenever it lets the result go, not the call's.
-        t = time.perf_counter()
-        del result
-        released.append((time.perf_counter() - t) * 1000)
-        without.append(assemble_ms(no_loc, PROJECT, agent, task, BUDGET, session=session))
-        no_loc.flush()
-        no_pool.append(assemble_ms(serial, PROJECT, agent, task, BUDGET, session=session))
-        serial.flush()
-        t = time.perf_counter()
-        _baseline_queries(bare, agent, task, session)
-        queries.append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter()
-        _baseline_last_n(bare, agent)
-        last_n.append((time.perf_counter() - t) * 1000)
-        reference.append(cpu_reference_ms())
+    collections = FullCollections()
+    with collections:  # during the cold calls and everything measured beside them
+        for agent, task, day in reqs:
+            session = f"{agent}-{day}"
+            result, ms = call_ms(engine.assemble, PROJECT, agent, task, BUDGET, session=session)
+            full.append(ms)
+            # The trace is written by a background thread; an agent's next turn comes after its LLM
+            # call, so the write happens in between. Wait for it here, timed apart, so that it does
+            # not land in the next measurement.
+            t = time.perf_counter()
+            engine.flush()
+            written.append((time.perf_counter() - t) * 1000)
+            tokens.append(result.tokens)
+            for stage, ms in result.trace.timings_ms.items():
+                stages.setdefault(stage, []).append(ms)
+            items.append(len(result.trace.items))
+            trace_kb.append(len(json.dumps(result.trace.to_dict(), default=str)) / 1000)
+            assert result.tokens <= result.available
+            # Freeing the result (its items, messages and trace), timed apart: it is the caller's,
+            # whenever it lets the result go, not the call's.
+            t = time.perf_counter()
+            del result
+            released.append((time.perf_counter() - t) * 1000)
+            without.append(assemble_ms(no_loc, PROJECT, agent, task, BUDGET, session=session))
+            no_loc.flush()
+            no_pool.append(assemble_ms(serial, PROJECT, agent, task, BUDGET, session=session))
+            serial.flush()
+            t = time.perf_counter()
+            _baseline_queries(bare, agent, task, session)
+            queries.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            _baseline_last_n(bare, agent)
+            last_n.append((time.perf_counter() - t) * 1000)
+            reference.append(cpu_reference_ms())
     seen = seen_calls(engine, reqs)
     # The agent loop writes: it runs after the cold calls, which read the file as built.
     loop = agent_loop(engine, sessions=loop_sessions)
@@ -466,6 +498,7 @@ def run_one(n: int, calls: int, workdir: str, loop_sessions: int = 20) -> dict[s
         "baseline_last_n_ms": _stats(last_n),
         "cpu_reference_ms": _stats(reference),
         "assemble_per_reference": round(_pct(full, 50) / _pct(reference, 50), 2),
+        "full_collections": collections.report(),
         "stages_ms_p50": {k: _pct(v, 50) for k, v in stages.items()},
         "trace_items_p50": int(statistics.median(items)),
         "trace_kb_p50": round(statistics.median(trace_kb), 1),
@@ -512,10 +545,13 @@ def _print(report: dict[str, Any]) -> None:
         f"{'no-loc p50':>11} "
         f"{'no-pool p50':>12} "
         f"{'queries p50':>12} "
-        f"{'last-N p50':>11} {'cpu ref':>8} {'ingest/s':>9} {'file MB':>8} {'RSS MB':>7}"
+        f"{'last-N p50':>11} {'cpu ref':>8} {'full GCs':>12} {'ingest/s':>9} {'file MB':>8} "
+        f"{'RSS MB':>7}"
     )
     print(head)
     for r in report["results"]:
+        n, longest = r["full_collections"]["count"], r["full_collections"]["max_ms"]
+        gcs = f"{n}, ≤{longest:.0f} ms" if n else "0"
         print(
             f"{r['records']:>8} {r['assemble_ms']['p50']:>8.2f} {r['assemble_ms']['p99']:>8.2f} "
             f"{r['assemble_seen_ms']['p50']:>9.2f} {r['assemble_loop_ms']['p50']:>9.2f} "
@@ -523,7 +559,8 @@ def _print(report: dict[str, Any]) -> None:
             f"{r['assemble_no_locality_ms']['p50']:>11.2f} "
             f"{r['assemble_no_pool_ms']['p50']:>12.2f} "
             f"{r['baseline_queries_ms']['p50']:>12.2f} {r['baseline_last_n_ms']['p50']:>11.2f} "
-            f"{r['cpu_reference_ms']['p50']:>8.2f} {r['ingest_records_per_s']:>9} {r['file_mb']:>8.1f} {r['peak_rss_mb']:>7.1f}"
+            f"{r['cpu_reference_ms']['p50']:>8.2f} {gcs:>12} "
+            f"{r['ingest_records_per_s']:>9} {r['file_mb']:>8.1f} {r['peak_rss_mb']:>7.1f}"
         )
 
 

@@ -3,6 +3,7 @@ benchmark that breaks silently would leave the figures there unverifiable."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -58,6 +59,8 @@ def test_assemble_bench_reports_both_workloads_and_the_baselines(tmp_path: Path)
         assert _positive(r[key]), key
     ratio = r["assemble_ms"]["p50"] / r["cpu_reference_ms"]["p50"]
     assert r["assemble_per_reference"] == pytest.approx(ratio, abs=0.01)
+    full = r["full_collections"]
+    assert full["count"] >= 0 and (full["max_ms"] > 0) == (full["count"] > 0)
     assert 0 <= r["result_release_ms"]["p50"] <= r["result_release_ms"]["p99"]
     assert 0 < r["window_tokens_p50"] <= r["available"]
     assert r["ingest_records_per_s"] > 0 and r["file_mb"] > 0
@@ -159,6 +162,25 @@ def test_compiled_bench_pairs_the_build_with_the_sources(
             assert min(side["cold_p50"], side["seen_p50"], side["cpu_p50"]) > 0
     for key in ("cold", "seen", "cpu"):
         assert len(report["ratio"][key]) == 2 and report["median_ratio"][key] > 0
+
+
+def test_assemble_bench_counts_the_full_collections_only() -> None:
+    """`FullCollections` (bench/assemble.py) records each full collection of the cyclic GC while
+    it is on, and nothing for the younger generations or once it is off."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import assemble
+    finally:
+        sys.path.remove(str(BENCH))
+    with assemble.FullCollections() as seen:
+        gc.collect(0)
+        gc.collect(1)
+        assert seen.report() == {"count": 0, "max_ms": 0.0}
+        gc.collect()
+    gc.collect()  # after the block: not observed
+    assert len(seen.ms) == 1 and seen.ms[0] > 0
+    assert seen.report() == {"count": 1, "max_ms": round(seen.ms[0], 2)}
+    assert seen._observe not in gc.callbacks
 
 
 def test_instructions_bench_reads_valgrinds_counts() -> None:
