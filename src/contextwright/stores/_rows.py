@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import json
 import re
 import threading
@@ -278,6 +277,8 @@ def _gc_untracker() -> Callable[[Any], None] | None:
     grew from ~17 to ~50 ms as the cache filled (docs/benchmarks.md). Untracked, a record is
     still freed when its last reference goes (reference counting does that), and what it refers
     to stays tracked: a cycle inside a meta dict is still found."""
+    import ctypes  # here, not at import: only a store that caches records needs it
+
     try:
         untrack = ctypes.pythonapi.PyObject_GC_UnTrack
     except (AttributeError, OSError):  # not CPython
@@ -285,9 +286,6 @@ def _gc_untracker() -> Callable[[Any], None] | None:
     untrack.argtypes = [ctypes.py_object]
     untrack.restype = None
     return untrack
-
-
-_UNTRACK = _gc_untracker()
 
 
 # Phase one of a cached read: the key columns of each row, in the read's order.
@@ -311,6 +309,7 @@ class RecordCache:
         self.size = size
         self._by_rid: dict[int, Record] = {}
         self._lock = threading.Lock()
+        self._untrack = _gc_untracker() if size > 0 else None
 
     def resolve(
         self, keys: Sequence[RecordKey], fetch: Callable[[list[int]], Iterable[Any]]
@@ -327,18 +326,19 @@ class RecordCache:
                 out.append(None)
             elif r.status != status:
                 r = cache[rid] = r.with_status(status)
-                if _UNTRACK is not None:
-                    _UNTRACK(r)
+                if self._untrack is not None:
+                    self._untrack(r)
                 out.append(r)
             else:
                 out.append(r)
         if not missing:
             return out  # type: ignore[return-value]
         fetched = {row[20]: row_to_record(row) for row in fetch(missing)}
+        untrack = self._untrack
         if self.size > 0:
-            if _UNTRACK is not None:
+            if untrack is not None:
                 for r in fetched.values():
-                    _UNTRACK(r)
+                    untrack(r)
             with self._lock:
                 cache.update(fetched)
                 if len(cache) > self.size:
