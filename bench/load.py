@@ -54,11 +54,13 @@ def serve(path: str, port: int) -> None:
     import uvicorn
 
     from contextwright import Engine
+    from contextwright.cli.service import settle_heap
     from contextwright.server import create_app
     from contextwright.settings import Settings
 
     engine = Engine.open(f"sqlite:///{path}")
     app = create_app(engine, Settings(api_keys={KEY: [PROJECT]}))
+    settle_heap()  # as `contextwright serve` does
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 

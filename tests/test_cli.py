@@ -300,3 +300,40 @@ def test_serve_prints_the_inspector_url_and_serves(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_settle_heap_freezes_what_start_up_made() -> None:
+    import gc
+
+    from contextwright.cli.service import settle_heap
+
+    before = gc.get_freeze_count()
+    try:
+        settle_heap()
+        assert gc.get_freeze_count() > before  # left out of every later collection
+    finally:
+        gc.unfreeze()  # this test process goes on as before
+
+
+@pytest.mark.parametrize("command", ["serve", "mcp"])
+def test_servers_settle_the_heap_just_before_they_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """`serve` and `mcp` freeze what start-up made (settle_heap) once everything is built and
+    right before the server runs (docs/benchmarks.md: the HTTP API's p99)."""
+    import uvicorn
+
+    import contextwright.mcpserver
+    from contextwright.cli import service
+
+    calls: list[str] = []
+    monkeypatch.setattr(service, "settle_heap", lambda: calls.append("settle"))
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self: calls.append("run"))
+
+    class Server:
+        def run(self, *args: object, **kwargs: object) -> None:
+            calls.append("run")
+
+    monkeypatch.setattr(contextwright.mcpserver, "build_server", lambda engine: Server())
+    ok(run(f"sqlite:///{tmp_path / 's.db'}", command))
+    assert calls == ["settle", "run"]
