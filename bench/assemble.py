@@ -300,6 +300,11 @@ def cpu_reference_ms() -> float:
     return (time.perf_counter() - t) * 1000
 
 
+def per_reference(values: list[float], reference: list[float]) -> float:
+    """The p50 of `values` in units of the p50 of `cpu_reference_ms` timed beside them."""
+    return round(_pct(values, 50) / _pct(reference, 50), 2)
+
+
 class FullCollections:
     """The full (generation 2) collections of the cyclic GC while it is on, and how long each
     took: at 100k records one comes every ~60 cold calls and takes 15-25 ms, which is the p99
@@ -497,7 +502,7 @@ def run_one(n: int, calls: int, workdir: str, loop_sessions: int = 20) -> dict[s
         "baseline_queries_ms": _stats(queries),
         "baseline_last_n_ms": _stats(last_n),
         "cpu_reference_ms": _stats(reference),
-        "assemble_per_reference": round(_pct(full, 50) / _pct(reference, 50), 2),
+        "assemble_per_reference": per_reference(full, reference),
         "full_collections": collections.report(),
         "stages_ms_p50": {k: _pct(v, 50) for k, v in stages.items()},
         "trace_items_p50": int(statistics.median(items)),

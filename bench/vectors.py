@@ -35,7 +35,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from assemble import (
     BUDGET,
     PROJECT,
-    _pct,
     _requests,
     _stats,
     agent_loop,
@@ -45,6 +44,7 @@ from assemble import (
     fill,
     generate,
     machine,
+    per_reference,
 )
 
 from contextwright import Engine
@@ -174,7 +174,7 @@ def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> 
         "query_embedding_packaged_model_ms": _stats(embed_packaged) if embed_packaged else None,
         "vector_search_ms": _stats(search),
         "cpu_reference_ms": _stats(reference),
-        "with_vectors_per_reference": round(_pct(with_v, 50) / _pct(reference, 50), 2),
+        "with_vectors_per_reference": per_reference(with_v, reference),
         "ingest_records_per_s_without_embeddings": round(plain_rate),
         "ingest_add_records_per_s_with_embedder_on": round(sample / add_s),
         "embedded_records_per_s": round(sample / total_s, 1),

@@ -317,6 +317,7 @@ class RecordCache:
         """The records of `keys` in order; `fetch(rids)` gives the full rows (COLUMNS, then rid)
         of those not cached."""
         cache = self._by_rid
+        untrack = self._untrack  # None when the cache keeps nothing, or not on CPython
         out: list[Record | None] = []
         missing: list[int] = []
         for rid, rec_id, status in keys:
@@ -326,15 +327,14 @@ class RecordCache:
                 out.append(None)
             elif r.status != status:
                 r = cache[rid] = r.with_status(status)
-                if self._untrack is not None:
-                    self._untrack(r)
+                if untrack is not None:
+                    untrack(r)
                 out.append(r)
             else:
                 out.append(r)
         if not missing:
             return out  # type: ignore[return-value]
         fetched = {row[20]: row_to_record(row) for row in fetch(missing)}
-        untrack = self._untrack
         if self.size > 0:
             if untrack is not None:
                 for r in fetched.values():
