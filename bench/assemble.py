@@ -58,7 +58,7 @@ from typing import Any, TypeVar
 
 from contextwright import Budget, Engine, compiled
 from contextwright.ports import Query
-from contextwright.stores.sqlite import SQLiteStore
+from contextwright.stores.sqlite import SQLiteStore, store_files
 from contextwright.tokens import TokenCounter
 
 PROJECT = "bench"
@@ -411,9 +411,9 @@ def agent_loop(
 
 def run_one(n: int, calls: int, workdir: str, loop_sessions: int = 20) -> dict[str, Any]:
     path = os.path.join(workdir, f"bench-{n}.db")
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.remove(path + suffix)
+    for f in store_files(path):  # the store, its traces, and their logs
+        if os.path.exists(f):
+            os.remove(f)
     engine = Engine.open(f"sqlite:///{path}")
     ingest_s = fill(engine, generate(n))
     size = os.path.getsize(path)

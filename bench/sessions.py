@@ -37,6 +37,7 @@ from contextwright.sessions.compaction import select
 from contextwright.sessions.layers import Plan, build_candidates
 from contextwright.sessions.pruning import one_line
 from contextwright.sessions.turns import turn_text
+from contextwright.stores.sqlite import store_files
 from contextwright.summarizers import ExtractiveSummarizer
 
 P, A, S = "bench", "dev", "s1"
@@ -94,9 +95,9 @@ def main() -> None:
     replaced = 0
     for r in range(max(args.rounds // 2, 3)):
         copy = tmp / f"round{r}.db"
-        for suffix in ("", "-wal", "-shm"):
-            if Path(f"{base}{suffix}").exists():
-                shutil.copy(f"{base}{suffix}", f"{copy}{suffix}")
+        for src, dst in zip(store_files(str(base)), store_files(str(copy)), strict=True):
+            if Path(src).exists():
+                shutil.copy(src, dst)
         engine = Engine.open(f"sqlite:///{copy}", workers=1, persist_traces=False)
         t = time.perf_counter()
         c = engine.sessions.compact(P, A, S)

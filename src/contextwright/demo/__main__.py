@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..budget import Budget
 from ..engine import Engine
+from ..stores.sqlite import store_files
 from . import scenario, session_act, tasks_act
 from .show import Console, make_console, show_budget, show_trace, show_window
 
@@ -91,9 +92,9 @@ def open_fresh(directory: str) -> Engine:
     """A new SQLite file in `directory` (any earlier demo file is deleted first)."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "team.db")
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.remove(path + suffix)
+    for f in store_files(path):  # the store, its traces, and their logs
+        if os.path.exists(f):
+            os.remove(f)
     return Engine.open(f"sqlite:///{path}", clock=scenario.clock)
 
 

@@ -28,12 +28,31 @@ from ._rows import (
     edges_sql,
     record_to_row,
 )
+from .sqlite_docs import (
+    PUT,
+    TRACES,
+    TraceFile,
+    connect,
+    doc_row,
+    get_doc,
+    list_docs,
+    store_files,
+    traces_path,
+)
 from .sqlite_schema import MIGRATIONS, Migration
 from .sqlite_text import COMMON_DF, LARGE_WINDOW, VISIBLE, SQLiteText
 from .sqlite_vectors import SQLiteVectors
 from .sqlite_vocab import Vocabulary
 
-__all__ = ["COMMON_DF", "LARGE_WINDOW", "MIGRATIONS", "VISIBLE", "SQLiteStore"]
+__all__ = [
+    "COMMON_DF",
+    "LARGE_WINDOW",
+    "MIGRATIONS",
+    "VISIBLE",
+    "SQLiteStore",
+    "store_files",
+    "traces_path",
+]
 
 SELECT = "SELECT " + ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(",")) + " FROM records r"
 # Reads select the key columns only (phase one) and decode the rows they have not seen (phase two).
@@ -74,6 +93,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
         self._all: list[sqlite3.Connection] = []
         self._df: dict[tuple[str, int | None], tuple[int, int]] = {}  # see _word_count
         self._vocabulary = Vocabulary(path)  # the index's word counts, read at once
+        self._traces = TraceFile(traces_path(path))  # traces in a file of their own (sqlite_docs)
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             raise StoreError(f"cannot open {self.url}: directory {directory!r} does not exist")
@@ -81,6 +101,8 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
             conn = self._conn()
             conn.execute("PRAGMA journal_mode=WAL")
             self._migrate(conn, migrations)
+            with self._write_lock:
+                self._traces.adopt(conn)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {self.url}: {exc}") from exc
 
@@ -89,13 +111,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute("PRAGMA busy_timeout=10000")
-            conn.execute("PRAGMA cache_size=-65536")
-            conn.execute("PRAGMA temp_store=MEMORY")
-            self._local.conn = conn
+            conn = self._local.conn = connect(self.path)
             with self._write_lock:
                 self._all.append(conn)
         return conn
@@ -479,38 +495,22 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
         at: float,
         key: str | None = None,
     ) -> None:
-        payload = json.dumps(data, separators=(",", ":"), default=str)
-        self._write(
-            lambda conn: conn.execute(
-                "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(collection, id) DO UPDATE "
-                "SET project = excluded.project, key = excluded.key, at = excluded.at, data = excluded.data",
-                (collection, doc_id, project, key, at, payload),
-            )
-        )
+        row = doc_row(collection, doc_id, project, data, at, key)
+        if collection == TRACES:
+            self._traces.put(row)
+        else:
+            self._write(lambda conn: conn.execute(PUT, row))
+
+    def _docs(self, collection: str) -> sqlite3.Connection:
+        return self._traces.conn() if collection == TRACES else self._conn()
 
     def get_doc(self, collection: str, doc_id: str) -> dict[str, Any] | None:
-        row = (
-            self._conn()
-            .execute("SELECT data FROM docs WHERE collection = ? AND id = ?", (collection, doc_id))
-            .fetchone()
-        )
-        return None if row is None else dict(json.loads(row[0]))
+        return get_doc(self._docs(collection), collection, doc_id)
 
     def list_docs(
         self, collection: str, project: str, *, key: str | None = None, limit: int = 50
     ) -> list[dict[str, Any]]:
-        if key is None:
-            rows = self._conn().execute(
-                "SELECT data FROM docs WHERE collection = ? AND project = ? ORDER BY at DESC LIMIT ?",
-                (collection, project, limit),
-            )
-        else:
-            rows = self._conn().execute(
-                "SELECT data FROM docs WHERE collection = ? AND project = ? AND key = ? "
-                "ORDER BY at DESC LIMIT ?",
-                (collection, project, key, limit),
-            )
-        return [dict(json.loads(r[0])) for r in rows]
+        return list_docs(self._docs(collection), collection, project, key, limit)
 
     def settle(self) -> None:
         """Wait for the word counts being read in the background (`Engine.flush` calls this)."""
@@ -524,3 +524,4 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
                     conn.close()
             self._all.clear()
         self._local = threading.local()
+        self._traces.close()

@@ -1,0 +1,160 @@
+"""Documents of the SQLite store (`docs`), and the file of their own that traces are kept in.
+
+Every assemble call writes a trace (~100 KB at 100k records), from the engine's trace writer,
+on a thread and a connection of its own. In WAL mode a connection drops its whole page cache
+when it starts a read after another connection has written to the file, so with traces in the
+store's file every call began by reading again, from the operating system, each page of the
+records, indexes and full-text index that it touched: 4-6% of a cold call at 100k records
+(docs/benchmarks.md). Traces therefore live in a file beside the store (`traces_path`: `x.db`
+-> `x.traces.db`), with the same `docs` table, and a trace written there leaves the readers of
+records their pages. Traces that an older version kept in the store's file are moved there when
+the store opens (`adopt_traces`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+from typing import Any
+
+# The collection kept in the file of its own.
+TRACES = "traces"
+
+DOCS_TABLE = """
+CREATE TABLE IF NOT EXISTS docs (
+    collection TEXT NOT NULL, id TEXT NOT NULL, project TEXT NOT NULL, key TEXT,
+    at REAL NOT NULL, data TEXT NOT NULL, PRIMARY KEY (collection, id)
+);
+CREATE INDEX IF NOT EXISTS docs_by_key ON docs(collection, project, key, at);
+"""
+
+PUT = (
+    "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(collection, id) DO UPDATE "
+    "SET project = excluded.project, key = excluded.key, at = excluded.at, data = excluded.data"
+)
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """A connection as every connection of the SQLite store is set up (autocommit: the store
+    opens its own transactions)."""
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=10000")
+    conn.execute("PRAGMA cache_size=-65536")
+    conn.execute("PRAGMA temp_store=MEMORY")
+    return conn
+
+
+def traces_path(path: str) -> str:
+    """Where the store at `path` keeps its traces: `team.db` -> `team.traces.db`."""
+    root, ext = os.path.splitext(path)
+    return f"{root}.traces{ext}"
+
+
+def doc_row(
+    collection: str, doc_id: str, project: str, data: dict[str, Any], at: float, key: str | None
+) -> tuple[Any, ...]:
+    payload = json.dumps(data, separators=(",", ":"), default=str)
+    return (collection, doc_id, project, key, at, payload)
+
+
+def get_doc(conn: sqlite3.Connection, collection: str, doc_id: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT data FROM docs WHERE collection = ? AND id = ?", (collection, doc_id)
+    ).fetchone()
+    return None if row is None else dict(json.loads(row[0]))
+
+
+def list_docs(
+    conn: sqlite3.Connection, collection: str, project: str, key: str | None, limit: int
+) -> list[dict[str, Any]]:
+    if key is None:
+        rows = conn.execute(
+            "SELECT data FROM docs WHERE collection = ? AND project = ? ORDER BY at DESC LIMIT ?",
+            (collection, project, limit),
+        )
+    else:
+        rows = conn.execute(
+            "SELECT data FROM docs WHERE collection = ? AND project = ? AND key = ? "
+            "ORDER BY at DESC LIMIT ?",
+            (collection, project, key, limit),
+        )
+    return [dict(json.loads(r[0])) for r in rows]
+
+
+class TraceFile:
+    """The traces of one SQLite store, in `traces_path(store)`: one connection per thread, as
+    the store has, opened on first use. Each write is one statement, committed on its own."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._lock = threading.RLock()
+        self._all: list[sqlite3.Connection] = []
+        self._ready = False
+
+    def conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path)
+            with self._lock:
+                if not self._ready:  # the first connection of this process makes the table
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.executescript(DOCS_TABLE)
+                    self._ready = True
+                self._all.append(conn)
+            self._local.conn = conn
+        return conn
+
+    def put(self, row: tuple[Any, ...]) -> None:
+        conn = self.conn()
+        with self._lock:  # never while `close` closes the connections
+            conn.execute(PUT, row)
+
+    def adopt(self, store: sqlite3.Connection) -> int:
+        """Move the traces that the store's own file holds (kept there before 22 Nov 2026) into
+        this file, through `store` (a connection to the store's file that holds its write lock);
+        the number moved. Inside SQLite, so that no trace passes through Python. Copied, then
+        deleted from the store in one transaction: a move cut short leaves every trace in one
+        file or both, and the next open finishes it (a trace already here is kept)."""
+        if not store.execute(
+            "SELECT 1 FROM docs WHERE collection = ? LIMIT 1", (TRACES,)
+        ).fetchone():
+            return 0
+        self.conn()  # makes the table
+        store.execute("ATTACH DATABASE ? AS traces_file", (self.path,))
+        try:
+            store.execute("BEGIN IMMEDIATE")
+            try:
+                moved = store.execute(
+                    "INSERT OR IGNORE INTO traces_file.docs SELECT * FROM main.docs "
+                    "WHERE collection = ?",
+                    (TRACES,),
+                ).rowcount
+                store.execute("DELETE FROM main.docs WHERE collection = ?", (TRACES,))
+                store.execute("COMMIT")
+            except BaseException:
+                store.execute("ROLLBACK")
+                raise
+        finally:
+            store.execute("DETACH DATABASE traces_file")
+        return int(moved)
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+def store_files(path: str) -> list[str]:
+    """Every file of the SQLite store at `path`: the store, its traces file (`traces_path`), and
+    the write-ahead log and shared-memory index of each. To copy a store, or remove one, take
+    them all (with no process writing to it)."""
+    return [f + suffix for f in (path, traces_path(path)) for suffix in ("", "-wal", "-shm")]
