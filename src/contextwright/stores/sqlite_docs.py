@@ -44,7 +44,7 @@ def connect(path: str) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA busy_timeout=10000")
-    conn.execute("PRAGMA cache_size=-65536")
+    conn.execute("PRAGMA cache_size=-16384")  # 16 MB: reads and ingest ran as fast as with 64
     conn.execute("PRAGMA temp_store=MEMORY")
     return conn
 
