@@ -467,3 +467,32 @@ def test_sqlite_uses_wal(tmp_path: Path) -> None:
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
     s.close()
+
+
+def test_sqlite_reads_through_mmap_unless_told_not_to(tmp_path: Path) -> None:
+    """Every connection that reads records maps the file (`mmap_mb`, 1 GB by default); 0 turns
+    it off; either way the reads are the same."""
+    path = str(tmp_path / "m.db")
+    mapped = SQLiteStore(path)
+    mapped.add_many([rec(id=f"a{i}", content=f"mapped read {i}") for i in range(50)])
+    assert mapped._conn().execute("PRAGMA mmap_size").fetchone()[0] == 1024 << 20
+    plain = SQLiteStore(path, mmap_mb=0)
+    assert plain._conn().execute("PRAGMA mmap_size").fetchone()[0] == 0
+    small = SQLiteStore(path, mmap_mb=8)
+    assert small._conn().execute("PRAGMA mmap_size").fetchone()[0] == 8 << 20
+    for q in (Query("p", "bob", limit=20), Query("p", None, newest_first=False, limit=7)):
+        assert mapped.query(q) == plain.query(q) == small.query(q)
+    assert [h.record.id for h in mapped.search_text("p", "bob", "read", 10)] == [
+        h.record.id for h in plain.search_text("p", "bob", "read", 10)
+    ]
+    for s in (mapped, plain, small):
+        s.close()
+
+
+@pytest.mark.parametrize("bad", [-1, 65537, 1.5, "256", True, None])
+def test_sqlite_rejects_a_bad_mmap_size(tmp_path: Path, bad: Any) -> None:
+    path = tmp_path / "bad.db"
+    with pytest.raises(ValidationError) as err:
+        SQLiteStore(str(path), mmap_mb=bad)
+    assert err.value.field == "mmap_mb" and "0 to 65536" in str(err.value)
+    assert not path.exists()  # nothing was opened or made

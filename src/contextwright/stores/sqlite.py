@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import StoreError, ValidationError
 from ..ports import Query
 from ..records import Record
 from ._rows import (
@@ -84,8 +84,14 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
         *,
         migrations: Sequence[Migration] = MIGRATIONS,
         record_cache: int = 20_000,
+        mmap_mb: int = 1024,
     ) -> None:
+        if not isinstance(mmap_mb, int) or isinstance(mmap_mb, bool) or not 0 <= mmap_mb <= 65536:
+            raise ValidationError(
+                "mmap_mb", mmap_mb, "give megabytes from 0 to 65536 (0: no memory-mapped reads)"
+            )
         self.path = path
+        self.mmap_mb = mmap_mb  # read the first this many MB of the file through mmap (stores.md)
         self.records = RecordCache(record_cache)  # decoded records by row id (see _rows.py)
         self.url = f"sqlite:///{path}"
         self._local = threading.local()
@@ -111,7 +117,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._local.conn = connect(self.path)
+            conn = self._local.conn = connect(self.path, self.mmap_mb << 20)
             with self._write_lock:
                 self._all.append(conn)
         return conn

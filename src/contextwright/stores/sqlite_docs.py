@@ -37,10 +37,12 @@ PUT = (
 )
 
 
-def connect(path: str) -> sqlite3.Connection:
+def connect(path: str, mmap_bytes: int = 0) -> sqlite3.Connection:
     """A connection as every connection of the SQLite store is set up (autocommit: the store
-    opens its own transactions)."""
+    opens its own transactions), reading the first `mmap_bytes` of the file through mmap."""
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    if mmap_bytes:
+        conn.execute(f"PRAGMA mmap_size={int(mmap_bytes)}")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA busy_timeout=10000")
