@@ -20,6 +20,7 @@ from contextwright.ports import Query, Store
 from contextwright.roles import profile_for
 from contextwright.sources import SourceContext, default_sources
 from contextwright.stores import open_store
+from contextwright.stores.sqlite import SQLiteStore
 from contextwright.testing import FailingSource, ScriptedSource
 from contextwright.trace import Trace
 from contextwright.trace_writer import TraceWriter
@@ -383,8 +384,10 @@ def test_full_text_ranking_keys_give_the_same_hits_as_search_text(
 
 
 def test_full_text_runs_on_the_pool_and_gives_the_same_window(tmp_path: Path) -> None:
-    """On SQLite the full-text ranking is `prepare` work, started on the pool; with one worker
-    (no pool) the window is the same."""
+    """On SQLite the full-text ranking is `prepare` work, started on the pool, unless the
+    calling thread wrote last and nothing has ranked since (`SQLiteStore.warm_here`: then its
+    page cache is the only warm one, and the ranking runs here); the window is the same
+    either way, and with one worker (no pool)."""
     windows = []
     for workers in (4, 1):
         engine = Engine.open(f"sqlite:///{tmp_path / f'w{workers}.db'}", workers=workers)
@@ -392,12 +395,32 @@ def test_full_text_runs_on_the_pool_and_gives_the_same_window(tmp_path: Path) ->
         _seed(engine)
         fulltext = next(s for s in engine.sources if s.name == "fulltext")
         ctx = _ctx(engine)
-        assert (fulltext.prepare(ctx) is not None) is True  # type: ignore[attr-defined]
+        assert fulltext.prepare(ctx) is None  # type: ignore[attr-defined]  # this thread wrote
         result = engine.assemble("p", "bob", "login form oauth", budget=3000, session="s1")
+        assert fulltext.prepare(ctx) is not None  # type: ignore[attr-defined]  # ranked since
+        again = engine.assemble("p", "bob", "login form oauth", budget=3000, session="s1")
+        assert again.text == result.text
         windows.append(result.text)
         assert any(s["name"] == "fulltext" and s["candidates"] for s in result.trace.sources)
         engine.close()
     assert windows[0] == windows[1]
+
+
+def test_warm_here_follows_the_last_writer_and_the_last_ranking(tmp_path: Path) -> None:
+    store = SQLiteStore(str(tmp_path / "w.db"))
+    assert not store.warm_here()  # nothing written in this process
+    engine = Engine(store)
+    _seed(engine)
+    assert store.warm_here()  # this thread wrote last, and nothing has ranked since
+    store.text_ranked("p", "bob", "login", 10)
+    assert not store.warm_here()  # a ranking ran since: the pool's cache is as warm
+    engine.add(project="p", author="bob", content="login again")
+    assert store.warm_here()
+    other = threading.Thread(target=lambda: engine.add(project="p", author="al", content="x"))
+    other.start()
+    other.join()
+    assert not store.warm_here()  # another thread wrote last: no cache of this process is warm
+    engine.close()
 
 
 def test_addressed_records_are_read_once_per_call(sqlite_engine: Engine) -> None:

@@ -99,6 +99,9 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
         self._all: list[sqlite3.Connection] = []
         self._df: dict[tuple[str, int | None], tuple[int, int]] = {}  # see _word_count
         self._vocabulary = Vocabulary(path)  # the index's word counts, read at once
+        # Writes made in this process, by which thread the last one, and how many there had
+        # been at the last full-text ranking (`warm_here`).
+        self._writes, self._last_writer, self._ranked_at = 0, 0, 0
         self._traces = TraceFile(traces_path(path))  # traces in a file of their own (sqlite_docs)
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
@@ -141,6 +144,14 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
                         conn.execute("ROLLBACK")
                     raise
 
+    def warm_here(self) -> bool:
+        """Would the full-text ranking run faster on the calling thread than on another? Yes
+        when the last write made in this process came through this thread's connection and no
+        ranking has run since: a connection drops its page cache when it next reads after
+        another one wrote (sqlite_docs.py), so after an agent's own write (its reply, then its
+        next call) this thread's cache is the only one still warm (pipeline.run_sources)."""
+        return self._last_writer == threading.get_ident() and self._writes != self._ranked_at
+
     def applied_migrations(self) -> list[str]:
         return [r[0] for r in self._conn().execute("SELECT name FROM migrations ORDER BY rowid")]
 
@@ -154,6 +165,8 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
             try:
                 result = fn(conn)
                 conn.execute("COMMIT")
+                self._writes += 1
+                self._last_writer = threading.get_ident()
                 return result
             except sqlite3.Error as exc:
                 conn.execute("ROLLBACK")

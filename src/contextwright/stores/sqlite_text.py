@@ -53,6 +53,8 @@ class SQLiteText:
     _resolve: Callable[[sqlite3.Connection, Sequence[RecordKey]], list[Record]]
     _df: dict[tuple[str, int | None], tuple[int, int]]  # (word, cap) -> (count, max rid then)
     _vocabulary: Vocabulary
+    _writes: int
+    _ranked_at: int
 
     def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
         return self.ranked_hits(self.text_ranked(project, agent, text, limit))
@@ -69,6 +71,7 @@ class SQLiteText:
         per statement rather than once per row: the full-text source runs it on the pool while
         the other sources read on the calling thread (sources.py), and resolves the hits after.
         """
+        self._ranked_at = self._writes  # see SQLiteStore.warm_here
         match = fts_match(text)
         if match is None or limit <= 0:
             return []
