@@ -485,6 +485,7 @@ def run_one(n: int, calls: int, workdir: str, loop_sessions: int = 20) -> dict[s
     # The same loop with the CPU idle for 100 ms before each call, as after a model call: on a
     # shared VM the first call after an idle spell runs slower (caches, clock, scheduling).
     idle = agent_loop(engine, sessions=loop_sessions, seed=15, between=lambda: time.sleep(0.1))
+    rss_now = rss_parts()  # with every engine still open
     no_loc.close()
     serial.close()
     bare.close()
@@ -515,7 +516,25 @@ def run_one(n: int, calls: int, workdir: str, loop_sessions: int = 20) -> dict[s
         "ingest_s": round(ingest_s, 2),
         "file_mb": round(size / 1e6, 1),
         "peak_rss_mb": round(rss_kb / 1024, 1),
+        # What the RSS holds at the end: the process's own memory, and the file pages it has
+        # mapped (the store is read through mmap: the OS's page cache, shared, counted once per
+        # connection that maps it; docs/stores.md).
+        "rss_anon_mb": rss_now.get("RssAnon"),
+        "rss_file_mb": rss_now.get("RssFile"),
     }
+
+
+def rss_parts() -> dict[str, float]:
+    """RssAnon and RssFile of this process in MB, from /proc/self/status (Linux; else {})."""
+    out: dict[str, float] = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(("RssAnon:", "RssFile:")):
+                    out[line.split(":")[0]] = round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return out
 
 
 def machine() -> dict[str, Any]:
@@ -551,7 +570,7 @@ def _print(report: dict[str, Any]) -> None:
         f"{'no-pool p50':>12} "
         f"{'queries p50':>12} "
         f"{'last-N p50':>11} {'cpu ref':>8} {'full GCs':>12} {'ingest/s':>9} {'file MB':>8} "
-        f"{'RSS MB':>7}"
+        f"{'RSS MB':>7} {'anon MB':>8}"
     )
     print(head)
     for r in report["results"]:
@@ -565,7 +584,8 @@ def _print(report: dict[str, Any]) -> None:
             f"{r['assemble_no_pool_ms']['p50']:>12.2f} "
             f"{r['baseline_queries_ms']['p50']:>12.2f} {r['baseline_last_n_ms']['p50']:>11.2f} "
             f"{r['cpu_reference_ms']['p50']:>8.2f} {gcs:>12} "
-            f"{r['ingest_records_per_s']:>9} {r['file_mb']:>8.1f} {r['peak_rss_mb']:>7.1f}"
+            f"{r['ingest_records_per_s']:>9} {r['file_mb']:>8.1f} {r['peak_rss_mb']:>7.1f} "
+            f"{r['rss_anon_mb'] or 0:>8.1f}"
         )
 
 

@@ -64,6 +64,8 @@ def test_assemble_bench_reports_both_workloads_and_the_baselines(tmp_path: Path)
     assert 0 <= r["result_release_ms"]["p50"] <= r["result_release_ms"]["p99"]
     assert 0 < r["window_tokens_p50"] <= r["available"]
     assert r["ingest_records_per_s"] > 0 and r["file_mb"] > 0
+    # The RSS split: the process's own memory, and the store's pages mapped (docs/stores.md).
+    assert 0 < r["rss_anon_mb"] <= r["peak_rss_mb"] and 0 <= r["rss_file_mb"] <= r["peak_rss_mb"]
     assert report["machine"]["nproc"] >= 1
     from contextwright import compiled
 
