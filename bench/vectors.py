@@ -45,6 +45,7 @@ from assemble import (
     generate,
     machine,
     per_reference,
+    rss_parts,
 )
 
 from contextwright import Engine
@@ -54,11 +55,10 @@ from contextwright.vectors import embed_text
 
 
 def rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    """The process's own memory (RssAnon), in MB: the store is read through mmap, and the file
+    pages a read maps count in VmRSS too (docs/stores.md), which would put the vectors table's
+    pages in what the matrix costs."""
+    return float(rss_parts().get("RssAnon", 0.0))
 
 
 def file_mb(path: str) -> float:
