@@ -83,8 +83,8 @@ def test_writer_on_a_closed_store_keeps_the_error_and_drops_the_trace(tmp_path: 
     writer = TraceWriter(store)
     store.close()
     (tmp_path / "gone").mkdir()
-    store.path = str(tmp_path / "gone")  # a directory: SQLite cannot open it
-    store._traces.path = store.path  # nor the file that traces go to (sqlite_docs.py)
+    store._conns.path = str(tmp_path / "gone")  # a directory: SQLite cannot open it
+    store._traces.path = store._conns.path  # nor the file that traces go to (sqlite_docs.py)
     writer.put(result.trace)
     writer.flush()
     assert writer.pending() == 0

@@ -376,6 +376,18 @@ def edges_sql(
     return sql, params
 
 
+def docs_sql(
+    collection: str, project: str, key: str | None, limit: int, mark: str
+) -> tuple[str, list[Any]]:
+    """The `list_docs` query of the SQL stores, newest first; `mark` is the driver's placeholder."""
+    where, params = [f"collection = {mark}", f"project = {mark}"], [collection, project]
+    if key is not None:
+        where.append(f"key = {mark}")
+        params.append(key)
+    sql = f"SELECT data FROM docs WHERE {' AND '.join(where)} ORDER BY at DESC LIMIT {mark}"
+    return sql, [*params, limit]
+
+
 # A project's distinct authors by a skip scan of the (project, author, created_at) index, which
 # both SQL stores have: one seek per author instead of a pass over every record. `{p}` is the
 # driver's placeholder for the project.

@@ -21,7 +21,7 @@ from urllib.parse import unquote
 from ..errors import MissingExtra, StoreError, ValidationError
 from ..ports import Query
 from ..records import Record
-from ._rows import AUTHORS_SQL, COLUMNS, edges_sql, record_to_row, row_to_record
+from ._rows import AUTHORS_SQL, COLUMNS, docs_sql, edges_sql, record_to_row, row_to_record
 from .postgres_schema import (
     ADD_EDGES,
     INSERT_RECORDS,
@@ -375,17 +375,7 @@ class PostgresStore(PostgresText, PostgresVectors):
     def list_docs(
         self, collection: str, project: str, *, key: str | None = None, limit: int = 50
     ) -> list[dict[str, Any]]:
-        if key is None:
-            rows = self._read(
-                "SELECT data FROM docs WHERE collection = %s AND project = %s ORDER BY at DESC LIMIT %s",
-                (collection, project, limit),
-            )
-        else:
-            rows = self._read(
-                "SELECT data FROM docs WHERE collection = %s AND project = %s AND key = %s "
-                "ORDER BY at DESC LIMIT %s",
-                (collection, project, key, limit),
-            )
+        rows = self._read(*docs_sql(collection, project, key, limit, "%s"))
         return [dict(json.loads(r[0])) for r in rows]
 
     def close(self) -> None:

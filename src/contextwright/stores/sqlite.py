@@ -8,7 +8,6 @@ lock and run in a single transaction, so a rejected batch leaves the file exactl
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sqlite3
@@ -31,8 +30,8 @@ from ._rows import (
 from .sqlite_docs import (
     PUT,
     TRACES,
+    Connections,
     TraceFile,
-    connect,
     doc_row,
     get_doc,
     list_docs,
@@ -94,9 +93,9 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
         self.mmap_mb = mmap_mb  # read the first this many MB of the file through mmap (stores.md)
         self.records = RecordCache(record_cache)  # decoded records by row id (see _rows.py)
         self.url = f"sqlite:///{path}"
-        self._local = threading.local()
-        self._write_lock = threading.RLock()
-        self._all: list[sqlite3.Connection] = []
+        # One connection per thread, reading the first `mmap_mb` of the file through mmap.
+        self._conns = Connections(path, mmap_mb << 20)
+        self._write_lock = self._conns.lock  # writes and `close` take it
         self._df: dict[tuple[str, int | None], tuple[int, int]] = {}  # see _word_count
         self._vocabulary = Vocabulary(path)  # the index's word counts, read at once
         # Writes made in this process, by which thread the last one, and how many there had
@@ -118,12 +117,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
     # -- connections and migrations -------------------------------------------------------------
 
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = connect(self.path, self.mmap_mb << 20)
-            with self._write_lock:
-                self._all.append(conn)
-        return conn
+        return self._conns.get()
 
     def _migrate(self, conn: sqlite3.Connection, migrations: Sequence[Migration]) -> None:
         with self._write_lock:
@@ -521,7 +515,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
             self._write(lambda conn: conn.execute(PUT, row))
 
     def _docs(self, collection: str) -> sqlite3.Connection:
-        return self._traces.conn() if collection == TRACES else self._conn()
+        return self._traces.get() if collection == TRACES else self._conn()
 
     def get_doc(self, collection: str, doc_id: str) -> dict[str, Any] | None:
         return get_doc(self._docs(collection), collection, doc_id)
@@ -537,10 +531,5 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
 
     def close(self) -> None:
         self._vocabulary.wait(timeout=10)
-        with self._write_lock:
-            for conn in self._all:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.close()
-            self._all.clear()
-        self._local = threading.local()
+        self._conns.close()
         self._traces.close()

@@ -20,6 +20,8 @@ import sqlite3
 import threading
 from typing import Any
 
+from ._rows import docs_sql
+
 # The collection kept in the file of its own.
 TRACES = "traces"
 
@@ -74,47 +76,62 @@ def get_doc(conn: sqlite3.Connection, collection: str, doc_id: str) -> dict[str,
 def list_docs(
     conn: sqlite3.Connection, collection: str, project: str, key: str | None, limit: int
 ) -> list[dict[str, Any]]:
-    if key is None:
-        rows = conn.execute(
-            "SELECT data FROM docs WHERE collection = ? AND project = ? ORDER BY at DESC LIMIT ?",
-            (collection, project, limit),
-        )
-    else:
-        rows = conn.execute(
-            "SELECT data FROM docs WHERE collection = ? AND project = ? AND key = ? "
-            "ORDER BY at DESC LIMIT ?",
-            (collection, project, key, limit),
-        )
-    return [dict(json.loads(r[0])) for r in rows]
+    sql, params = docs_sql(collection, project, key, limit, "?")
+    return [dict(json.loads(r[0])) for r in conn.execute(sql, params)]
 
 
-class TraceFile:
-    """The traces of one SQLite store, in `traces_path(store)`: one connection per thread, as
-    the store has, opened on first use. Each write is one statement, committed on its own."""
+class Connections:
+    """One connection per thread to one SQLite file (`connect`), opened on first use, and the
+    lock that writes and `close` share, so that no connection is closed in the middle of a
+    write."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, mmap_bytes: int = 0) -> None:
         self.path = path
+        self.mmap_bytes = mmap_bytes
+        self.lock = threading.RLock()
         self._local = threading.local()
-        self._lock = threading.RLock()
         self._all: list[sqlite3.Connection] = []
-        self._ready = False
 
-    def conn(self) -> sqlite3.Connection:
+    def get(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = connect(self.path)
-            with self._lock:
-                if not self._ready:  # the first connection of this process makes the table
-                    conn.execute("PRAGMA journal_mode=WAL")
-                    conn.executescript(DOCS_TABLE)
-                    self._ready = True
+            conn = self._local.conn = self._open()
+            with self.lock:
                 self._all.append(conn)
-            self._local.conn = conn
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        return connect(self.path, self.mmap_bytes)
+
+    def close(self) -> None:
+        with self.lock:
+            for conn in self._all:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+class TraceFile(Connections):
+    """The traces of one SQLite store, in `traces_path(store)`, made with the first connection.
+    Each write is one statement, committed on its own."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self._ready = False
+
+    def _open(self) -> sqlite3.Connection:
+        conn = connect(self.path)
+        with self.lock:
+            if not self._ready:  # the first connection of this process makes the table
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.executescript(DOCS_TABLE)
+                self._ready = True
         return conn
 
     def put(self, row: tuple[Any, ...]) -> None:
-        conn = self.conn()
-        with self._lock:  # never while `close` closes the connections
+        conn = self.get()
+        with self.lock:  # never while `close` closes the connections
             conn.execute(PUT, row)
 
     def adopt(self, store: sqlite3.Connection) -> int:
@@ -127,7 +144,7 @@ class TraceFile:
             "SELECT 1 FROM docs WHERE collection = ? LIMIT 1", (TRACES,)
         ).fetchone():
             return 0
-        self.conn()  # makes the table
+        self.get()  # makes the table
         store.execute("ATTACH DATABASE ? AS traces_file", (self.path,))
         try:
             store.execute("BEGIN IMMEDIATE")
@@ -145,14 +162,6 @@ class TraceFile:
         finally:
             store.execute("DETACH DATABASE traces_file")
         return int(moved)
-
-    def close(self) -> None:
-        with self._lock:
-            for conn in self._all:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.close()
-            self._all.clear()
-        self._local = threading.local()
 
 
 def store_files(path: str) -> list[str]:
