@@ -47,6 +47,7 @@ def test_traces_path_sits_beside_the_store() -> None:
     assert traces_path("/x/team.db") == "/x/team.traces.db"
     assert traces_path("/x/data.sqlite3") == "/x/data.traces.sqlite3"
     assert traces_path("/x/store") == "/x/store.traces"
+    assert traces_path(":memory:") == ":memory:"  # no file made for an in-memory database
     assert store_files("/x/team.db") == [
         "/x/team.db",
         "/x/team.db-wal",

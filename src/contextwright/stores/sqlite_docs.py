@@ -54,7 +54,10 @@ def connect(path: str, mmap_bytes: int = 0) -> sqlite3.Connection:
 
 
 def traces_path(path: str) -> str:
-    """Where the store at `path` keeps its traces: `team.db` -> `team.traces.db`."""
+    """Where the store at `path` keeps its traces: `team.db` -> `team.traces.db` (an in-memory
+    database, `:memory:`, keeps them in memory too)."""
+    if path == ":memory:":
+        return path
     root, ext = os.path.splitext(path)
     return f"{root}.traces{ext}"
 
