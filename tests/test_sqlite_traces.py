@@ -11,6 +11,7 @@ from pathlib import Path
 from contextwright import Engine, Record
 from contextwright.records import build_record
 from contextwright.stores.sqlite import SQLiteStore, store_files, traces_path
+from contextwright.stores.sqlite_docs import DOCS_TABLE
 from contextwright.tokens import default_counter
 
 T0 = 1_700_000_000.0
@@ -125,19 +126,18 @@ def test_traces_kept_in_the_store_file_move_on_open(tmp_path: Path) -> None:
     conn.executemany("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?)", rows)
     conn.commit()
     conn.close()
-    half = SQLiteStore(str(tmp_path / "half.db"))  # the traces file of `old.db`, half moved
-    half.close()
-    moved = sqlite3.connect(traces_path(path))
-    moved.executescript(
-        "CREATE TABLE docs (collection TEXT NOT NULL, id TEXT NOT NULL, project TEXT NOT NULL, "
-        "key TEXT, at REAL NOT NULL, data TEXT NOT NULL, PRIMARY KEY (collection, id));"
+    moved = sqlite3.connect(traces_path(path))  # a move cut short had copied t1 already
+    moved.executescript(DOCS_TABLE)
+    moved.execute(
+        "INSERT INTO docs VALUES ('traces', 't1', 'p', 'bob', ?, ?)",
+        (T0 + 1, json.dumps({"n": 1, "copied": True})),
     )
-    moved.execute("INSERT INTO docs VALUES ('traces', 't1', 'p', 'bob', ?, '{\"n\":1}')", (T0 + 1,))
     moved.commit()
     moved.close()
 
     store = SQLiteStore(path)
     assert [d["n"] for d in store.list_docs("traces", "p")] == [2, 1, 0]
+    assert store.get_doc("traces", "t1") == {"n": 1, "copied": True}  # the copy is kept
     assert store.get_doc("agents", "p/bob") == {"id": "bob"}
     store.close()
     assert _rows(path, "traces") == []

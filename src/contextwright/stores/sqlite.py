@@ -90,10 +90,10 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
                 "mmap_mb", mmap_mb, "give megabytes from 0 to 65536 (0: no memory-mapped reads)"
             )
         self.path = path
-        self.mmap_mb = mmap_mb  # read the first this many MB of the file through mmap (stores.md)
         self.records = RecordCache(record_cache)  # decoded records by row id (see _rows.py)
         self.url = f"sqlite:///{path}"
-        # One connection per thread, reading the first `mmap_mb` of the file through mmap.
+        # One connection per thread, reading the first `mmap_mb` of the file through mmap
+        # (docs/stores.md).
         self._conns = Connections(path, mmap_mb << 20)
         self._write_lock = self._conns.lock  # writes and `close` take it
         self._df: dict[tuple[str, int | None], tuple[int, int]] = {}  # see _word_count

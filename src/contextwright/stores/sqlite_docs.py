@@ -8,7 +8,7 @@ records, indexes and full-text index that it touched: 4-6% of a cold call at 100
 (docs/benchmarks.md). Traces therefore live in a file beside the store (`traces_path`: `x.db`
 -> `x.traces.db`), with the same `docs` table, and a trace written there leaves the readers of
 records their pages. Traces that an older version kept in the store's file are moved there when
-the store opens (`adopt_traces`).
+the store opens (`TraceFile.adopt`).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ class TraceFile(Connections):
         self._ready = False
 
     def _open(self) -> sqlite3.Connection:
-        conn = connect(self.path)
+        conn = super()._open()
         with self.lock:
             if not self._ready:  # the first connection of this process makes the table
                 conn.execute("PRAGMA journal_mode=WAL")
