@@ -24,10 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ports import Hit
-from ._rows import query_terms, row_to_record
+from ._rows import COMMON_DF, LARGE_WINDOW, query_terms, row_to_record
 
-COMMON_DF = 2000  # as SQLiteStore
-LARGE_WINDOW = 1000  # as SQLiteStore
 K1, B = 1.2, 0.75
 _TSQ = "plainto_tsquery('english', %(t{i})s)"  # never a syntax error, whatever the word
 # A word's count: (records with it, max rid when counted).

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from ..errors import StoreError
 from ..ports import Hit
 from ..records import Record
-from ._rows import KEYS, RecordKey, fts_match, query_terms
+from ._rows import COMMON_DF, KEYS, LARGE_WINDOW, RecordKey, fts_match, query_terms
 from .sqlite_vocab import Vocabulary
 
 VISIBLE = (
@@ -38,9 +38,6 @@ ONE_PROJECT = (
     "ORDER BY score, rid DESC LIMIT :first) w JOIN records r ON r.rid = w.rid WHERE {visible} "
     "ORDER BY w.score, w.rid DESC LIMIT :limit))"
 )
-# Full-text words found in more records than this are left out of the BM25 query.
-COMMON_DF = 2000
-LARGE_WINDOW = 500
 # Word counts kept for that (`_word_count`); past this many the cache starts again.
 WORD_COUNTS_KEPT = 50_000
 
