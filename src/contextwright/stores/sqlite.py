@@ -21,7 +21,9 @@ from ..records import Record
 from ._rows import (
     AUTHORS_SQL,
     COLUMNS,
+    COMMON_DF,
     KEYS,
+    LARGE_WINDOW,
     RecordCache,
     RecordKey,
     edges_sql,
@@ -39,7 +41,7 @@ from .sqlite_docs import (
     traces_path,
 )
 from .sqlite_schema import MIGRATIONS, Migration
-from .sqlite_text import COMMON_DF, LARGE_WINDOW, VISIBLE, SQLiteText
+from .sqlite_text import VISIBLE, SQLiteText
 from .sqlite_vectors import SQLiteVectors
 from .sqlite_vocab import Vocabulary
 
