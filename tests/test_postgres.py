@@ -262,6 +262,34 @@ def test_vector_search_matches_the_sqlite_store(pg: PostgresStore, tmp_path: Pat
         sqlite.close()
 
 
+def test_both_stores_rank_only_the_newest_window_of_matches_on_a_large_store(
+    pg: PostgresStore, tmp_path: Path
+) -> None:
+    """Past COMMON_DF records, SQLite and PostgreSQL rank the same window, the newest
+    LARGE_WINDOW matches: 200 old one-word records, which would outrank every newer and longer
+    match, are outside it in both (PostgreSQL ranked 1,000 until 22 Nov 2026)."""
+    from contextwright.stores._rows import COMMON_DF, LARGE_WINDOW
+
+    project, old, new = "window", 200, LARGE_WINDOW
+    filler = COMMON_DF + 100 - old - new  # enough records for a large store, matching nothing
+    contents = [
+        *["alpha"] * old,
+        *["alpha and a few more words that make this match longer"] * new,
+        *[f"unrelated note {i}" for i in range(filler)],
+    ]
+    records = [rec(100_000 + i, project=project, content=c) for i, c in enumerate(contents)]
+    sqlite = SQLiteStore(str(tmp_path / "w.db"))
+    try:
+        for store in (pg, sqlite):
+            store.add_many(records)
+            hits = store.search_text(project, "ann", "alpha", 40)
+            assert len(hits) == 40, store
+            oldest = {r.id for r in records[:old]}
+            assert not oldest & {h.record.id for h in hits}, store
+    finally:
+        sqlite.close()
+
+
 def test_vectors_are_replaced_skipped_and_scoped(pg: PostgresStore) -> None:
     records = _vector_records()
     pg.add_many(records)

@@ -38,7 +38,7 @@ ONE_PROJECT = (
     "ORDER BY score, rid DESC LIMIT :first) w JOIN records r ON r.rid = w.rid WHERE {visible} "
     "ORDER BY w.score, w.rid DESC LIMIT :limit))"
 )
-# Word counts kept for that (`_word_count`); past this many the cache starts again.
+# Word counts kept for the COMMON_DF cutoff (`_word_count`); past this many the cache starts again.
 WORD_COUNTS_KEPT = 50_000
 
 # (rid, id, current status) of a record, and its BM25 score (higher is better).
