@@ -25,6 +25,7 @@ from contextwright.embedders import HashEmbedder
 from contextwright.ports import Query
 from contextwright.records import Record, build_record
 from contextwright.stores import open_store
+from contextwright.stores._rows import COMMON_DF, LARGE_WINDOW
 from contextwright.stores.postgres import MIGRATIONS, PostgresStore, redact
 from contextwright.stores.sqlite import SQLiteStore
 
@@ -268,8 +269,6 @@ def test_both_stores_rank_only_the_newest_window_of_matches_on_a_large_store(
     """Past COMMON_DF records, SQLite and PostgreSQL rank the same window, the newest
     LARGE_WINDOW matches: 200 old one-word records, which would outrank every newer and longer
     match, are outside it in both (PostgreSQL ranked 1,000 until 22 Nov 2026)."""
-    from contextwright.stores._rows import COMMON_DF, LARGE_WINDOW
-
     project, old, new = "window", 200, LARGE_WINDOW
     filler = COMMON_DF + 100 - old - new  # enough records for a large store, matching nothing
     contents = [
@@ -278,13 +277,13 @@ def test_both_stores_rank_only_the_newest_window_of_matches_on_a_large_store(
         *[f"unrelated note {i}" for i in range(filler)],
     ]
     records = [rec(100_000 + i, project=project, content=c) for i, c in enumerate(contents)]
+    oldest = {r.id for r in records[:old]}
     sqlite = SQLiteStore(str(tmp_path / "w.db"))
     try:
         for store in (pg, sqlite):
             store.add_many(records)
             hits = store.search_text(project, "ann", "alpha", 40)
             assert len(hits) == 40, store
-            oldest = {r.id for r in records[:old]}
             assert not oldest & {h.record.id for h in hits}, store
     finally:
         sqlite.close()

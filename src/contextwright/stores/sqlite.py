@@ -145,7 +145,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
         when the last write made in this process came through this thread's connection and no
         ranking has run since: a connection drops its page cache when it next reads after
         another one wrote (sqlite_docs.py), so after an agent's own write (its reply, then its
-        next call) this thread's cache is the only one still warm (pipeline.run_sources)."""
+        next call) this thread's cache is the only one still warm (FullTextSource.prepare)."""
         return self._last_writer == threading.get_ident() and self._writes != self._ranked_at
 
     def applied_migrations(self) -> list[str]:
