@@ -556,6 +556,8 @@ def machine() -> dict[str, Any]:
         # The mypyc build of the hot path (make compile) or the sources (docs/compiled.md).
         "compiled": compiled.ACTIVE,
         "compiled_reason": compiled.REASON,
+        # The C kernel of a vector search's Hamming distances, or numpy (docs/compiled.md).
+        "hamming_kernel": compiled.kernel("hamming") is not None,
     }
 
 

@@ -17,7 +17,9 @@ import hashlib
 import importlib.util
 import json
 import os
+import shlex
 import shutil
+import subprocess
 import sys
 import sysconfig
 import time
@@ -49,6 +51,8 @@ MODULES = [
     "stores/_rows",
     "tokens",
 ]
+# C kernels (docs/compiled.md): plain shared libraries that a module loads through ctypes.
+KERNELS = {"hamming": "stores/_hamming.c"}
 GROUP = "contextwright._native"  # the shared library is the module `contextwright._native__mypyc`
 
 
@@ -63,6 +67,13 @@ def source_hashes() -> dict[str, str]:
     }
 
 
+def kernel_hashes() -> dict[str, str]:
+    return {
+        name: hashlib.sha256((PACKAGE / source).read_bytes()).hexdigest()
+        for name, source in KERNELS.items()
+    }
+
+
 def current() -> bool:
     """Is the build in OUT the one these sources and this Python would give? The check that
     `import contextwright` makes (contextwright/compiled.py, loaded on its own: importing the
@@ -72,7 +83,23 @@ def current() -> bool:
     loader = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(loader)
     files, _ = loader.matches(OUT, PACKAGE)
-    return files is not None and set(source_hashes()) <= set(files)
+    if files is None or not set(source_hashes()) <= set(files):
+        return False
+    try:
+        kernels = json.loads((OUT / "manifest.json").read_text()).get("kernels", {})
+    except (OSError, ValueError):
+        return False
+    built = {name: entry.get("sha256") for name, entry in kernels.items()}
+    return all(built.get(name) == digest for name, digest in kernel_hashes().items())
+
+
+def build_kernel(source: Path, target: Path) -> None:
+    """One C file as a shared library, with the compiler and flags this Python was built with."""
+    cc = shlex.split(str(sysconfig.get_config_var("CC") or "cc"))
+    command = [*cc, "-O3", "-fPIC", "-shared", str(source), "-o", str(target)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
 
 
 def build() -> None:
@@ -80,6 +107,7 @@ def build() -> None:
     from setuptools import Distribution
 
     hashes = source_hashes()  # of the sources as compiled, read before mypyc reads them
+    kernel_digests = kernel_hashes()
     BUILD.mkdir(parents=True, exist_ok=True)
     os.chdir(ROOT)  # mypyc reads pyproject.toml's [tool.mypy] from here
     extensions = mypycify(
@@ -109,11 +137,17 @@ def build() -> None:
 
     modules = {m: {"file": take(m), "sha256": hashes[m]} for m in hashes}
     library = {"name": f"{GROUP}__mypyc", "file": take(f"{GROUP}__mypyc")}
+    kernels = {}
+    for name, source in KERNELS.items():
+        file = f"_{name}.so"
+        build_kernel(PACKAGE / source, staging / file)
+        kernels[name] = {"file": file, "source": source, "sha256": kernel_digests[name]}
     manifest = {
         "python": sys.implementation.cache_tag,
         "suffix": suffix,
         "modules": modules,
         "library": library,
+        "kernels": kernels,
     }
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     shutil.rmtree(OUT, ignore_errors=True)

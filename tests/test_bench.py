@@ -72,6 +72,7 @@ def test_assemble_bench_reports_both_workloads_and_the_baselines(tmp_path: Path)
     files, why = compiled.check()  # the bench runs in a process of its own, with this environment
     assert report["machine"]["compiled"] is (files is not None)
     assert report["machine"]["compiled_reason"] == why
+    assert report["machine"]["hamming_kernel"] is (compiled.kernel("hamming") is not None)
 
 
 def test_vectors_bench_reports_cold_and_loop_with_and_without_vectors(tmp_path: Path) -> None:

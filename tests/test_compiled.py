@@ -194,3 +194,49 @@ def test_this_process_runs_what_check_says() -> None:
     assert scoring.__file__.endswith(SUFFIX if files is not None else ".py")
     if os.environ.get("CONTEXTWRIGHT_PURE"):
         assert not compiled.ACTIVE and why.startswith("CONTEXTWRIGHT_PURE is set")
+
+
+HAMMING_C = compiled.PACKAGE / "stores" / "_hamming.c"
+
+
+@pytest.mark.usefixtures("_not_pure")
+def test_a_kernel_is_used_only_while_its_source_matches(tmp_path: Path) -> None:
+    """A C kernel (stores/_hamming.c) loads from the build when its source has the sha256 it was
+    built from, whether or not the modules match; an edited source, a manifest without it, a
+    missing library or CONTEXTWRIGHT_PURE leave the numpy code."""
+    built = compiled.kernel("hamming")
+    if built is None:
+        pytest.skip("no current build of the kernels here (make compile)")
+    text = HAMMING_C.read_text()
+    pkg, build = _package(tmp_path, {"stores/_hamming.c": text}), tmp_path / "build"
+    build.mkdir()
+    (build / "_hamming.so").write_bytes(Path(built._name).read_bytes())
+    entry = {"file": "_hamming.so", "source": "stores/_hamming.c"}
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    (build / "manifest.json").write_text(
+        json.dumps({"kernels": {"hamming": {**entry, "sha256": digest}}})
+    )
+    lib = compiled.kernel("hamming", build, pkg)
+    assert lib is not None and hasattr(lib, "cw_hamming")
+    assert compiled.kernel("cosine", build, pkg) is None  # not in the manifest
+    (pkg / "stores" / "_hamming.c").write_text(text + "/* edited */\n")
+    assert compiled.kernel("hamming", build, pkg) is None
+    (pkg / "stores" / "_hamming.c").write_text(text)
+    (build / "_hamming.so").unlink()
+    assert compiled.kernel("hamming", build, pkg) is None
+    (build / "manifest.json").write_text("{not json")
+    assert compiled.kernel("hamming", build, pkg) is None
+
+
+def test_contextwright_pure_turns_the_kernels_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTEXTWRIGHT_PURE", "1")
+    assert compiled.kernel("hamming") is None
+
+
+def test_a_current_build_holds_every_kernel() -> None:
+    """`make test` compiles first: where the modules come from the build, so do the kernels."""
+    if compiled.ACTIVE:
+        from contextwright.stores import _vectors
+
+        assert compiled.kernel("hamming") is not None
+        assert _vectors._HAMMING is not None

@@ -295,6 +295,40 @@ def test_visibility_kept_row_by_row_equals_visibility_built_afresh(
         assert _preselected(kept, query, searcher) == _preselected(fresh, query, searcher)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 9),  # 64-bit words per row (dimensions up to 576)
+    st.integers(0, 300),  # rows
+    st.integers(0, 2**16),
+    st.booleans(),  # a visibility mask or none
+    st.integers(0, 40),  # first row counted (rows before it were counted by an earlier search)
+    st.integers(0, 600),  # spare capacity: the matrix's rows are a prefix of its arrays
+)
+def test_the_c_kernel_counts_the_distances_numpy_counts(
+    words: int, n: int, seed: int, masked: bool, lo: int, spare: int
+) -> None:
+    """stores/_hamming.c (the compiled build's kernel) and the numpy loop give the same distances
+    and histogram, for every word count, offset and mask: the kernel only makes them faster."""
+    if _vectors._HAMMING is None:
+        pytest.skip("no compiled kernel in this run (make compile; not under CONTEXTWRIGHT_PURE)")
+    rng = np.random.default_rng(seed)
+    lo = min(lo, n)
+    bits = rng.integers(0, 2**64, size=(words, n + spare), dtype=np.uint64)
+    qbits = rng.integers(0, 2**64, size=words, dtype=np.uint64)
+    mask = rng.random(n - lo) < 0.7 if masked else None
+    far = words * 64 + 1
+    with_kernel = _vectors.hamming(bits, qbits, lo, n, mask, far)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_vectors, "_HAMMING", None)
+        with_numpy = _vectors.hamming(bits, qbits, lo, n, mask, far)
+    assert with_kernel[0].dtype == with_numpy[0].dtype == np.uint16
+    assert np.array_equal(with_kernel[0], with_numpy[0])
+    assert np.array_equal(with_kernel[1], with_numpy[1]) and len(with_kernel[1]) == far + 1
+    assert int(with_kernel[1].sum()) == n - lo
+    if mask is not None:
+        assert np.all(with_kernel[0][~mask] == far)
+
+
 def _preselected(m: VectorMatrix, query: np.ndarray[Any, Any], who: str) -> set[str]:
     n = len(m.ids)
     mask = m._masks.get(who) if m._restricted else None

@@ -8,10 +8,15 @@ the import system loads those modules from the build; otherwise (no build, an ed
 another Python, or CONTEXTWRIGHT_PURE=1 in the environment) everything is imported from source.
 Both behave the same; the build is faster (docs/benchmarks.md). `ACTIVE` and `REASON` say which
 one this process runs.
+
+The build also holds C kernels, plain shared libraries that a module loads through ctypes
+(`kernel`): each is used when its source still has the sha256 it was built from, whether or not
+the modules are, and never under CONTEXTWRIGHT_PURE; without it, the module's numpy code runs.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import importlib
 import importlib.abc
@@ -87,6 +92,22 @@ def matches(build: Path, package: Path) -> tuple[dict[str, Path] | None, str]:
     if missing:
         return None, f"the build lacks {', '.join(missing)}: running from source"
     return files, f"{len(files) - 1} modules compiled with mypyc"
+
+
+def kernel(name: str, build: Path = BUILD, package: Path = PACKAGE) -> ctypes.CDLL | None:
+    """The C kernel `name` from the build (scripts/compile.py's KERNELS), or None: no build, the
+    kernel's source changed since, the library does not load here, or CONTEXTWRIGHT_PURE."""
+    if os.environ.get("CONTEXTWRIGHT_PURE"):
+        return None
+    try:
+        entry = json.loads((build / "manifest.json").read_text())["kernels"][name]
+        source = package.joinpath(*entry["source"].split("/"))
+        library = build / entry["file"]
+        if hashlib.sha256(source.read_bytes()).hexdigest() != entry["sha256"]:
+            return None
+        return ctypes.CDLL(str(library)) if library.is_file() else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def install() -> None:
