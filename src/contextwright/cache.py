@@ -18,58 +18,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
 
-from .candidates import Candidate
+from .candidates import Candidate, Frozen, freeze, thaw
 from .errors import ValidationError
 from .sources import Source, SourceContext
 
 CacheKey = tuple[Hashable, ...]
-
-
-# Cached candidates, column by column (candidates.FIELDS): a tuple per field, the records of all
-# candidates in one flat tuple, and components, reasons and sources as tuples of plain values.
-# Every entry outlives many calls, so what it holds is walked by each full garbage collection:
-# this way an entry is about three objects that the collector tracks, not four per candidate.
-Frozen = tuple[tuple[Any, ...], ...]
-
-
-def freeze(found: Sequence[Candidate]) -> Frozen:
-    return (
-        tuple(c.key for c in found),
-        tuple(c.section for c in found),
-        tuple(c.source for c in found),
-        tuple(c.text for c in found),
-        tuple(len(c.records) for c in found),
-        tuple(r for c in found for r in c.records),
-        tuple(c.score for c in found),
-        tuple(tuple(c.components.items()) for c in found),
-        tuple(tuple(c.reasons) for c in found),
-        tuple(c.pinned for c in found),
-        tuple(c.tokens for c in found),
-        tuple(c.created_at for c in found),
-        tuple(c.content_hash for c in found),
-        tuple(tuple(c.sources) for c in found),
-        tuple(c.beside for c in found),
-        tuple(c.dated_line for c in found),
-    )
-
-
-def thaw(f: Frozen) -> list[Candidate]:
-    """Candidates of their own (scoring writes into them) from frozen ones."""
-    keys, sections, srcs, texts, counts, records, scores, comps, reasons = f[:9]
-    pinned, tokens, created, hashes, sources, beside, dated_line = f[9:]
-    out: list[Candidate] = []
-    at = 0
-    for i, n in enumerate(counts):
-        c = Candidate(
-            keys[i], sections[i], srcs[i], texts[i], records[at : at + n], scores[i],
-            dict(comps[i]), list(reasons[i]), pinned[i], tokens[i], created[i], hashes[i],
-            list(sources[i]), beside[i], dated_line[i],
-        )  # fmt: skip
-        out.append(c)
-        at += n
-    return out
 
 
 def is_cacheable(src: Source) -> bool:

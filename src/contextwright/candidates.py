@@ -101,6 +101,72 @@ FIELDS = ("key", "section", "source", "text", "records", "score", "components", 
 assert tuple(f.name for f in fields(Candidate)) == FIELDS, "update the positional constructors"
 
 
+# Candidates as the source cache keeps them (cache.py), column by column: a tuple per field, the
+# records of all candidates in one flat tuple, and components, reasons and sources as tuples of
+# plain values. Every entry outlives many calls, so what it holds is walked by each full garbage
+# collection: this way an entry is about three objects that the collector tracks, not four per
+# candidate. Compiled with this module: every missed full-text read freezes its candidates.
+Frozen = tuple[tuple[Any, ...], ...]
+
+
+def freeze(found: Sequence[Candidate]) -> Frozen:
+    keys: list[str] = []
+    sections: list[str] = []
+    srcs: list[str] = []
+    texts: list[str] = []
+    counts: list[int] = []
+    records: list[Record] = []
+    scores: list[float] = []
+    comps: list[tuple[tuple[str, float], ...]] = []
+    reasons: list[tuple[str, ...]] = []
+    pinned: list[bool] = []
+    tokens: list[int] = []
+    created: list[float] = []
+    hashes: list[str] = []
+    sources: list[tuple[str, ...]] = []
+    beside: list[str | None] = []
+    dated: list[bool] = []
+    for c in found:
+        keys.append(c.key)
+        sections.append(c.section)
+        srcs.append(c.source)
+        texts.append(c.text)
+        counts.append(len(c.records))
+        records.extend(c.records)
+        scores.append(c.score)
+        comps.append(tuple(c.components.items()))
+        reasons.append(tuple(c.reasons))
+        pinned.append(c.pinned)
+        tokens.append(c.tokens)
+        created.append(c.created_at)
+        hashes.append(c.content_hash)
+        sources.append(tuple(c.sources))
+        beside.append(c.beside)
+        dated.append(c.dated_line)
+    return (
+        tuple(keys), tuple(sections), tuple(srcs), tuple(texts), tuple(counts), tuple(records),
+        tuple(scores), tuple(comps), tuple(reasons), tuple(pinned), tuple(tokens),
+        tuple(created), tuple(hashes), tuple(sources), tuple(beside), tuple(dated),
+    )  # fmt: skip
+
+
+def thaw(f: Frozen) -> list[Candidate]:
+    """Candidates of their own (scoring writes into them) from frozen ones."""
+    keys, sections, srcs, texts, counts, records, scores, comps, reasons = f[:9]
+    pinned, tokens, created, hashes, sources, beside, dated_line = f[9:]
+    out: list[Candidate] = []
+    at = 0
+    for i, n in enumerate(counts):
+        c = Candidate(
+            keys[i], sections[i], srcs[i], texts[i], records[at : at + n], scores[i],
+            dict(comps[i]), list(reasons[i]), pinned[i], tokens[i], created[i], hashes[i],
+            list(sources[i]), beside[i], dated_line[i],
+        )  # fmt: skip
+        out.append(c)
+        at += n
+    return out
+
+
 @dataclass(slots=True)
 class Item:
     """A candidate that made it into the window, possibly truncated."""
