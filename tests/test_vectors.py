@@ -329,6 +329,52 @@ def test_the_c_kernel_counts_the_distances_numpy_counts(
         assert np.all(with_kernel[0][~mask] == far)
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**16), st.sampled_from([None, "y"]))
+def test_a_query_asked_again_ranks_only_the_rows_added_since(seed: int, who: str | None) -> None:
+    """An agent's next turn asks the same query after a row or two was added: while the cut
+    stays where it was, only the new rows are ranked, and the answer is the one a matrix built
+    afresh gives."""
+    rng = np.random.default_rng(seed)
+    query = rng.standard_normal(16).astype(np.float32)
+    kept = VectorMatrix(16)
+    ids: list[str] = []
+    vecs: list[np.ndarray[Any, Any]] = []
+    access: list[Access] = []
+
+    def add(count: int) -> None:
+        new = rng.standard_normal((count, 16)).astype(np.float32)
+        if rng.random() < 0.5:  # now and then a row close to the query, inside the cut
+            new[0] = query + 0.1 * rng.standard_normal(16).astype(np.float32)
+        acc = [Access("x", "private" if rng.random() < 0.2 else "project") for _ in range(count)]
+        names = [f"r{len(ids) + i}" for i in range(count)]
+        kept.add(names, new, acc)
+        ids.extend(names)
+        vecs.extend(new)
+        access.extend(acc)
+
+    add(300)
+    ranked: list[int] = []
+    real_dot = kept._dot
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_vectors, "EXACT_UP_TO", 50)
+        mp.setattr(kept, "_dot", lambda rows, q: (ranked.append(len(rows)), real_dot(rows, q))[1])
+        kept.search(query, who, 10)
+        reused = 0
+        for _ in range(12):
+            add(int(rng.integers(1, 3)))
+            ranked.clear()
+            got = kept.search(query, who, 10)
+            fresh = VectorMatrix(16)
+            fresh.add(ids, np.stack(vecs), access)
+            want = fresh.search(query, who, 10)
+            assert [rid for rid, _ in got] == [rid for rid, _ in want]
+            assert np.allclose([c for _, c in got], [c for _, c in want], rtol=1e-5, atol=1e-5)
+            assert sum(ranked) <= 2 or sum(ranked) >= 100  # the new rows alone, or all again
+            reused += sum(ranked) <= 2
+    assert reused >= 6  # the cut moves now and then, not at most turns
+
+
 def _preselected(m: VectorMatrix, query: np.ndarray[Any, Any], who: str) -> set[str]:
     n = len(m.ids)
     mask = m._masks.get(who) if m._restricted else None
