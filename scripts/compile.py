@@ -166,7 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"removed {OUT.relative_to(ROOT)}: contextwright runs from source")
         return 0
     if not args.force and current():
-        print(f"{OUT.relative_to(ROOT)} is current ({len(MODULES)} modules, {len(KERNELS)} C kernel)")
+        print(
+            f"{OUT.relative_to(ROOT)} is current ({len(MODULES)} modules, {len(KERNELS)} C kernel)"
+        )
         return 0
     try:
         import mypyc  # noqa: F401
