@@ -668,6 +668,59 @@ def test_search_catches_up_with_vectors_written_after_the_first_search(vengine: 
     assert any("deploy" in i["preview"] and "vector" in i["sources"] for i in found.trace.items)
 
 
+def _vector_store_with_notes(path: str) -> tuple[SQLiteStore, list[str]]:
+    store = SQLiteStore(path)
+    e = Engine(store)
+    ids = [e.add(project="p", author=a, kind="note", content=t).id for a, t in NOTES]
+    store.put_vectors("hash", list(zip(ids, HashEmbedder().embed([t for _, t in NOTES]))))
+    return store, ids
+
+
+def _matrix_seq(store: SQLiteStore) -> int:
+    return int(store._vec()[1][("p", "hash")].seq)
+
+
+def _table_seq(store: SQLiteStore) -> int:
+    return int(store._conn().execute("SELECT max(seq) FROM vectors").fetchone()[0])
+
+
+def test_vectors_written_here_join_the_matrix_without_being_read_back(tmp_path: Path) -> None:
+    """What this process's worker writes goes into the matrix it holds at once: the next search
+    finds it with nothing to read back from the table (the agent loop's case)."""
+    store, _ = _vector_store_with_notes(str(tmp_path / "v.db"))
+    emb = HashEmbedder()
+    assert store.vector_search("p", None, emb.embed(["pasta"])[0], 1, "hash")  # loads the matrix
+    new = Engine(store).add(project="p", author="cy", kind="note", content="deploys run thursdays")
+    store.put_vectors("hash", [(new.id, emb.embed([new.content])[0])])
+    assert _matrix_seq(store) == _table_seq(store)  # nothing left for the next search to read
+    hits = store.vector_search("p", None, emb.embed([new.content])[0], 1, "hash")
+    assert hits[0].record.id == new.id
+    store.close()
+
+
+def test_a_matrix_that_missed_another_writers_vectors_reads_them_from_the_table(
+    tmp_path: Path,
+) -> None:
+    """Two processes on one file: vectors the other one wrote leave a gap, so this process's own
+    next write is not appended over it; the next search reads both from the table."""
+    path = str(tmp_path / "v.db")
+    mine, _ = _vector_store_with_notes(path)
+    other = SQLiteStore(path)
+    emb = HashEmbedder()
+    assert mine.vector_search("p", None, emb.embed(["pasta"])[0], 1, "hash")
+    theirs = Engine(other).add(project="p", author="dee", kind="note", content="tea at four")
+    other.put_vectors("hash", [(theirs.id, emb.embed([theirs.content])[0])])
+    ours = Engine(mine).add(project="p", author="cy", kind="note", content="coffee at nine")
+    mine.put_vectors("hash", [(ours.id, emb.embed([ours.content])[0])])
+    assert _matrix_seq(mine) < _table_seq(mine)  # not appended: it would skip their row
+    for rec in (theirs, ours):
+        hits = mine.vector_search("p", None, emb.embed([rec.content])[0], 1, "hash")
+        assert hits[0].record.id == rec.id
+    assert _matrix_seq(mine) == _table_seq(mine)
+    other.close()
+    mine.close()
+
+
 def test_static_embedder_loads_a_distilled_table(tmp_path: Path) -> None:
     pytest.importorskip("tokenizers", reason="needs the 'vectors' extra")
     from contextwright.embedders.static import StaticEmbedder

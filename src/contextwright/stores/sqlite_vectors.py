@@ -26,6 +26,8 @@ M003_VECTORS = """
 """
 
 LOAD_CHUNK = 10_000
+# A vector as put_vectors wrote it: project, record id, who may see it, int8 bytes, scale, seq.
+Written = tuple[str, str, Access, bytes, float, int]
 _SELECT = "SELECT " + ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(","))
 _MISSING = "NOT EXISTS (SELECT 1 FROM vectors v WHERE v.rid = r.rid AND v.model = :model)"
 
@@ -83,20 +85,66 @@ class SQLiteVectors:
         packed = [(rid, *quantize(vec)) for rid, vec in rows]
         if not packed:
             return
+        before: dict[str, int] = {}  # each project's last seq for `model` before this write
 
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: sqlite3.Connection) -> list[Written]:
+            written = []
             for rid, data, scale in packed:
-                found = conn.execute("SELECT rid, project FROM records WHERE id = ?", (rid,))
+                found = conn.execute(
+                    "SELECT rid, project, author, visibility, recipients FROM records WHERE id = ?",
+                    (rid,),
+                )
                 row = found.fetchone()
                 if row is None:
                     continue
+                project = row[1]
+                if project not in before:
+                    last = conn.execute(
+                        "SELECT max(seq) FROM vectors WHERE project = ? AND model = ?",
+                        (project, model),
+                    ).fetchone()[0]
+                    before[project] = int(last or 0)
                 conn.execute("DELETE FROM vectors WHERE rid = ?", (row[0],))
-                conn.execute(
+                seq = conn.execute(
                     "INSERT INTO vectors (rid, project, model, scale, data) VALUES (?, ?, ?, ?, ?)",
-                    (row[0], row[1], model, scale, data),
+                    (row[0], project, model, scale, data),
+                ).lastrowid
+                to = tuple(json.loads(row[4])) if row[3] == "direct" else ()
+                written.append(
+                    (project, rid, Access(row[2], row[3], to), data, scale, int(seq or 0))
                 )
+            return written
 
-        self._write(write)
+        written: list[Written] = self._write(write)
+        self._append(model, before, written)
+
+    def _append(
+        self,
+        model: str,
+        before: dict[str, int],
+        written: Sequence[Written],
+    ) -> None:
+        """Vectors this process just wrote, added to the matrices it holds, so that the next
+        search need not read them back from the table (in the agent loop, where the worker
+        embeds each reply between two turns, that read was on every call). A matrix takes them
+        only if it held every row of its project up to this write (its `seq` is the project's
+        last before it); otherwise its next search catches up from the table, as before."""
+        lock, state = self._vec()
+        with self._vec_loading():  # never beside a catch-up from the table
+            for project, last in before.items():
+                mine = [w for w in written if w[0] == project]
+                with lock:
+                    m: VectorMatrix | None = state.get((project, model))
+                if m is None or m.seq != last or any(len(w[3]) != m.dim for w in mine):
+                    continue
+                data = np.frombuffer(b"".join(w[3] for w in mine), dtype=np.int8)
+                m.add_quantized(
+                    [w[1] for w in mine],
+                    data.reshape(len(mine), m.dim),
+                    np.asarray([w[4] for w in mine], dtype=np.float32),
+                    [w[2] for w in mine],
+                )
+                m.seq = max(w[5] for w in mine)
 
     def _matrix(self, project: str, model: str) -> VectorMatrix | None:
         conn = self._conn()
