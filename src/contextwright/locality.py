@@ -19,10 +19,8 @@ from .candidates import Candidate
 from .ports import Query
 from .records import Record, init_args
 from .scoring import ScoringConfig
-from .sources import SourceContext, record_candidate
+from .sources import KNOWLEDGE_AT, SourceContext, record_candidate
 
-# Fused relevance at or above this (0..1) puts a record in `knowledge`, below it in `suggestions`.
-KNOWLEDGE_AT = 0.35
 SPREAD_SECTIONS = ("knowledge", "suggestions")
 
 

@@ -127,6 +127,34 @@ def section_for(r: Record, default: str) -> str:
     return SECTION_BY_KIND.get(r.kind, default)
 
 
+# Relevance (0..1) at or above this puts a record in `knowledge`, below it in `suggestions`: a
+# search hit's own (scaled over its search's hits), and the fused one (locality.py).
+KNOWLEDGE_AT = 0.35
+
+
+def hit_candidates(
+    hits: Sequence[Hit],
+    rels: Sequence[float],
+    ctx: SourceContext,
+    source: str,
+    signal: str,
+    reason: str,
+    skip: tuple[str, ...],
+) -> list[Candidate]:
+    """The candidates of a search's hits, in order, but those of a kind in `skip`. `rels` is
+    each hit's relevance scaled over the hits (0..1), kept as the component `signal`, which
+    scoring.fuse_relevance fuses; `reason` says why with the raw score in its `{:.2f}`."""
+    out = []
+    for h, rel in zip(hits, rels, strict=True):
+        r = h.record
+        if r.kind in skip:
+            continue
+        section = section_for(r, "knowledge" if rel >= KNOWLEDGE_AT else "suggestions")
+        why = reason.format(h.score)
+        out.append(record_candidate(r, ctx, source, section, why, **{signal: round(rel, 6)}))
+    return out
+
+
 class HistorySource:
     """The agent's session: its recent turns, with each tool call joined to its result."""
 
@@ -289,16 +317,11 @@ class FullTextSource:
         if not hits:
             return []
         top = hits[0].score or 1.0
-        out = []
-        for h in hits:
-            r = h.record
-            if r.kind in ("tool_call", "tool_result"):
-                continue  # a tool result alone would split it from its call; history pairs them
-            rel = max(h.score, 0.0) / top
-            section = section_for(r, "knowledge" if rel >= 0.35 else "suggestions")
-            reason = f"matches the task (bm25 {h.score:.2f})"
-            out.append(record_candidate(r, ctx, self.name, section, reason, bm25=round(rel, 6)))
-        return out
+        rels = [max(h.score, 0.0) / top for h in hits]
+        # A tool result alone would split it from its call; history pairs them.
+        skip = ("tool_call", "tool_result")
+        why = "matches the task (bm25 {:.2f})"
+        return hit_candidates(hits, rels, ctx, self.name, "bm25", why, skip)
 
 
 class PinnedSource:

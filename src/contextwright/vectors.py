@@ -25,15 +25,13 @@ from typing import TYPE_CHECKING, Any
 from .candidates import Candidate
 from .ports import Embedder, VectorStore, hits_for
 from .records import Record
-from .sources import SourceContext, record_candidate, section_for
+from .sources import SourceContext, hit_candidates
 
 if TYPE_CHECKING:
     from .engine import Engine
     from .trace import Trace
 
 BATCH = 64
-# Below this (min-max scaled) similarity a vector hit is only a suggestion.
-SUGGEST_BELOW = 0.35
 
 
 def embed_text(r: Record) -> str:
@@ -225,16 +223,9 @@ class VectorSource:
         # which fused with bm25 measured better than cosine / best (docs/recall.md).
         top, floor = hits[0].score, min(h.score for h in hits) if len(hits) > 1 else 0.0
         span = max(top - floor, 1e-6)
-        out = []
-        for h in hits:
-            r = h.record
-            if r.kind == "tool_call":
-                continue
-            rel = (h.score - floor) / span
-            section = section_for(r, "knowledge" if rel >= SUGGEST_BELOW else "suggestions")
-            reason = f"close in meaning to the task (cosine {h.score:.2f})"
-            out.append(record_candidate(r, ctx, self.name, section, reason, vector=round(rel, 6)))
-        return out
+        rels = [(h.score - floor) / span for h in hits]
+        why = "close in meaning to the task (cosine {:.2f})"
+        return hit_candidates(hits, rels, ctx, self.name, "vector", why, ("tool_call",))
 
 
 class Vectors:
