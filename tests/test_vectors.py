@@ -672,7 +672,9 @@ def _vector_store_with_notes(path: str) -> tuple[SQLiteStore, list[str]]:
     store = SQLiteStore(path)
     e = Engine(store)
     ids = [e.add(project="p", author=a, kind="note", content=t).id for a, t in NOTES]
-    store.put_vectors("hash", list(zip(ids, HashEmbedder().embed([t for _, t in NOTES]))))
+    store.put_vectors(
+        "hash", list(zip(ids, HashEmbedder().embed([t for _, t in NOTES]), strict=True))
+    )
     return store, ids
 
 
