@@ -94,6 +94,7 @@ def run(n: int, calls: int, workdir: str, synchronous_commit: str = "on") -> dic
                 engine.register_agent(PROJECT, agent, role)
             out[name]["ingest"] = ingest(engine, records)
             assert engine.store.count(PROJECT) == n
+        del records  # the bench's, not the engines': its dicts slow every full GC in the calls
         # What autovacuum does within a minute or so of a bulk load: planner statistics, and the
         # visibility map and hint bits without which every read of the fresh rows checks the
         # commit log (full text measured 3-5x slower before it).
