@@ -379,7 +379,7 @@ def _preselected(m: VectorMatrix, query: np.ndarray[Any, Any], who: str) -> set[
     n = len(m.ids)
     mask = m._masks.get(who) if m._restricted else None
     cut = None if mask is None else mask[:n]
-    rows = m._preselect(query, n, cut, min(100, n - 1), who if cut is not None else None)
+    rows, _ = m._scored(query, n, cut, min(100, n - 1), who if cut is not None else None)
     return {m.ids[int(r)] for r in rows}
 
 

@@ -110,44 +110,24 @@ Frozen = tuple[tuple[Any, ...], ...]
 
 
 def freeze(found: Sequence[Candidate]) -> Frozen:
-    keys: list[str] = []
-    sections: list[str] = []
-    srcs: list[str] = []
-    texts: list[str] = []
-    counts: list[int] = []
-    records: list[Record] = []
-    scores: list[float] = []
-    comps: list[tuple[tuple[str, float], ...]] = []
-    reasons: list[tuple[str, ...]] = []
-    pinned: list[bool] = []
-    tokens: list[int] = []
-    created: list[float] = []
-    hashes: list[str] = []
-    sources: list[tuple[str, ...]] = []
-    beside: list[str | None] = []
-    dated: list[bool] = []
-    for c in found:
-        keys.append(c.key)
-        sections.append(c.section)
-        srcs.append(c.source)
-        texts.append(c.text)
-        counts.append(len(c.records))
-        records.extend(c.records)
-        scores.append(c.score)
-        comps.append(tuple(c.components.items()))
-        reasons.append(tuple(c.reasons))
-        pinned.append(c.pinned)
-        tokens.append(c.tokens)
-        created.append(c.created_at)
-        hashes.append(c.content_hash)
-        sources.append(tuple(c.sources))
-        beside.append(c.beside)
-        dated.append(c.dated_line)
     return (
-        tuple(keys), tuple(sections), tuple(srcs), tuple(texts), tuple(counts), tuple(records),
-        tuple(scores), tuple(comps), tuple(reasons), tuple(pinned), tuple(tokens),
-        tuple(created), tuple(hashes), tuple(sources), tuple(beside), tuple(dated),
-    )  # fmt: skip
+        tuple([c.key for c in found]),
+        tuple([c.section for c in found]),
+        tuple([c.source for c in found]),
+        tuple([c.text for c in found]),
+        tuple([len(c.records) for c in found]),
+        tuple([r for c in found for r in c.records]),
+        tuple([c.score for c in found]),
+        tuple([tuple(c.components.items()) for c in found]),
+        tuple([tuple(c.reasons) for c in found]),
+        tuple([c.pinned for c in found]),
+        tuple([c.tokens for c in found]),
+        tuple([c.created_at for c in found]),
+        tuple([c.content_hash for c in found]),
+        tuple([tuple(c.sources) for c in found]),
+        tuple([c.beside for c in found]),
+        tuple([c.dated_line for c in found]),
+    )
 
 
 def thaw(f: Frozen) -> list[Candidate]:

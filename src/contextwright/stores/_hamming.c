@@ -1,4 +1,4 @@
-/* Hamming distances for VectorMatrix._preselect (stores/_vectors.py), the one loop of a vector
+/* Hamming distances for VectorMatrix._scored (stores/_vectors.py), the one loop of a vector
  * search that touches every row: at 100k MiniLM rows, 0.2 ms here against 0.6 ms in numpy, and
  * called through ctypes, which lets go of the GIL for the whole call, where numpy's dozen steps
  * each took it back beside an assemble call's reads. scripts/compile.py builds it into the

@@ -288,18 +288,6 @@ class VectorMatrix:
             out[at : at + 4096] = (self._q[part] * self._scale[part, None]) @ q
         return out
 
-    def _preselect(
-        self,
-        q: np.ndarray[Any, Any],
-        n: int,
-        mask: np.ndarray[Any, Any] | None,
-        wide: int,
-        who: str | None = None,
-    ) -> np.ndarray[Any, np.dtype[np.intp]]:
-        """Rows (ascending) whose sign bits are nearest the query's: every row at or below the
-        Hamming distance of the `wide`-th nearest, ties included."""
-        return self._scored(q, n, mask, wide, who)[0]
-
     def _scored(
         self,
         q: np.ndarray[Any, Any],
@@ -308,9 +296,10 @@ class VectorMatrix:
         wide: int,
         who: str | None = None,
     ) -> tuple[np.ndarray[Any, np.dtype[np.intp]], np.ndarray[Any, F32]]:
-        """The preselected rows (`_preselect`) and their cosines with the query. Distances are
-        small integers, so a histogram finds the cut in one pass, 3x faster than a partial sort
-        of 100k. The distances, their histogram, the rows at or below the cut and their cosines
+        """The preselected rows, ascending: every row whose sign bits are at or below the Hamming
+        distance of the query's `wide`-th nearest, ties included; and their cosines with the
+        query. Distances are small integers, so a histogram finds that cut in one pass, 3x faster
+        than a partial sort of 100k. The distances, their histogram, the rows at or below the cut and their cosines
         are kept for the next search of the same query by the same reader (`who`, None when
         `mask` is): an agent asks the same task turn after turn, a turn adds a row or two, and
         the next search counts and ranks only those (while the cut stays where it was). In the
