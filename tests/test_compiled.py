@@ -224,6 +224,10 @@ def test_a_kernel_is_used_only_while_its_source_matches(tmp_path: Path) -> None:
     (pkg / "stores" / "_hamming.c").write_text(text)
     (build / "_hamming.so").unlink()
     assert compiled.kernel("hamming", build, pkg) is None
+    # A kernel the compiler could not build is recorded without a file (scripts/compile.py).
+    unbuilt = {"file": None, "source": "stores/_hamming.c", "sha256": digest}
+    (build / "manifest.json").write_text(json.dumps({"kernels": {"hamming": unbuilt}}))
+    assert compiled.kernel("hamming", build, pkg) is None
     (build / "manifest.json").write_text("{not json")
     assert compiled.kernel("hamming", build, pkg) is None
 
