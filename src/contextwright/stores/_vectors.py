@@ -135,7 +135,7 @@ class VectorMatrix:
     def __init__(self, dim: int) -> None:
         self.dim = dim
         # Record ids by row, in an object array: the cyclic GC does not walk it, where a list of
-        # 100k ids added 3 ms to every full collection (it visits each string). `row` (ids to
+        # 100k ids added 4-5 ms to every full collection (it visits each string). `row` (ids to
         # rows, strings to ints) is a dict the GC leaves alone by itself.
         self._ids = np.empty(0, dtype=object)
         self._n = 0
@@ -313,10 +313,10 @@ class VectorMatrix:
         """The preselected rows, ascending: every row whose sign bits are at or below the Hamming
         distance of the query's `wide`-th nearest, ties included; and their cosines with the
         query. Distances are small integers, so a histogram finds that cut in one pass, 3x faster
-        than a partial sort of 100k. The distances, their histogram, the rows at or below the cut and their cosines
-        are kept for the next search of the same query by the same reader (`who`, None when
-        `mask` is): an agent asks the same task turn after turn, a turn adds a row or two, and
-        the next search counts and ranks only those (while the cut stays where it was). In the
+        than a partial sort of 100k. The distances, their histogram, the rows at or below the cut
+        and their cosines are kept for the next search of the same query by the same reader
+        (`who`, None when `mask` is): an agent asks the same task turn after turn, a turn adds a
+        row or two, and the next search counts and ranks only those (while the cut stays). In the
         agent loop the cosines of the same few hundred rows cost 0.3-0.4 ms a turn: their rows
         are read from a 38 MB matrix that the time between turns has pushed out of the caches."""
         if wide >= n:
@@ -340,14 +340,14 @@ class VectorMatrix:
                 del self._dists[next(iter(self._dists))]  # the oldest query
             self._dists[key] = kept
         cut = int(np.searchsorted(np.cumsum(kept.hist), wide))
-        if kept.cut == cut and kept.scored == lo:  # rows [0, lo) are ranked already
+        if kept.cut == cut:  # rows [0, lo) were ranked by the last search, at this cut
             new = np.flatnonzero(kept.dist[lo:n] <= cut) + lo
             rows = np.concatenate([kept.rows, new])
             scores = np.concatenate([kept.scores, self._dot(new, q)])
         else:
             rows = np.flatnonzero(kept.dist <= cut)
             scores = self._dot(rows, q)
-        kept.cut, kept.scored, kept.rows, kept.scores = cut, n, rows, scores
+        kept.cut, kept.rows, kept.scores = cut, rows, scores
         return rows, scores
 
 
@@ -360,9 +360,8 @@ class _Distances:
     hist: np.ndarray[Any, np.dtype[np.int64]]
     n: int
     rewrites: int  # VectorMatrix._rewrites when the first row was counted
-    # The last search's cut, the rows [0, scored) at or below it, and their cosines.
+    # The last search's cut (-1 before the first), the rows at or below it, and their cosines.
     cut: int = -1
-    scored: int = 0
     rows: np.ndarray[Any, np.dtype[np.intp]] = field(default_factory=lambda: np.zeros(0, np.intp))
     scores: np.ndarray[Any, F32] = field(default_factory=lambda: np.zeros(0, np.float32))
 

@@ -7,7 +7,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -26,10 +26,19 @@ M003_VECTORS = """
 """
 
 LOAD_CHUNK = 10_000
-# A vector as put_vectors wrote it: project, record id, who may see it, int8 bytes, scale, seq.
-Written = tuple[str, str, Access, bytes, float, int]
 _SELECT = "SELECT " + ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(","))
 _MISSING = "NOT EXISTS (SELECT 1 FROM vectors v WHERE v.rid = r.rid AND v.model = :model)"
+
+
+class Written(NamedTuple):
+    """A vector as put_vectors wrote it."""
+
+    project: str
+    id: str
+    access: Access  # who may see its record
+    data: bytes  # int8
+    scale: float
+    seq: int
 
 
 class SQLiteVectors:
@@ -111,7 +120,7 @@ class SQLiteVectors:
                 ).lastrowid
                 to = tuple(json.loads(row[4])) if row[3] == "direct" else ()
                 written.append(
-                    (project, rid, Access(row[2], row[3], to), data, scale, int(seq or 0))
+                    Written(project, rid, Access(row[2], row[3], to), data, scale, seq or 0)
                 )
             return written
 
@@ -132,19 +141,19 @@ class SQLiteVectors:
         lock, state = self._vec()
         with self._vec_loading():  # never beside a catch-up from the table
             for project, last in before.items():
-                mine = [w for w in written if w[0] == project]
+                mine = [w for w in written if w.project == project]
                 with lock:
                     m: VectorMatrix | None = state.get((project, model))
-                if m is None or m.seq != last or any(len(w[3]) != m.dim for w in mine):
+                if m is None or m.seq != last or any(len(w.data) != m.dim for w in mine):
                     continue
-                data = np.frombuffer(b"".join(w[3] for w in mine), dtype=np.int8)
+                data = np.frombuffer(b"".join(w.data for w in mine), dtype=np.int8)
                 m.add_quantized(
-                    [w[1] for w in mine],
+                    [w.id for w in mine],
                     data.reshape(len(mine), m.dim),
-                    np.asarray([w[4] for w in mine], dtype=np.float32),
-                    [w[2] for w in mine],
+                    np.asarray([w.scale for w in mine], dtype=np.float32),
+                    [w.access for w in mine],
                 )
-                m.seq = max(w[5] for w in mine)
+                m.seq = max(w.seq for w in mine)
 
     def _matrix(self, project: str, model: str) -> VectorMatrix | None:
         conn = self._conn()
