@@ -58,6 +58,7 @@ from typing import Any, TypeVar
 
 from contextwright import Budget, Engine, compiled
 from contextwright.ports import Query
+from contextwright.stores import sqlite_bm25
 from contextwright.stores.sqlite import SQLiteStore, store_files
 from contextwright.tokens import TokenCounter
 
@@ -558,6 +559,8 @@ def machine() -> dict[str, Any]:
         "compiled_reason": compiled.REASON,
         # The C kernel of a vector search's Hamming distances, or numpy (docs/compiled.md).
         "hamming_kernel": compiled.kernel("hamming") is not None,
+        # The full-text ranking's bm25 with the lengths kept in memory (stores/sqlite_bm25.py).
+        "fts_kernel": sqlite_bm25.available(),
     }
 
 

@@ -52,7 +52,7 @@ MODULES = [
     "tokens",
 ]
 # C kernels (docs/compiled.md): plain shared libraries that a module loads through ctypes.
-KERNELS = {"hamming": "stores/_hamming.c"}
+KERNELS = {"hamming": "stores/_hamming.c", "fts": "stores/_fts.c"}
 GROUP = "contextwright._native"  # the shared library is the module `contextwright._native__mypyc`
 
 
@@ -96,7 +96,7 @@ def current() -> bool:
 def build_kernel(source: Path, target: Path) -> None:
     """One C file as a shared library, with the compiler and flags this Python was built with."""
     cc = shlex.split(str(sysconfig.get_config_var("CC") or "cc"))
-    command = [*cc, "-O3", "-fPIC", "-shared", str(source), "-o", str(target)]
+    command = [*cc, "-O3", "-fPIC", "-shared", str(source), "-o", str(target), "-lm"]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.force and current():
         print(
-            f"{OUT.relative_to(ROOT)} is current ({len(MODULES)} modules, {len(KERNELS)} C kernel)"
+            f"{OUT.relative_to(ROOT)} is current ({len(MODULES)} modules, {len(KERNELS)} C kernels)"
         )
         return 0
     try:

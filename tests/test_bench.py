@@ -73,6 +73,7 @@ def test_assemble_bench_reports_both_workloads_and_the_baselines(tmp_path: Path)
     assert report["machine"]["compiled"] is (files is not None)
     assert report["machine"]["compiled_reason"] == why
     assert report["machine"]["hamming_kernel"] is (compiled.kernel("hamming") is not None)
+    assert report["machine"]["fts_kernel"] is (compiled.kernel("fts") is not None)
 
 
 def test_vectors_bench_reports_cold_and_loop_with_and_without_vectors(tmp_path: Path) -> None:

@@ -235,12 +235,15 @@ def test_a_kernel_is_used_only_while_its_source_matches(tmp_path: Path) -> None:
 def test_contextwright_pure_turns_the_kernels_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CONTEXTWRIGHT_PURE", "1")
     assert compiled.kernel("hamming") is None
+    assert compiled.kernel("fts") is None
 
 
 def test_a_current_build_holds_every_kernel() -> None:
     """`make test` compiles first: where the modules come from the build, so do the kernels."""
     if compiled.ACTIVE:
-        from contextwright.stores import _vectors
+        from contextwright.stores import _vectors, sqlite_bm25
 
         assert compiled.kernel("hamming") is not None
         assert _vectors._HAMMING is not None
+        assert compiled.kernel("fts") is not None
+        assert sqlite_bm25.available()

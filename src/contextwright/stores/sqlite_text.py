@@ -16,7 +16,9 @@ from collections.abc import Callable, Sequence
 from ..errors import StoreError
 from ..ports import Hit
 from ..records import Record
+from . import sqlite_bm25
 from ._rows import COMMON_DF, KEYS, LARGE_WINDOW, RecordKey, fts_match, query_terms
+from .sqlite_docs import Connections
 from .sqlite_vocab import Vocabulary
 
 VISIBLE = (
@@ -33,7 +35,7 @@ ONE_PROJECT = (
     "SELECT (SELECT count(*) = 1 AND max(project) = :project FROM project_versions), "
     "(SELECT json_group_array(json_array(rid, id, status, printf('%!.20g', score))) FROM ("
     "SELECT r.rid AS rid, r.id AS id, r.current_status AS status, w.score AS score FROM ("
-    "SELECT rid, score FROM (SELECT t.rowid AS rid, bm25(records_fts) AS score "
+    "SELECT rid, score FROM (SELECT t.rowid AS rid, {bm25}(records_fts) AS score "
     "FROM records_fts t WHERE records_fts MATCH :m ORDER BY t.rowid DESC LIMIT :window) "
     "ORDER BY score, rid DESC LIMIT :first) w JOIN records r ON r.rid = w.rid WHERE {visible} "
     "ORDER BY w.score, w.rid DESC LIMIT :limit))"
@@ -45,8 +47,34 @@ WORD_COUNTS_KEPT = 50_000
 Ranked = tuple[RecordKey, float]
 
 
+class RankingConnections(Connections):
+    """The store's connections, each with `cw_bm25` where it can have it (sqlite_bm25.py)."""
+
+    def __init__(self, path: str, mmap_bytes: int = 0) -> None:
+        super().__init__(path, mmap_bytes)
+        self._fast: set[int] = set()  # the connections (by id) that have cw_bm25
+
+    def _open(self) -> sqlite3.Connection:
+        conn = super()._open()
+        if sqlite_bm25.register(conn, self.path):
+            self._fast.add(id(conn))
+        else:
+            self._fast.discard(id(conn))  # the id of a closed connection, reused
+        return conn
+
+    def bm25(self, conn: sqlite3.Connection) -> str:
+        """The BM25 function to rank with on `conn`: the same scores either way."""
+        return "cw_bm25" if id(conn) in self._fast else "bm25"
+
+    def close(self) -> None:
+        with self.lock:
+            super().close()
+            self._fast.clear()
+
+
 class SQLiteText:
     _conn: Callable[[], sqlite3.Connection]
+    _conns: RankingConnections
     _resolve: Callable[[sqlite3.Connection, Sequence[RecordKey]], list[Record]]
     _df: dict[tuple[str, int | None], tuple[int, int]]  # (word, cap) -> (count, max rid then)
     _vocabulary: Vocabulary
@@ -84,8 +112,9 @@ class SQLiteText:
         }
         try:
             conn = self._conn()
+            bm25 = self._conns.bm25(conn)
             if selective is not None:
-                one_project = ONE_PROJECT.format(visible=visible)
+                one_project = ONE_PROJECT.format(visible=visible, bm25=bm25)
                 one, found = conn.execute(one_project, {**params, "first": limit * 2}).fetchone()
                 if one:
                     ranked = _ranked(found)
@@ -108,7 +137,7 @@ class SQLiteText:
                 "SELECT json_group_array(json_array(rid, id, current_status, printf('%!.20g', score))) "
                 "FROM ("
                 f"SELECT rid, id, current_status, score FROM (SELECT {KEYS}, "
-                f"bm25(records_fts) AS score, {visible} AS vis_ FROM records_fts t "
+                f"{bm25}(records_fts) AS score, {visible} AS vis_ FROM records_fts t "
                 "JOIN records r ON r.rid = t.rowid WHERE records_fts MATCH :m "
                 f"AND r.project = :project {inner}) WHERE vis_ ORDER BY score, rid DESC "
                 "LIMIT :limit)"
