@@ -264,8 +264,9 @@ class OpenItemsSource:
 
 def ranks_here(store: object) -> bool:
     """The store ranks full text in this process, in SQL that holds no GIL while it works, and
-    reads the hits apart (`text_ranked`, `ranked_hits`: SQLite)."""
-    return callable(getattr(store, "text_ranked", None))
+    reads the hits apart (`ranking_plan`, `ranking_rows`, `ranking_result`, `ranked_hits`:
+    SQLite)."""
+    return callable(getattr(store, "ranking_rows", None))
 
 
 class FullTextSource:
@@ -293,12 +294,17 @@ class FullTextSource:
         return self._ranking(ctx)
 
     def _ranking(self, ctx: SourceContext) -> Callable[[], Callable[[], Any]]:
-        store, limit = ctx.store, ctx.limit(self.name, 40)
-        project, agent, text = ctx.project, ctx.agent, ctx.query_text
+        """The ranking's statement as work for the pool, planned here and read back here
+        (sqlite_text.py's three steps): a pool thread that ran Python beside this one would take
+        the GIL from it at each of its statements."""
+        store = ctx.store
+        plan = store.ranking_plan(  # type: ignore[attr-defined]
+            ctx.project, ctx.agent, ctx.query_text, ctx.limit(self.name, 40)
+        )
 
         def work() -> Callable[[], Any]:
-            ranked = store.text_ranked(project, agent, text, limit)  # type: ignore[attr-defined]
-            return lambda: ranked
+            found = store.ranking_rows(plan)  # type: ignore[attr-defined]
+            return lambda: store.ranking_result(plan, found)  # type: ignore[attr-defined]
 
         return work
 

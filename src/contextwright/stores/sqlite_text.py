@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, cast
 
 from ..errors import StoreError
 from ..ports import Hit
@@ -40,6 +42,29 @@ ONE_PROJECT = (
     "ORDER BY score, rid DESC LIMIT :first) w JOIN records r ON r.rid = w.rid WHERE {visible} "
     "ORDER BY w.score, w.rid DESC LIMIT :limit))"
 )
+# Any store: the window holds this project's matches only, so other projects cannot crowd it
+# out: the project is checked by rowid on `records` before the window is cut. The same row lookup
+# says whether the agent may see the match (`vis_`), so that each match in the window is read
+# once; the invisible ones are dropped after the cut.
+GENERAL = (
+    "SELECT json_group_array(json_array(rid, id, current_status, printf('%!.20g', score))) "
+    "FROM (SELECT rid, id, current_status, score FROM (SELECT " + KEYS + ", "
+    "{bm25}(records_fts) AS score, {visible} AS vis_ FROM records_fts t "
+    "JOIN records r ON r.rid = t.rowid WHERE records_fts MATCH :m "
+    "AND r.project = :project {inner}) WHERE vis_ ORDER BY score, rid DESC LIMIT :limit)"
+)
+
+
+@dataclass(frozen=True)
+class RankingPlan:
+    """A full-text ranking to run (SQLiteText.ranking_plan): its statements and parameters."""
+
+    text: str
+    params: dict[str, Any]
+    general: str  # GENERAL, for any store
+    one_project: str | None  # ONE_PROJECT, tried first where words were left out
+
+
 # Word counts kept for the COMMON_DF cutoff (`_word_count`); past this many the cache starts again.
 WORD_COUNTS_KEPT = 50_000
 
@@ -92,16 +117,25 @@ class SQLiteText:
     def text_ranked(self, project: str, agent: str | None, text: str, limit: int) -> list[Ranked]:
         """`search_text` without reading the records: the keys and scores of the hits, best first.
 
-        SQL only, each statement answering in one row (JSON), so that it hands the GIL over once
-        per statement rather than once per row: the full-text source runs it on the pool while
-        the other sources read on the calling thread (sources.py), and resolves the hits after.
-        """
+        In three steps, so that the full-text source can run the middle one on the pool while
+        the other sources read on the calling thread (sources.py), and resolve the hits after:
+        `ranking_plan` (which words, which statement), `ranking_rows` (the statement: SQL only,
+        answering in one row of JSON, so that it takes the GIL once rather than once per row)
+        and `ranking_result` (the rows as Ranked). A pool thread that runs Python beside the
+        calling thread takes the GIL from it at each of that thread's statements, so the pool
+        runs the middle step only (docs/assembly.md)."""
+        plan = self.ranking_plan(project, agent, text, limit)
+        return self.ranking_result(plan, self.ranking_rows(plan))
+
+    def ranking_plan(
+        self, project: str, agent: str | None, text: str, limit: int
+    ) -> RankingPlan | None:
+        """The statement that ranks `text` for `agent`; None when there is nothing to rank."""
         self._ranked_at = self._writes  # see SQLiteStore.warm_here
         match = fts_match(text)
         if match is None or limit <= 0:
-            return []
+            return None
         selective = self._selective_match(query_terms(text))
-        visible = VISIBLE if agent is not None else "1"
         params = {
             "m": f"content:({selective or match})",
             "project": project,
@@ -109,43 +143,45 @@ class SQLiteText:
             "limit": limit,
             "wide": limit * 8,
             "window": max(limit * 8, LARGE_WINDOW),
+            "first": limit * 2,
         }
+        visible = VISIBLE if agent is not None else "1"
+        bm25 = self._conns.bm25(self._conn())
+        # A small store ranks every match. A large one ranks the newest LARGE_WINDOW matches of
+        # its selective words only, so that the cost stays bounded whatever the words are.
+        inner = "ORDER BY t.rowid DESC LIMIT :window" if selective else "ORDER BY score LIMIT :wide"
+        general = GENERAL.format(visible=visible, bm25=bm25, inner=inner)
+        if selective is None:
+            return RankingPlan(text, params, general, None)
+        return RankingPlan(text, params, general, ONE_PROJECT.format(visible=visible, bm25=bm25))
+
+    def ranking_rows(self, plan: RankingPlan | None) -> str | None:
+        """The plan's statement, run: SQL only, one row (the hits as JSON). On a store of one
+        project, ONE_PROJECT; its answer says (`!` before the JSON) when the store holds more."""
+        if plan is None:
+            return None
         try:
             conn = self._conn()
-            bm25 = self._conns.bm25(conn)
-            if selective is not None:
-                one_project = ONE_PROJECT.format(visible=visible, bm25=bm25)
-                one, found = conn.execute(one_project, {**params, "first": limit * 2}).fetchone()
-                if one:
-                    ranked = _ranked(found)
-                    if len(ranked) < limit:  # many invisible matches: look at the whole window
-                        whole = {**params, "first": params["window"]}
-                        ranked = _ranked(conn.execute(one_project, whole).fetchone()[1])
-                    return ranked
-            # A small store ranks every match. A large one ranks the newest LARGE_WINDOW matches
-            # of its selective words only, so that the cost stays bounded whatever the words are.
-            inner = (
-                "ORDER BY score LIMIT :wide"
-                if selective is None
-                else "ORDER BY t.rowid DESC LIMIT :window"
-            )
-            # The window holds this project's matches only, so other projects cannot crowd it
-            # out: the project is checked by rowid on `records` before the window is cut. The
-            # same row lookup says whether the agent may see the match (`vis_`), so that each
-            # match in the window is read once; the invisible ones are dropped after the cut.
-            sql = (
-                "SELECT json_group_array(json_array(rid, id, current_status, printf('%!.20g', score))) "
-                "FROM ("
-                f"SELECT rid, id, current_status, score FROM (SELECT {KEYS}, "
-                f"{bm25}(records_fts) AS score, {visible} AS vis_ FROM records_fts t "
-                "JOIN records r ON r.rid = t.rowid WHERE records_fts MATCH :m "
-                f"AND r.project = :project {inner}) WHERE vis_ ORDER BY score, rid DESC "
-                "LIMIT :limit)"
-            )
-            (found,) = conn.execute(sql, params).fetchone()
+            if plan.one_project is not None:
+                one, found = conn.execute(plan.one_project, plan.params).fetchone()
+                return found if one else "!"
+            return cast(str | None, conn.execute(plan.general, plan.params).fetchone()[0])
         except sqlite3.OperationalError as exc:
-            raise StoreError(f"full-text search failed for {text[:80]!r}: {exc}") from exc
-        return _ranked(found)
+            raise StoreError(f"full-text search failed for {plan.text[:80]!r}: {exc}") from exc
+
+    def ranking_result(self, plan: RankingPlan | None, found: str | None) -> list[Ranked]:
+        """`ranking_rows`' answer as Ranked, best first, after what ONE_PROJECT leaves to do: a
+        store of more than one project ranks with the general statement, and when fewer than
+        `limit` of the best matches are visible to the agent, the whole window is looked at."""
+        if plan is None:
+            return []
+        if found == "!":
+            return _ranked(self.ranking_rows(replace(plan, one_project=None)))
+        ranked = _ranked(found)
+        if plan.one_project is not None and len(ranked) < plan.params["limit"]:
+            whole = replace(plan, params={**plan.params, "first": plan.params["window"]})
+            ranked = _ranked(self.ranking_rows(whole))
+        return ranked
 
     def _selective_match(self, terms: Sequence[str]) -> str | None:
         """Leave out words found in more than COMMON_DF records (the idea of Lucene's common-terms
