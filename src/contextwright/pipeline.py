@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
 
 from .cache import SourceCache
 from .candidates import SECTION_RANK, Candidate
@@ -81,22 +80,27 @@ def run_sources(
     inline = [pool is None or is_inline(src, ctx) for src in sources]
     futures: list[tuple[int, Source, Future[Timed]]] = []
     if pool is not None:
-        started: list[tuple[float, str, Callable[[], Any]]] = []
+        # One core stays with the calling thread; the heaviest work takes the others, and the
+        # rest is done by its own source on the calling thread (`prepared_result`'s fallback):
+        # queued behind other work it would finish later than that. So a source is asked to
+        # prepare only while a core is left (preparing may cost the calling thread something:
+        # the full-text source plans its statement there).
+        ready: list[tuple[float, str, int]] = []
         for i, src in enumerate(sources):
-            prepare = getattr(src, "prepare", None)
-            if prepare is None or not inline[i] or (cache is not None and cache.holds(src, ctx)):
-                continue  # nothing to start, or the cache will answer
+            if getattr(src, "prepare", None) is None or not inline[i]:
+                continue
+            if cache is not None and cache.holds(src, ctx):
+                continue  # the cache will answer
+            ready.append((-float(getattr(src, "prepare_weight", 1.0)), src.name, i))
+        for _, name, i in sorted(ready):
+            if len(ctx.prepared) >= SPARE_CORES:
+                break
             try:
-                work = prepare(ctx)
+                work = sources[i].prepare(ctx)  # type: ignore[attr-defined]
             except Exception:  # `run` does the same work and fails as a source, not as the call
                 work = None
             if work is not None:
-                started.append((-float(getattr(src, "prepare_weight", 1.0)), src.name, work))
-        # One core stays with the calling thread; the heaviest work takes the others, and the
-        # rest is done by its own source on the calling thread (`prepared_result`'s fallback):
-        # queued behind other work it would finish later than that.
-        for _, name, work in sorted(started, key=lambda s: s[0])[:SPARE_CORES]:
-            ctx.prepared[name] = pool.submit(work)
+                ctx.prepared[name] = pool.submit(work)
         futures = [
             (i, src, pool.submit(_timed, src, ctx, cache))
             for i, src in enumerate(sources)
