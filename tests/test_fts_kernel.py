@@ -155,3 +155,28 @@ def test_a_closed_and_reopened_store_ranks_again(tmp_path: Path) -> None:
     assert store.text_ranked("p", "a", "w1 w2", 10) == first
     assert store._conns.bm25(store._conn()) == "cw_bm25"
     store.close()
+
+
+def test_rowids_past_what_is_kept_are_scored_as_bm25_does(tmp_path: Path) -> None:
+    """A rowid far past the table's rows, or below zero (not ones the store makes: its rowids
+    count up from 1), is asked for every time, as bm25() does: the same doubles, and no memory
+    spent on the gap."""
+    path = str(tmp_path / "sparse.db")
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("CREATE VIRTUAL TABLE records_fts USING fts5(content)")
+        rows = [
+            (-3, "alpha gamma"),
+            (5, "alpha beta"),
+            (2**31 - 1, "alpha gamma gamma"),
+            (2**40, "alpha beta beta"),
+        ]
+        conn.executemany("INSERT INTO records_fts(rowid, content) VALUES (?, ?)", rows)
+        conn.commit()
+        assert sqlite_bm25.register(conn, path)
+        for terms in (["alpha"], ["beta"], ["alpha", "gamma"]):
+            match = _match(terms)
+            assert _ranked(conn, "cw_bm25", match) == _ranked(conn, "bm25", match)
+            assert _ranked(conn, "cw_bm25", match) == _ranked(conn, "bm25", match)
+    finally:
+        conn.close()

@@ -92,7 +92,7 @@ def run_sources(
             if cache is not None and cache.holds(src, ctx):
                 continue  # the cache will answer
             ready.append((-float(getattr(src, "prepare_weight", 1.0)), src.name, i))
-        for _, name, i in sorted(ready):
+        for _, name, i in sorted(ready, key=lambda r: r[0]):  # ties: in the sources' order
             if len(ctx.prepared) >= SPARE_CORES:
                 break
             try:

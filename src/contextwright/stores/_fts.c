@@ -68,10 +68,14 @@ static void lengths_free(void *p) {
     free(l);
 }
 
-/* Room for `rowid`; 0 if there is no memory for it (the row is then asked for every time). */
-static int grow(Lengths *l, sqlite3_int64 rowid) {
+/* Room for `rowid`, in a table of `rows` rows; 0 if there is none (the row is then asked for
+ * every time). The store's rowids count up from 1, one per record: a rowid past twice the rows
+ * is a gap that no memory is spent on. */
+static int grow(Lengths *l, sqlite3_int64 rowid, sqlite3_int64 rows) {
     sqlite3_int64 cap = l->cap ? l->cap : (sqlite3_int64)1 << CHUNK_BITS;
+    if (rowid < 0) return 0;
     if (rowid < l->cap) return 1;
+    if (rowid >= 2 * rows + ((sqlite3_int64)1 << CHUNK_BITS)) return 0;
     while (cap <= rowid) cap *= 2;
     uint16_t *len = realloc(l->len, (size_t)cap * sizeof(uint16_t));
     if (len == NULL) return 0;
@@ -117,6 +121,7 @@ static void read_chunk(Lengths *l, sqlite3_int64 rowid) {
 typedef struct {
     int nPhrase;
     int loads; /* chunks of lengths read in this statement */
+    sqlite3_int64 nRow;
     double avgdl;
     double *aIDF;
     double *aFreq;
@@ -144,6 +149,7 @@ static int bm25_data(const Fts5ExtensionApi *api, Fts5Context *fts, Bm25Data **o
         rc = api->xRowCount(fts, &nRow);
         if (rc == SQLITE_OK) rc = api->xColumnTotalSize(fts, -1, &nToken);
         if (rc == SQLITE_OK) p->avgdl = (double)nToken / (double)nRow;
+        p->nRow = nRow;
         for (int i = 0; rc == SQLITE_OK && i < nPhrase; i++) {
             sqlite3_int64 nHit = 0;
             rc = api->xQueryPhrase(fts, i, (void *)&nHit, count_cb);
@@ -186,7 +192,7 @@ static void cw_bm25(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_conte
     if (rc == SQLITE_OK) {
         sqlite3_int64 rowid = api->xRowid(fts);
         int nTok = 0;
-        int room = rowid >= 0 && grow(l, rowid);
+        int room = grow(l, rowid, p->nRow);
         if (room && l->len[rowid] == 0 && !l->read[rowid >> CHUNK_BITS] &&
             p->loads < LOADS_PER_STATEMENT) {
             p->loads++;
