@@ -180,3 +180,22 @@ def test_rowids_past_what_is_kept_are_scored_as_bm25_does(tmp_path: Path) -> Non
             assert _ranked(conn, "cw_bm25", match) == _ranked(conn, "bm25", match)
     finally:
         conn.close()
+
+
+def test_a_ranking_runs_with_the_function_of_the_connection_that_runs_it(
+    large: SQLiteStore,
+) -> None:
+    """The calling thread plans a ranking and the pool's connection runs it: where that one has
+    no cw_bm25 (registration refused), the statement ranks with bm25(), never fails."""
+    text = "w1 w7 w20"
+    expected = large.text_ranked("p", "a", text, 40)
+    plan = large.ranking_plan("p", "a", text, 40)  # planned where cw_bm25 is registered
+    plain = sqlite3.connect(large.path)  # a connection without it, as this thread's
+    mine = large._conns._local.conn
+    large._conns._local.conn = plain
+    try:
+        assert large._conns.bm25(plain) == "bm25"
+        assert large.ranking_result(plan, large.ranking_rows(plan)) == expected
+    finally:
+        large._conns._local.conn = mine
+        plain.close()

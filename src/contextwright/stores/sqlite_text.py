@@ -61,6 +61,7 @@ class RankingPlan:
 
     text: str
     params: dict[str, Any]
+    # The statements, with `{bm25}` for the ranking function of the connection that runs them.
     general: str  # GENERAL, for any store
     one_project: str | None  # ONE_PROJECT, tried first where words were left out
 
@@ -146,14 +147,14 @@ class SQLiteText:
             "first": limit * 2,
         }
         visible = VISIBLE if agent is not None else "1"
-        bm25 = self._conns.bm25(self._conn())
         # A small store ranks every match. A large one ranks the newest LARGE_WINDOW matches of
         # its selective words only, so that the cost stays bounded whatever the words are.
         inner = "ORDER BY t.rowid DESC LIMIT :window" if selective else "ORDER BY score LIMIT :wide"
-        general = GENERAL.format(visible=visible, bm25=bm25, inner=inner)
+        general = GENERAL.format(visible=visible, bm25="{bm25}", inner=inner)
         if selective is None:
             return RankingPlan(text, params, general, None)
-        return RankingPlan(text, params, general, ONE_PROJECT.format(visible=visible, bm25=bm25))
+        one_project = ONE_PROJECT.format(visible=visible, bm25="{bm25}")
+        return RankingPlan(text, params, general, one_project)
 
     def ranking_rows(self, plan: RankingPlan | None) -> str | None:
         """The plan's statement, run: SQL only, one row (the hits as JSON). On a store of one
@@ -162,10 +163,13 @@ class SQLiteText:
             return None
         try:
             conn = self._conn()
+            bm25 = self._conns.bm25(conn)  # this connection's: the same scores either way
             if plan.one_project is not None:
-                one, found = conn.execute(plan.one_project, plan.params).fetchone()
+                sql = plan.one_project.replace("{bm25}", bm25)
+                one, found = conn.execute(sql, plan.params).fetchone()
                 return found if one else "!"
-            return cast(str | None, conn.execute(plan.general, plan.params).fetchone()[0])
+            sql = plan.general.replace("{bm25}", bm25)
+            return cast(str | None, conn.execute(sql, plan.params).fetchone()[0])
         except sqlite3.OperationalError as exc:
             raise StoreError(f"full-text search failed for {plan.text[:80]!r}: {exc}") from exc
 
