@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
 
 from .cache import SourceCache
 from .candidates import SECTION_RANK, Candidate
@@ -85,18 +86,17 @@ def run_sources(
         # queued behind other work it would finish later than that. So a source is asked to
         # prepare only while a core is left (preparing may cost the calling thread something:
         # the full-text source plans its statement there).
-        ready: list[tuple[float, str, int]] = []
+        ready: list[tuple[float, str, Callable[[SourceContext], Any]]] = []
         for i, src in enumerate(sources):
-            if getattr(src, "prepare", None) is None or not inline[i]:
-                continue
-            if cache is not None and cache.holds(src, ctx):
-                continue  # the cache will answer
-            ready.append((-float(getattr(src, "prepare_weight", 1.0)), src.name, i))
-        for _, name, i in sorted(ready, key=lambda r: r[0]):  # ties: in the sources' order
+            prepare = getattr(src, "prepare", None)
+            if prepare is None or not inline[i] or (cache is not None and cache.holds(src, ctx)):
+                continue  # nothing to start, or the cache will answer
+            ready.append((-float(getattr(src, "prepare_weight", 1.0)), src.name, prepare))
+        for _, name, prepare in sorted(ready, key=lambda r: r[0]):  # ties: the sources' order
             if len(ctx.prepared) >= SPARE_CORES:
                 break
             try:
-                work = sources[i].prepare(ctx)  # type: ignore[attr-defined]
+                work = prepare(ctx)
             except Exception:  # `run` does the same work and fails as a source, not as the call
                 work = None
             if work is not None:

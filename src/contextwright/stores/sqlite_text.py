@@ -66,6 +66,9 @@ class RankingPlan:
     one_project: str | None  # ONE_PROJECT, tried first where words were left out
 
 
+# `ranking_rows`' answer when ONE_PROJECT finds the store holds more than one project.
+MORE_PROJECTS = "more projects"
+
 # Word counts kept for the COMMON_DF cutoff (`_word_count`); past this many the cache starts again.
 WORD_COUNTS_KEPT = 50_000
 
@@ -149,7 +152,11 @@ class SQLiteText:
         visible = VISIBLE if agent is not None else "1"
         # A small store ranks every match. A large one ranks the newest LARGE_WINDOW matches of
         # its selective words only, so that the cost stays bounded whatever the words are.
-        inner = "ORDER BY t.rowid DESC LIMIT :window" if selective else "ORDER BY score LIMIT :wide"
+        inner = (
+            "ORDER BY score LIMIT :wide"
+            if selective is None
+            else "ORDER BY t.rowid DESC LIMIT :window"
+        )
         general = GENERAL.format(visible=visible, bm25="{bm25}", inner=inner)
         if selective is None:
             return RankingPlan(text, params, general, None)
@@ -157,8 +164,8 @@ class SQLiteText:
         return RankingPlan(text, params, general, one_project)
 
     def ranking_rows(self, plan: RankingPlan | None) -> str | None:
-        """The plan's statement, run: SQL only, one row (the hits as JSON). On a store of one
-        project, ONE_PROJECT; its answer says (`!` before the JSON) when the store holds more."""
+        """The plan's statement, run: SQL only, one row (the hits as JSON). ONE_PROJECT where
+        the plan has it, which answers MORE_PROJECTS instead when the store holds more."""
         if plan is None:
             return None
         try:
@@ -167,7 +174,7 @@ class SQLiteText:
             if plan.one_project is not None:
                 sql = plan.one_project.replace("{bm25}", bm25)
                 one, found = conn.execute(sql, plan.params).fetchone()
-                return found if one else "!"
+                return found if one else MORE_PROJECTS
             sql = plan.general.replace("{bm25}", bm25)
             return cast(str | None, conn.execute(sql, plan.params).fetchone()[0])
         except sqlite3.OperationalError as exc:
@@ -179,7 +186,7 @@ class SQLiteText:
         `limit` of the best matches are visible to the agent, the whole window is looked at."""
         if plan is None:
             return []
-        if found == "!":
+        if found == MORE_PROJECTS:
             return _ranked(self.ranking_rows(replace(plan, one_project=None)))
         ranked = _ranked(found)
         if plan.one_project is not None and len(ranked) < plan.params["limit"]:
