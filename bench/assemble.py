@@ -538,19 +538,31 @@ def rss_parts() -> dict[str, float]:
     return out
 
 
-def machine() -> dict[str, Any]:
-    cpu = "unknown"
+def cpu_info(path: str = "/proc/cpuinfo") -> dict[str, str]:
+    """The first CPU's model name, family, model and stepping from `path` (Linux; else
+    "unknown"). A VM may name every host "AMD EPYC": the family and model tell two hosts apart
+    (family 26 is Zen 5, 25 Zen 3 and 4), which a run's speed can depend on more than on its code."""
+    fields = {"model name": "cpu", "cpu family": "cpu_family", "model": "cpu_model"}
+    fields["stepping"] = "cpu_stepping"
+    out = dict.fromkeys(fields.values(), "unknown")
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
+                if not line.strip():
+                    break  # the first CPU's block ends
+                name, _, value = line.partition(":")
+                key = fields.get(name.strip())
+                if key is not None:
+                    out[key] = value.strip()
     except OSError:
         pass
+    return out
+
+
+def machine() -> dict[str, Any]:
     return {
         "nproc": os.cpu_count(),
-        "cpu": cpu,
+        **cpu_info(),
         "python": platform.python_version(),
         "sqlite": __import__("sqlite3").sqlite_version,
         "platform": platform.platform(),
@@ -566,7 +578,10 @@ def machine() -> dict[str, Any]:
 
 def _print(report: dict[str, Any]) -> None:
     m = report["machine"]
-    print(f"machine: {m['nproc']} cpu · {m['cpu']} · python {m['python']} · sqlite {m['sqlite']}")
+    print(
+        f"machine: {m['nproc']} cpu · {m['cpu']} (family {m['cpu_family']}, model "
+        f"{m['cpu_model']}) · python {m['python']} · sqlite {m['sqlite']}"
+    )
     print(f"code: {m['compiled_reason']}")
     head = (
         f"{'records':>8} {'p50 ms':>8} {'p99 ms':>8} {'seen p50':>9} {'loop p50':>9} "

@@ -187,6 +187,31 @@ def test_assemble_bench_counts_the_full_collections_only() -> None:
     assert seen._observe not in gc.callbacks
 
 
+def test_assemble_bench_names_the_first_cpus_family_and_model(tmp_path: Path) -> None:
+    """`cpu_info` reads the first CPU's block of /proc/cpuinfo (a VM may name every host "AMD
+    EPYC"; the family and model tell them apart), and says "unknown" for what it cannot read."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import assemble
+    finally:
+        sys.path.remove(str(BENCH))
+    info = tmp_path / "cpuinfo"
+    info.write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n"
+        "model name\t: AMD EPYC\nstepping\t: 1\n\n"
+        "processor\t: 1\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: other\n"
+    )
+    assert assemble.cpu_info(str(info)) == {
+        "cpu": "AMD EPYC",
+        "cpu_family": "26",
+        "cpu_model": "2",
+        "cpu_stepping": "1",
+    }
+    gone = assemble.cpu_info(str(tmp_path / "missing"))
+    assert set(gone.values()) == {"unknown"} and len(gone) == 4
+    assert set(assemble.machine()) >= {"cpu", "cpu_family", "cpu_model", "cpu_stepping"}
+
+
 def test_instructions_bench_reads_valgrinds_counts() -> None:
     """bench/instructions.py's parsing of valgrind's total and of callgrind_annotate's lines (the
     run itself needs valgrind and minutes: docs/benchmarks.md quotes it)."""
