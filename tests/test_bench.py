@@ -104,6 +104,8 @@ def test_vectors_bench_reports_cold_and_loop_with_and_without_vectors(tmp_path: 
     ratio = report["assemble_with_vectors_ms"]["p50"] / report["cpu_reference_ms"]["p50"]
     assert report["with_vectors_per_reference"] == pytest.approx(ratio, abs=0.01)
     assert report["lag_after_run"] == 0  # the loop waited for the worker after every turn
+    full = report["full_collections"]
+    assert full["count"] >= 0 and (full["max_ms"] > 0) == (full["count"] > 0)
     # The hash embedder has one model: no int8 query build to compare with the packaged one.
     assert report["compute"] is None and report["query_embedding_packaged_model_ms"] is None
     assert _positive(report["query_embedding_ms"])
