@@ -542,8 +542,12 @@ def cpu_info(path: str = "/proc/cpuinfo") -> dict[str, str]:
     """The first CPU's model name, family, model and stepping from `path` (Linux; else
     "unknown"). A VM may name every host "AMD EPYC": the family and model tell two hosts apart
     (family 26 is Zen 5, 25 Zen 3 and 4), which a run's speed can depend on more than on its code."""
-    fields = {"model name": "cpu", "cpu family": "cpu_family", "model": "cpu_model"}
-    fields["stepping"] = "cpu_stepping"
+    fields = {
+        "model name": "cpu",
+        "cpu family": "cpu_family",
+        "model": "cpu_model",
+        "stepping": "cpu_stepping",
+    }
     out = dict.fromkeys(fields.values(), "unknown")
     try:
         with open(path) as f:
