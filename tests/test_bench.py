@@ -255,3 +255,42 @@ def test_instructions_bench_says_what_is_missing(tmp_path: Path) -> None:
     assert bad.returncode != 0 and "--calls=0" in bad.stderr
     no_valgrind = run("--records", "50", "--calls", "1", "--dir", str(tmp_path), path=str(tmp_path))
     assert no_valgrind.returncode != 0 and "valgrind is not installed" in no_valgrind.stderr
+
+
+def test_vector_index_bench_compares_the_store_with_sqlite_vec(tmp_path: Path) -> None:
+    """bench/vector_index.py times the store's search and three sqlite-vec searches on the same
+    vectors and says how much of the exact top k each returns: float32 vec0 is exact."""
+    report = _run(
+        "vector_index.py",
+        "--rows",
+        "600",
+        "--queries",
+        "6",
+        "--k",
+        "5",
+        "--dir",
+        str(tmp_path),
+        cwd=tmp_path,
+    )
+    searches = ["store", "vec0 float32", "vec0 int8", "vec0 bit + rerank"]
+    assert list(report["search_ms"]) == searches and list(report["agreement"]) == searches
+    for name in searches:
+        assert _positive(report["search_ms"][name]), name
+        assert 0.0 <= report["agreement"][name] <= 1.0, name
+    assert report["agreement"]["vec0 float32"] == 1.0
+    assert report["agreement"]["store"] >= 0.8  # 600 rows: every row ranked, int8 cosines
+    assert report["rows"] == 600 and report["k"] == 5
+    assert all(mb > 0 for mb in report["file_mb"].values())
+
+
+def test_vector_index_bench_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without sqlite-vec the bench stops with the pip command, not a traceback."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import vector_index
+    finally:
+        sys.path.remove(str(BENCH))
+    monkeypatch.setitem(sys.modules, "sqlite_vec", None)  # import sqlite_vec -> ImportError
+    with pytest.raises(SystemExit) as stopped:
+        vector_index.sqlite_vec_connection(":memory:")
+    assert "pip install -e '.[bench]'" in str(stopped.value.code)
