@@ -2,7 +2,7 @@
 and peak RSS, at several project sizes, with baselines measured in the same run.
 
     .venv/bin/python bench/assemble.py [--sizes 10000,100000] [--calls 200] [--loop-sessions 20]
-        [--vectors] [--json]
+        [--vectors] [--settle-heap] [--json]
 
 Each size runs in its own child process, so that its peak RSS is its own. The machine may be
 noisy (other processes), so two baselines are measured beside the engine in the same process:
@@ -16,6 +16,9 @@ timed after each request. On this VM the same work takes up to 1.8 times as long
 at another, so `assemble_per_reference` (the cold calls' p50 over the reference's p50) is what to
 compare between runs made in different spells. The full collections of the cyclic GC during the
 cold calls are counted too (`full_collections`): where one lands in a timed call, it is the p99.
+`--settle-heap` calls `gc.collect()` then `gc.freeze()` after the warm-up, as `contextwright serve`
+and `contextwright mcp` do before they answer: what start-up made is then left out of every full
+collection (`frozen_objects` says how many objects).
 
 The same calls also run through an engine with `locality=False`, to show what that pass costs, and
 through one with `workers=1`, where every source runs on the calling thread (no pool). Each engine
@@ -410,7 +413,9 @@ def agent_loop(
     return out
 
 
-def run_one(n: int, calls: int, workdir: str, loop_sessions: int = 20) -> dict[str, Any]:
+def run_one(
+    n: int, calls: int, workdir: str, loop_sessions: int = 20, settle: bool = False
+) -> dict[str, Any]:
     path = os.path.join(workdir, f"bench-{n}.db")
     for f in store_files(path):  # the store, its traces, and their logs
         if os.path.exists(f):
@@ -434,6 +439,10 @@ def run_one(n: int, calls: int, workdir: str, loop_sessions: int = 20) -> dict[s
             eng.flush()
         _baseline_queries(bare, agent, task, f"{agent}-{day}")
     bare.flush()  # its store's word counts are read before the measured calls, as the others'
+    if settle:  # as `contextwright serve` does before it answers (docs/assembly.md)
+        from contextwright.cli.service import settle_heap
+
+        settle_heap()
     full: list[float] = []
     without: list[float] = []
     no_pool: list[float] = []
@@ -506,6 +515,8 @@ def run_one(n: int, calls: int, workdir: str, loop_sessions: int = 20) -> dict[s
         "cpu_reference_ms": _stats(reference),
         "assemble_per_reference": per_reference(full, reference),
         "full_collections": collections.report(),
+        # Objects left out of every full collection by `--settle-heap` (gc.freeze), or 0.
+        "frozen_objects": gc.get_freeze_count(),
         "stages_ms_p50": {k: _pct(v, 50) for k, v in stages.items()},
         "trace_items_p50": int(statistics.median(items)),
         "trace_kb_p50": round(statistics.median(trace_kb), 1),
@@ -626,9 +637,15 @@ def main() -> None:
     parser.add_argument(
         "--vectors", action="store_true", help="also run bench/vectors.py at each size"
     )
+    parser.add_argument(
+        "--settle-heap",
+        action="store_true",
+        help="gc.collect() then gc.freeze() after the warm-up, as the servers do",
+    )
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(run_one(args.one, args.calls, args.dir, args.loop_sessions)))
+        report = run_one(args.one, args.calls, args.dir, args.loop_sessions, args.settle_heap)
+        print(json.dumps(report))
         return
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     results = []
@@ -637,6 +654,7 @@ def main() -> None:
         for n in sizes:
             cmd = [sys.executable, __file__, "--one", str(n), "--calls", str(args.calls)]
             cmd += ["--loop-sessions", str(args.loop_sessions)]
+            cmd += ["--settle-heap"] if args.settle_heap else []
             out = subprocess.run(
                 [*cmd, "--dir", workdir], check=True, capture_output=True, text=True
             )

@@ -74,6 +74,28 @@ def test_assemble_bench_reports_both_workloads_and_the_baselines(tmp_path: Path)
     assert report["machine"]["compiled_reason"] == why
     assert report["machine"]["hamming_kernel"] is (compiled.kernel("hamming") is not None)
     assert report["machine"]["fts_kernel"] is (compiled.kernel("fts") is not None)
+    assert r["frozen_objects"] == 0  # nothing frozen without --settle-heap
+
+
+def test_assemble_bench_settles_the_heap_as_the_servers_do(tmp_path: Path) -> None:
+    """`--settle-heap` freezes what the warm-up left (gc.freeze), as `contextwright serve` does:
+    the report says how many objects every later full collection leaves out."""
+    report = _run(
+        "assemble.py",
+        "--sizes",
+        "300",
+        "--calls",
+        "4",
+        "--loop-sessions",
+        "1",
+        "--settle-heap",
+        "--dir",
+        str(tmp_path),
+        cwd=tmp_path,
+    )
+    (r,) = report["results"]
+    assert r["frozen_objects"] > 10_000  # modules, classes, functions: start-up's objects
+    assert _positive(r["assemble_ms"])
 
 
 def test_vectors_bench_reports_cold_and_loop_with_and_without_vectors(tmp_path: Path) -> None:
