@@ -50,13 +50,12 @@ def clustered(rows: int, queries: int, seed: int = 5) -> tuple[np.ndarray, np.nd
     """`rows` unit vectors around 1,000 random centres, and `queries` near those centres."""
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((1000, DIM)).astype(np.float32)
-    data = centres[rng.integers(0, 1000, rows)] + rng.standard_normal((rows, DIM)).astype(
-        np.float32
-    ) * np.float32(0.7)
-    near = centres[rng.integers(0, 1000, queries)] + rng.standard_normal((queries, DIM)).astype(
-        np.float32
-    ) * np.float32(0.7)
-    return _unit(data), _unit(near)
+
+    def around(n: int) -> np.ndarray:
+        picked = centres[rng.integers(0, 1000, n)]
+        return _unit(picked + rng.standard_normal((n, DIM)).astype(np.float32) * np.float32(0.7))
+
+    return around(rows), around(queries)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -65,8 +64,8 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 def sqlite_vec_connection(path: str) -> Any:
-    """A pysqlite3 connection to `path` with sqlite-vec loaded; SystemExit(2) saying what to
-    install when either is missing."""
+    """A pysqlite3 connection to `path` with sqlite-vec loaded; SystemExit, saying what to
+    install, when either is missing."""
     try:
         import pysqlite3.dbapi2 as sqlite
         import sqlite_vec
