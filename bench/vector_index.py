@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from assemble import PROJECT, _stats, fill, generate, machine
 
 from contextwright import Engine
+from contextwright.embedders.minilm import normalize
 from contextwright.ports import Query
 
 DIM = 384
@@ -53,14 +54,11 @@ def clustered(rows: int, queries: int, seed: int = 5) -> tuple[np.ndarray, np.nd
 
     def around(n: int) -> np.ndarray:
         picked = centres[rng.integers(0, 1000, n)]
-        return _unit(picked + rng.standard_normal((n, DIM)).astype(np.float32) * np.float32(0.7))
+        return normalize(
+            picked + rng.standard_normal((n, DIM)).astype(np.float32) * np.float32(0.7)
+        )
 
     return around(rows), around(queries)
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    out: np.ndarray = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
-    return out
 
 
 def sqlite_vec_connection(path: str) -> Any:

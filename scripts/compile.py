@@ -143,9 +143,10 @@ def build() -> None:
         try:
             build_kernel(PACKAGE / source, staging / str(file))
         except (OSError, RuntimeError) as exc:
-            # The modules are built; the module that calls this kernel runs its numpy code. The
-            # failure is recorded, so that the build counts as current until the source changes.
-            print(f"C kernel {name} not built ({exc}); numpy runs instead", file=sys.stderr)
+            # The modules are built; the module that calls this kernel runs its own fallback
+            # (numpy's loop, or SQLite's bm25()). The failure is recorded, so that the build
+            # counts as current until the source changes.
+            print(f"C kernel {name} not built ({exc}); its fallback runs instead", file=sys.stderr)
             file = None
         kernels[name] = {"file": file, "source": source, "sha256": kernel_digests[name]}
     manifest = {

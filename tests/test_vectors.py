@@ -805,3 +805,15 @@ def test_the_query_cache_keeps_the_size_it_is_given() -> None:
     for text in ("alpha", "beta", "gamma"):
         source._keep(text, np.zeros(4))
     assert list(source._cache) == ["beta", "gamma"]
+
+
+def test_access_of_a_stored_row_keeps_only_a_direct_records_recipients() -> None:
+    """`Access.of_row`, as both the table's catch-up and this process's own writes build it:
+    recipients (stored as JSON) count for a direct record only."""
+    direct = Access.of_row("ann", "direct", '["bob", "cy"]')
+    assert direct == Access("ann", "direct", ("bob", "cy"))
+    assert direct.allows("bob") and direct.allows("ann") and not direct.allows("dee")
+    shared = Access.of_row("ann", "project", '["bob"]')
+    assert shared == Access("ann", "project", ()) and shared.allows("dee")
+    private = Access.of_row("ann", "private", '["bob"]')
+    assert private.to == () and not private.allows("bob") and private.allows("ann")

@@ -11,7 +11,8 @@ one this process runs.
 
 The build also holds C kernels, plain shared libraries that a module loads through ctypes
 (`kernel`): each is used when its source still has the sha256 it was built from, whether or not
-the modules are, and never under CONTEXTWRIGHT_PURE; without it, the module's numpy code runs.
+the modules are, and never under CONTEXTWRIGHT_PURE; without it, the module's own fallback runs
+(numpy's loop for the Hamming distances, SQLite's bm25() for the full-text ranking).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ ranking: a row the agent may not see never competes for a place.
 from __future__ import annotations
 
 import ctypes
+import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -122,6 +123,14 @@ class Access:
     author: str
     visibility: str
     to: tuple[str, ...] = ()
+
+    @classmethod
+    def of_row(cls, author: str, visibility: str, recipients: str) -> Access:
+        """From a record's columns (`recipients` as stored, JSON): only a direct record's
+        recipients decide who sees it (`allows`), so the others keep none."""
+        return cls(
+            author, visibility, tuple(json.loads(recipients)) if visibility == "direct" else ()
+        )
 
     def allows(self, agent: str) -> bool:
         if self.visibility == "project" or self.author == agent:

@@ -3,7 +3,6 @@ in-process int8 matrix that catches up with the table by sequence number (see _v
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -118,10 +117,8 @@ class SQLiteVectors:
                     "INSERT INTO vectors (rid, project, model, scale, data) VALUES (?, ?, ?, ?, ?)",
                     (row[0], project, model, scale, data),
                 ).lastrowid
-                to = tuple(json.loads(row[4])) if row[3] == "direct" else ()
-                written.append(
-                    Written(project, rid, Access(row[2], row[3], to), data, scale, seq or 0)
-                )
+                access = Access.of_row(row[2], row[3], row[4])
+                written.append(Written(project, rid, access, data, scale, seq or 0))
             return written
 
         written: list[Written] = self._write(write)
@@ -194,13 +191,7 @@ class SQLiteVectors:
                     [row[1] for row in rows],
                     data.reshape(len(rows), dim),
                     scales,
-                    # Only a direct record's recipients decide who sees it (Access.allows).
-                    [
-                        Access(
-                            row[2], row[3], tuple(json.loads(row[4])) if row[3] == "direct" else ()
-                        )
-                        for row in rows
-                    ],
+                    [Access.of_row(row[2], row[3], row[4]) for row in rows],
                 )
                 m.seq = max(m.seq, int(rows[-1][0]))
         return m
