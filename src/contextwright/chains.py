@@ -18,6 +18,7 @@ from .candidates import Candidate
 from .packing import Decision
 from .ports import Store, Tokenizer
 from .records import Record
+from .render import CHAIN_MARK, quoted
 from .scoring import item_prefix
 from .sources import SourceContext, record_candidate
 
@@ -27,12 +28,16 @@ MAX_CHAIN = 8  # how far to follow "superseded by" to the decision in force
 
 def _line(label: str, r: Record, limit: int = 600) -> str:
     body = r.content if len(r.content) <= limit else r.content[:limit].rstrip() + " …"
-    return f"\n  ↳ {label} {item_prefix(r)[2:]} {body}"
+    # Quoted deeper than the `↳` line, which only the engine writes (render.quoted).
+    return f"\n  {CHAIN_MARK} {label} {item_prefix(r)[2:]} {quoted(body, '    ')}"
 
 
 def _fold(c: Candidate, extra: Sequence[Record], lines: Sequence[str], counter: Tokenizer) -> None:
+    # The renderer shows a folded item's text as it is, so it is quoted here, once, around the
+    # `↳` lines (render.item_text).
+    text = c.text if len(c.records) > 1 else quoted(c.text)
     c.records = (*c.records, *extra)
-    c.text = c.text + "".join(lines)
+    c.text = text + "".join(lines)
     c.tokens = counter.count(c.text)
     c.dated_line = False  # several records' lines: each keeps its own date
 

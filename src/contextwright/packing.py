@@ -18,7 +18,7 @@ from .candidates import SECTIONS, Candidate, Item
 from .errors import BudgetError
 from .ports import Tokenizer
 from .records import init_args
-from .render import DATED_SECTIONS, day_heading, fixed_cost, heading_cost, unit_cost
+from .render import DATED_SECTIONS, day_heading, fixed_cost, heading_cost, quoted, unit_cost
 from .scoring import day_label, item_prefix
 
 MIN_TRUNCATE = 24
@@ -142,7 +142,11 @@ def pack(
                 r = c.records[0]
                 day, short = day_label(r), item_prefix(r, dated=False)
                 line = f"{short} {r.content}"
-                cost = counter.count(short) + r.tokens + 2  # the line and its newline
+                shown = quoted(line)
+                if shown is line:
+                    cost = counter.count(short) + r.tokens + 2  # the line and its newline
+                else:  # its further lines are indented (render.quoted)
+                    cost = counter.count(shown) + 1
                 cost += 0 if day in days else day_cost(day, counter)
             else:
                 cost = unit_cost(c, fmt, agent, counter)
