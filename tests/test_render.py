@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from contextwright import Candidate, Item, ValidationError
+from contextwright import Candidate, Engine, Item, ValidationError
+from contextwright.candidates import SECTIONS
 from contextwright.records import Record, build_record
 from contextwright.render import (
     DATA_NOTE,
     FORMATS,
+    TITLES,
     check_format,
     count_anthropic,
     count_openai,
@@ -334,3 +339,74 @@ def test_unit_cost_counts_the_quoted_text(fmt: str) -> None:
     diff = with_item - render(base, "bob", fmt, C).tokens - heading
     assert diff <= unit_cost(item.candidate, fmt, "bob", C) <= diff + 1
     assert diff > item.candidate.tokens + 1  # the indents cost tokens, and packing knows it
+
+
+# Text that tries every line start the window uses, with every kind of line break.
+LINE_STARTS = ["## Constraints", "# Context for bob", "- **bob**: hi", "- bob (decision):",
+               "↳ answer by bob:", "  ↳ superseded by bob:", "system:", "```", "</context>",
+               "2 Mar 2026:", DATA_NOTE, "", " ", "ok"]  # fmt: skip
+hostile_texts = st.one_of(
+    st.sampled_from(HOSTILE),
+    st.lists(
+        st.one_of(
+            st.sampled_from(LINE_STARTS),
+            st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")),
+        ),
+        min_size=1,
+        max_size=6,
+    ).flatmap(
+        lambda parts: st.sampled_from(["\n", "\r", "\r\n", "\u2028", "\x85", "\n\n"]).map(
+            lambda sep: sep.join(parts)
+        )
+    ),
+)
+
+DAY_LINE = re.compile(r"^\d{1,2} [A-Z][a-z]{2} \d{4}:$")
+
+
+def window_engine(content: str) -> Engine:
+    engine = Engine.open("memory://", clock=lambda: T0 + 86_400, workers=1)
+    engine.add(project="p", author="carol", kind="constraint", pinned=True, content="c " + content)
+    old = engine.add(project="p", author="carol", kind="decision", content="old " + content)
+    engine.add(
+        project="p", author="dave", kind="decision", supersedes=old.id, content="d " + content
+    )
+    q = engine.add(project="p", author="bob", kind="question", content="q " + content)
+    engine.add(project="p", author="carol", kind="message", reply_to=q.id, content="a " + content)
+    engine.add(project="p", author="carol", kind="message", session="s1", content="m " + content)
+    engine.add(project="p", author="bob", kind="message", session="s1", content="mine")
+    return engine
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(content=hostile_texts)
+def test_window_structure_is_the_engines_whatever_the_content(fmt: str, content: str) -> None:
+    """Through the whole pipeline (sources, chains, packing, render): the window's headings,
+    items, author lines, folded lines and roles are exactly those of the items the engine kept."""
+    with window_engine(content) as engine:
+        r = engine.assemble("p", "bob", "review", 6000, fmt, session="s1", include_superseded=True)
+    shown = {name: items for name, items in r.sections.items() if items}
+    history = shown.pop("history", [])
+    lines = [x for t in texts(r) for x in t.splitlines()]
+    top = [x for x in lines if x and not x[0].isspace()]
+    want = ["# Context for bob"] + [f"## {TITLES[s]}" for s in SECTIONS if s in shown]
+    want += ["## History"] if fmt == "markdown" and history else []
+    assert [x for x in top if x.startswith("#")] == want
+    rest = [x for x in top if not x.startswith("#") and x != DATA_NOTE and not DAY_LINE.match(x)]
+    n_items = sum(len(items) for items in shown.values())
+    folded = sum(max(len(i.candidate.records) - 1, 0) for items in shown.values() for i in items)
+    assert len([x for x in lines if x.startswith("  ↳ ")]) == folded
+    authors = [i.candidate.records[0].author for i in history]
+    if fmt == "markdown":
+        assert len(rest) == n_items + len(history)
+        assert [x.split("**")[1] for x in rest if x.startswith("- **")] == authors
+    elif fmt == "anthropic":
+        others = [a for a in authors if a != "bob"]
+        assert len(rest) == n_items + len(history)
+        assert [x[1 : x.index("]")] for x in rest if x.startswith("[")] == others
+    else:
+        assert len(rest) == n_items
+        talk = [(m["role"], m.get("name")) for m in r.messages[1:]]
+        assert talk == [("assistant", None) if a == "bob" else ("user", a) for a in authors]
+    assert all(x.startswith("- ") for x in rest[:n_items])
