@@ -108,6 +108,18 @@ def test_compaction_summarizes_each_scope_for_its_own_readers(engine: Engine) ->
     assert PRIVATE in alice["window"] and DIRECT in alice["window"]
 
 
+def test_no_summary_names_a_record_its_readers_may_not_read(engine: Engine) -> None:
+    ids = scene(engine)
+    late = engine.add(
+        project=P, author="alice", kind="note", session=S, visibility="private", content="late"
+    )
+    c = engine.sessions.compact(P, "alice", S, keep=4)
+    assert late.id in {t.key for t in engine.sessions.turns(P, "alice", S)}
+    assert late.id in next(s for s in c.summaries if s.visibility == "private").meta["kept"]
+    carol = views(engine, "carol")["records"]
+    assert not [i for i in (*ids.values(), late.id) if i in carol]
+
+
 def test_compaction_leaves_another_agents_records_and_view_alone(engine: Engine) -> None:
     ids = scene(engine)
     bob_before = engine.sessions.live_records(P, "bob", S)

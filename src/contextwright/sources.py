@@ -170,19 +170,18 @@ class HistorySource:
         return pair_tool_calls(session_view(ctx.store.query(q), ctx.agent), ctx, self.name)
 
 
+SESSION_SUMMARY_TAG = "session-summary"  # written by compaction and reset (sessions/)
+
+
 def session_view(records: Sequence[Record], agent: str) -> list[Record]:
-    """An agent's view of a session's records: its own summaries stand in for what they replace
-    (`meta.replaces`), and another agent's summaries stay out. One agent's compaction thus changes
-    only that agent's view; nobody else's records change status (docs/compaction.md)."""
-    own = [r for r in records if r.kind == "summary" and r.author == agent]
-    hidden = {i for r in own for i in _replaces(r)}
-    return [
-        r
-        for r in records
-        if r.status != "compacted"
-        and r.id not in hidden
-        and (r.kind != "summary" or r.author == agent)
-    ]
+    """An agent's view of a session's records: its own session summaries stand in for what they
+    replace (`meta.replaces`), and another agent's session summaries stay out. One agent's
+    compaction thus changes only that agent's view; no record changes status for it
+    (docs/compaction.md)."""
+    summaries = [r for r in records if r.kind == "summary" and SESSION_SUMMARY_TAG in r.tags]
+    hidden = {i for r in summaries if r.author == agent for i in _replaces(r)}
+    hidden.update(r.id for r in summaries if r.author != agent)
+    return [r for r in records if r.status != "compacted" and r.id not in hidden]
 
 
 def _replaces(summary: Record) -> list[str]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..packing import truncate_text
 from ..records import MAX_LIST_ITEMS, Record
+from ..sources import SESSION_SUMMARY_TAG
 from ..summarizers.extractive import SUMMARY_HEADING
 from . import scopes
 from . import state as states
@@ -152,7 +153,7 @@ def run_compaction(
     summaries: list[Record] = []
     replaced: list[str] = []
     for scope, group in scopes.group([*sel.summaries, *sel.replace]):
-        summaries.append(_summarize(mgr, st, scope, group, trigger, kept_ids, sel))
+        summaries.append(_summarize(mgr, st, scope, group, trigger, sel))
         replaced += [rid for t in group for rid in t.ids]
     at = {r.id: r.created_at for t in [*sel.summaries, *sel.replace] for r in t.records}
     now = engine.clock()
@@ -196,7 +197,6 @@ def _summarize(
     scope: scopes.Scope,
     group: Sequence[Turn],
     trigger: str,
-    kept_ids: list[str],
     sel: Selection,
 ) -> Record:
     """One summary of one scope's turns (its earlier summaries first), readable by that scope."""
@@ -223,15 +223,16 @@ def _summarize(
         kind="summary",
         session=st.session,
         content=content,
-        tags=["session-summary", trigger],
+        tags=[SESSION_SUMMARY_TAG, trigger],
         refs=[*previous_ids, *[r for r in replaced if r not in previous_ids]][:MAX_LIST_ITEMS],
         meta={
             "replaces": replaced,
             "scope": scope.key(st.agent),
             "trigger": trigger,
             "summarizer": mgr.summarizer.name,
-            "kept": kept_ids,
-            "protected": [t.key for t in sel.protected],
+            # Even an id says a record exists: name only those this summary's readers may read.
+            "kept": [t.key for t in sel.kept if scope.within(scopes.of_turn(t))],
+            "protected": [t.key for t in sel.protected if scope.within(scopes.of_turn(t))],
         },
         **scope.fields(st.agent),
     )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ValidationError
 from ..ids import new_id
 from ..records import Record
+from ..sources import SESSION_SUMMARY_TAG
 from . import scopes
 from . import state as states
 from .compaction import SUMMARY_INSTRUCTIONS, format_summary, heading, summary_dict
@@ -95,7 +96,7 @@ def run_reset(
                 kind="summary",
                 session=new,
                 content=format_summary(bullets, heading(base, scope, st.agent)),
-                tags=["session-summary", "transfer"],
+                tags=[SESSION_SUMMARY_TAG, "transfer"],
                 # Only the summaries of this scope: a reference is no wider than its record.
                 refs=[t.key for t in group if t.is_summary],
                 meta={

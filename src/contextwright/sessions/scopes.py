@@ -36,6 +36,12 @@ class Scope:
             return self
         return Scope(self.members & other.members)
 
+    def within(self, other: Scope) -> bool:
+        """True when everyone in this audience is also in `other` (may read what it reads)."""
+        if other.members is None:
+            return True
+        return self.members is not None and self.members <= other.members
+
     def fields(self, writer: str) -> dict[str, Any]:
         """`visibility` and `to` for a record `writer` writes for this audience."""
         if self.members is None:
