@@ -308,3 +308,10 @@ def test_no_answer_holds_a_marker_its_agent_may_not_see(
                 found.update({f"{k}@{S}": v for k, v in old.items()})
             forbidden = [m for m, who in audience.items() if agent not in who]
             assert_none_holds(found, *forbidden)
+
+
+def test_a_state_saved_with_one_summary_id_still_loads() -> None:
+    from contextwright.sessions.state import SessionState
+
+    old = {"project": P, "agent": "alice", "session": S, "created_at": 1.0, "summary_id": "sum1"}
+    assert SessionState.from_dict(old).summary_ids == ["sum1"]
