@@ -128,10 +128,11 @@ def test_compaction_keeps_last_n_and_points_at_what_it_replaced(engine: Engine) 
     assert c.summary.content.startswith("## Session Summary (compacted)\n- ")
     assert c.summary.kind == "summary" and set(c.summary.meta["replaces"]) == set(c.replaced)
     assert set(c.replaced) <= set(ids)
-    # Originals stay in the store, marked compacted; nothing was deleted.
+    # Originals stay in the store, unchanged (no status either): the replacement is this agent's
+    # view only; nothing was deleted.
     assert engine.store.count(P) >= before + 1
     for r in engine.store.get_many(c.replaced):
-        assert r.status == "compacted"
+        assert r.status is None
     live = s.turns(P, A, S)
     texts = [t.head.content for t in live]
     assert "Actually, I meant page 9, not page 3." in texts

@@ -167,8 +167,26 @@ class HistorySource:
             q = Query(ctx.project, ctx.agent, kinds=HISTORY_KINDS, session=ctx.session, limit=limit)
         else:
             q = Query(ctx.project, ctx.agent, kinds=HISTORY_KINDS, author=ctx.agent, limit=limit)
-        records = [r for r in ctx.store.query(q) if r.status != "compacted"]
-        return pair_tool_calls(records, ctx, self.name)
+        return pair_tool_calls(session_view(ctx.store.query(q), ctx.agent), ctx, self.name)
+
+
+SESSION_SUMMARY_TAG = "session-summary"  # written by compaction and reset (sessions/)
+
+
+def session_view(records: Sequence[Record], agent: str) -> list[Record]:
+    """An agent's view of a session's records: its own session summaries stand in for what they
+    replace (`meta.replaces`), and another agent's session summaries stay out. One agent's
+    compaction thus changes only that agent's view; no record changes status for it
+    (docs/compaction.md)."""
+    summaries = [r for r in records if r.kind == "summary" and SESSION_SUMMARY_TAG in r.tags]
+    hidden = {i for r in summaries if r.author == agent for i in _replaces(r)}
+    hidden.update(r.id for r in summaries if r.author != agent)
+    return [r for r in records if r.status != "compacted" and r.id not in hidden]
+
+
+def _replaces(summary: Record) -> list[str]:
+    ids = summary.meta.get("replaces")
+    return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
 
 
 def pair_tool_calls(records: list[Record], ctx: SourceContext, source: str) -> list[Candidate]:

@@ -1,11 +1,16 @@
-"""Compaction: older turns become one structured summary; the last N turns stay verbatim.
+"""Compaction: older turns become structured summaries; the last N turns stay verbatim.
 
 The split is pure: `select` decides which turns a summary replaces and which stay, counting a tool
 call with its result as one turn, so a pair is never split. Corrections, pinned instructions and
-pending tool calls are never summarized away: they stay verbatim in the window. A previous
-summary is folded into the new one (and leaves the window with the turns it covered). The
-manager persists the summary as a `summary` record whose `meta.replaces` lists every record it
-replaces; the originals stay in the store, marked `compacted`, and only leave the window.
+pending tool calls are never summarized away: they stay verbatim in the window. Previous
+summaries are folded into the new ones (and leave the window with the turns they covered).
+
+A summary quotes its turns, so there is one summary per visibility scope (scopes.py): the
+project's turns make a project summary, the agent's private turns a private one, direct turns a
+direct summary to the same agents. Each is a `summary` record whose `meta.replaces` lists the
+records it replaces. The replacement applies to the compacting agent's view only (its session
+state hides those ids; `sources.session_view` lets only the author's summaries stand in): no
+record's status changes, so every other agent's view of the session is as it was.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..packing import truncate_text
 from ..records import MAX_LIST_ITEMS, Record
+from ..sources import SESSION_SUMMARY_TAG
 from ..summarizers.extractive import SUMMARY_HEADING
+from . import scopes
 from . import state as states
 from .flush import MemoryFlush
 from .pruning import one_line
@@ -36,14 +43,17 @@ SUMMARY_INSTRUCTIONS = (
 
 @dataclass(frozen=True)
 class Selection:
-    replace: list[Turn]  # summarized, then marked compacted
+    replace: list[Turn]  # summarized, then out of the compacting agent's view
     summaries: list[Turn]  # earlier summaries folded into the new one
     protected: list[Turn]  # older than the keep window, but stay verbatim
     kept: list[Turn]  # the last N turns
 
     @property
     def empty(self) -> bool:
-        return not self.replace and len(self.summaries) <= 1
+        """Nothing to do: no turn to replace, and at most one summary per scope to fold."""
+        if self.replace:
+            return False
+        return all(len(group) <= 1 for _, group in scopes.group(self.summaries))
 
 
 def select(turns: Sequence[Turn], keep: int) -> Selection:
@@ -71,11 +81,12 @@ def format_summary(bullets: str, heading: str = SUMMARY_HEADING) -> str:
 
 @dataclass
 class Compaction:
-    """What one compaction did; `summary` is None when there was nothing to compact."""
+    """What one compaction did; `summaries` is empty when there was nothing to compact. There is
+    one summary per visibility scope of the replaced turns (scopes.py), widest first."""
 
     trigger: str
     session: str
-    summary: Record | None
+    summaries: list[Record] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     protected: list[str] = field(default_factory=list)
@@ -85,8 +96,13 @@ class Compaction:
     summarizer: str = ""
 
     @property
+    def summary(self) -> Record | None:
+        """The widest summary (the project's when there is one)."""
+        return self.summaries[0] if self.summaries else None
+
+    @property
     def compacted(self) -> bool:
-        return self.summary is not None
+        return bool(self.summaries)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -94,6 +110,7 @@ class Compaction:
             "session": self.session,
             "summary_id": self.summary.id if self.summary else None,
             "summary": self.summary.content if self.summary else None,
+            "summaries": [summary_dict(s) for s in self.summaries],
             "replaced": len(self.replaced),
             "kept": list(self.kept),
             "protected": list(self.protected),
@@ -102,6 +119,22 @@ class Compaction:
             "tokens_after": self.tokens_after,
             "summarizer": self.summarizer,
         }
+
+
+def summary_dict(record: Record) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "visibility": record.visibility,
+        "to": list(record.to),
+        "content": record.content,
+    }
+
+
+def heading(base: str, scope: scopes.Scope, writer: str) -> str:
+    """`base` with the scope named inside its parentheses: '## Session Summary (compacted;
+    private)'. The project's summary keeps the plain heading."""
+    label = scope.label(writer)
+    return f"{base[:-1]}; {label})" if label and base.endswith(")") else base
 
 
 def run_compaction(
@@ -114,54 +147,29 @@ def run_compaction(
     kept_ids = [t.key for t in sel.kept]
     if sel.empty:
         return Compaction(
-            trigger, st.session, None, kept=kept_ids, tokens_before=before, tokens_after=before
+            trigger, st.session, kept=kept_ids, tokens_before=before, tokens_after=before
         )
     flush = mgr._flush(st, [*sel.replace, *sel.protected])
-    texts = [t.head.content for t in sel.summaries]
-    texts += [
-        turn_text(t, st.agent, one_line(t.head, t.result) if t.is_tool else None)
-        for t in sel.replace
-    ]
-    bullets = mgr.summarizer.summarize(
-        texts, max_tokens=mgr.config.summary_tokens, instructions=SUMMARY_INSTRUCTIONS
-    )
-    content = format_summary(bullets)
-    bound = mgr.config.summary_tokens + 16
-    if engine.counter.count(content) > bound:
-        content = truncate_text(content, bound, engine.counter)[0]
-    replaced = [rid for t in [*sel.summaries, *sel.replace] for rid in t.ids]
-    previous = [t.key for t in sel.summaries]
-    summary = engine.add(
-        project=st.project,
-        author=st.agent,
-        kind="summary",
-        session=st.session,
-        content=content,
-        tags=["session-summary", trigger],
-        refs=[*previous, *[r for r in replaced if r not in previous]][:MAX_LIST_ITEMS],
-        meta={
-            "replaces": replaced,
-            "trigger": trigger,
-            "summarizer": mgr.summarizer.name,
-            "kept": kept_ids,
-            "protected": [t.key for t in sel.protected],
-        },
-    )
+    summaries: list[Record] = []
+    replaced: list[str] = []
+    for scope, group in scopes.group([*sel.summaries, *sel.replace]):
+        summaries.append(_summarize(mgr, st, scope, group, trigger, sel))
+        replaced += [rid for t in group for rid in t.ids]
+    at = {r.id: r.created_at for t in [*sel.summaries, *sel.replace] for r in t.records}
     now = engine.clock()
-    engine.store.set_status_many(
-        replaced, "compacted", "contextwright", now, f"summarized in {summary.id}"
-    )
     kept_records = [r for t in sel.kept for r in t.records]
-    st.cutoff = min((r.created_at for r in kept_records), default=summary.created_at)
+    st.cutoff = min((r.created_at for r in kept_records), default=summaries[0].created_at)
+    st.hide({rid: at[rid] for rid in replaced})
     st.protected = sorted({rid for t in sel.protected for rid in t.ids})
-    st.summary_id = summary.id
+    st.summary_ids = [s.id for s in summaries]
     st.compactions += 1
-    after = summary.tokens + sum(t.tokens for t in [*sel.protected, *sel.kept])
+    after = sum(s.tokens for s in summaries) + sum(t.tokens for t in [*sel.protected, *sel.kept])
     st.note(
         {
             "event": "compaction",
             "trigger": trigger,
-            "summary": summary.id,
+            "summary": summaries[0].id,
+            "summaries": st.summary_ids,
             "at": now,
             "replaced": len(replaced),
             "tokens_before": before,
@@ -172,7 +180,7 @@ def run_compaction(
     return Compaction(
         trigger,
         st.session,
-        summary,
+        summaries,
         replaced=replaced,
         kept=kept_ids,
         protected=[t.key for t in sel.protected],
@@ -180,4 +188,51 @@ def run_compaction(
         tokens_before=before,
         tokens_after=after,
         summarizer=mgr.summarizer.name,
+    )
+
+
+def _summarize(
+    mgr: SessionManager,
+    st: states.SessionState,
+    scope: scopes.Scope,
+    group: Sequence[Turn],
+    trigger: str,
+    sel: Selection,
+) -> Record:
+    """One summary of one scope's turns (its earlier summaries first), readable by that scope."""
+    engine = mgr.engine
+    previous = [t for t in group if t.is_summary]
+    texts = [t.head.content for t in previous]
+    texts += [
+        turn_text(t, st.agent, one_line(t.head, t.result) if t.is_tool else None)
+        for t in group
+        if not t.is_summary
+    ]
+    bullets = mgr.summarizer.summarize(
+        texts, max_tokens=mgr.config.summary_tokens, instructions=SUMMARY_INSTRUCTIONS
+    )
+    content = format_summary(bullets, heading(SUMMARY_HEADING, scope, st.agent))
+    bound = mgr.config.summary_tokens + 16
+    if engine.counter.count(content) > bound:
+        content = truncate_text(content, bound, engine.counter)[0]
+    replaced = [rid for t in group for rid in t.ids]
+    previous_ids = [t.key for t in previous]
+    return engine.add(
+        project=st.project,
+        author=st.agent,
+        kind="summary",
+        session=st.session,
+        content=content,
+        tags=[SESSION_SUMMARY_TAG, trigger],
+        refs=[*previous_ids, *[r for r in replaced if r not in previous_ids]][:MAX_LIST_ITEMS],
+        meta={
+            "replaces": replaced,
+            "scope": scope.key(st.agent),
+            "trigger": trigger,
+            "summarizer": mgr.summarizer.name,
+            # Even an id says a record exists: name only those this summary's readers may read.
+            "kept": [t.key for t in sel.kept if scope.within(scopes.of_turn(t))],
+            "protected": [t.key for t in sel.protected if scope.within(scopes.of_turn(t))],
+        },
+        **scope.fields(st.agent),
     )

@@ -4,7 +4,9 @@ From the turns about to leave the window it extracts decisions, preferences, key
 patterns (deterministic cues, no model), then writes each new one three ways: as a `memory` record
 (so full-text search re-injects it by relevance in later sessions), as a line of `memory.md`, and
 as a line of the daily log `memory/YYYY-MM-DD.md` in the workspace. Everything is deduplicated
-against what is already there, so flushing twice writes nothing new.
+against what is already there, so flushing twice writes nothing new. A note is readable by exactly
+who could read the turn it came from (scopes.py); only notes from project turns reach the shared
+workspace files.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..records import MAX_LIST_ITEMS, Record, content_hash
+from . import scopes
 from . import state as states
 from .pruning import one_line
 from .turns import Turn
@@ -59,6 +62,7 @@ class Note:
     category: str
     text: str
     source_ids: tuple[str, ...]
+    scope: scopes.Scope = scopes.PROJECT  # who may read the turn it came from
 
     @property
     def line(self) -> str:
@@ -95,13 +99,14 @@ def extract_notes(turns: Sequence[Turn], agent: str) -> list[Note]:
 
     def add(category: str, text: str, ids: Iterable[str]) -> None:
         text = _clean(text)
-        key = content_hash(text)
+        key = scope.key(agent) + "\0" + content_hash(text)
         if text and key not in seen:
             seen.add(key)
-            notes.append(Note(category, text, tuple(ids)))
+            notes.append(Note(category, text, tuple(ids), scope))
 
     for turn in turns:
         head = turn.head
+        scope = scopes.of_turn(turn)
         if turn.is_tool:
             name = str(head.meta.get("name") or head.meta.get("tool") or "")
             if _WRITE_TOOLS.match(name) and turn.result is not None:
@@ -164,7 +169,7 @@ def run_flush(mgr: SessionManager, st: states.SessionState, turns: Sequence[Turn
     notes = extract_notes(turns, st.agent)
     if not notes:
         return MemoryFlush()
-    ids = {n: _memory_id(st.project, n.line) for n in notes}
+    ids = {n: _memory_id(st.project, n.line, n.scope.key(st.agent)) for n in notes}
     known = {r.id for r in mgr.engine.store.get_many(list(ids.values()))}
     fresh = [n for n in notes if ids[n] not in known]
     records = mgr.engine.add_many(
@@ -178,14 +183,18 @@ def run_flush(mgr: SessionManager, st: states.SessionState, turns: Sequence[Turn
             "tags": [n.category, MEMORY_TAG],
             "refs": list(n.source_ids)[:MAX_LIST_ITEMS],
             "meta": {"category": n.category},
+            **n.scope.fields(st.agent),
         }
         for n in fresh
     )
     files: list[str] = []
-    if mgr.config.workspace is not None:
+    # The workspace is one directory for every agent of the manager, and memory.md enters every
+    # agent's window as personalization: only notes that every agent may read are written there.
+    shared = [n for n in notes if n.scope.is_project]
+    if mgr.config.workspace is not None and shared:
         _, files = write_workspace(
             mgr.config.workspace,
-            notes,
+            shared,
             now=mgr.engine.clock(),
             session=st.session,
             agent=st.agent,
@@ -193,8 +202,11 @@ def run_flush(mgr: SessionManager, st: states.SessionState, turns: Sequence[Turn
     return MemoryFlush(fresh, records, files, len(notes) - len(fresh))
 
 
-def _memory_id(project: str, line: str) -> str:
-    """Deterministic ids make the flush idempotent: the same note in a project is one record."""
+def _memory_id(project: str, line: str, scope: str = "project") -> str:
+    """Deterministic ids make the flush idempotent: the same note in a project and scope is one
+    record. The scope is part of the id, so a private note never takes the id of a project one
+    (the project's keep the ids they had before scopes)."""
     norm = " ".join(line.lower().split())
-    digest = hashlib.blake2b(f"{project}\0{norm}".encode(), digest_size=12).hexdigest()
+    key = f"{project}\0{norm}" if scope == "project" else f"{project}\0{scope}\0{norm}"
+    digest = hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
     return f"mem_{digest}"

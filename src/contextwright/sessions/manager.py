@@ -20,6 +20,7 @@ from ..errors import NotFound, ValidationError
 from ..ports import Query, Summarizer
 from ..records import Record, check_name
 from ..render import check_format
+from ..sources import session_view
 from ..summarizers.extractive import ExtractiveSummarizer
 from . import accounting
 from . import state as states
@@ -113,12 +114,15 @@ class SessionManager:
             limit=10_000,
             newest_first=False,
         )
-        found = {r.id: r for r in store.query(q) if r.status != "compacted"}
-        extra = [i for i in [*st.protected, st.summary_id] if i and i not in found]
+        found = {r.id: r for r in store.query(q)}
+        extra = [i for i in [*st.protected, *st.summary_ids] if i not in found]
         for r in store.get_many(extra):
-            if r.status != "compacted" and r.project == st.project and r.visible_to(st.agent):
+            if r.project == st.project and r.visible_to(st.agent):
                 found[r.id] = r
-        return sorted(found.values(), key=lambda r: (r.created_at, r.id))
+        view = session_view(list(found.values()), st.agent)
+        return sorted(
+            (r for r in view if r.id not in st.hidden), key=lambda r: (r.created_at, r.id)
+        )
 
     def turns(self, project: str, agent: str, session: str) -> list[Turn]:
         return build_turns(self.live_records(project, agent, session))

@@ -1,8 +1,10 @@
 """Session reset: a clean slate that still knows how the last session ended.
 
 A reset starts a new session id, carries a short transfer summary of the old session's outcome
-(its compaction summary, its decisions and the conclusions of its tool calls, never their raw
-output), and re-injects memory by relevance in the new session's windows. The old session's
+(its compaction summaries, its decisions and the conclusions of its tool calls, never their raw
+output), and re-injects memory by relevance in the new session's windows. Like compaction, it
+writes one transfer summary per visibility scope of the old turns (scopes.py), each readable by
+exactly the agents who could read its sources. The old session's
 records all stay in the store; its state says which session replaced it.
 """
 
@@ -15,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ValidationError
 from ..ids import new_id
 from ..records import Record
+from ..sources import SESSION_SUMMARY_TAG
+from . import scopes
 from . import state as states
-from .compaction import SUMMARY_INSTRUCTIONS, format_summary
+from .compaction import SUMMARY_INSTRUCTIONS, format_summary, heading, summary_dict
 from .pruning import one_line
 from .turns import Turn, build_turns, turn_text
 
@@ -40,12 +44,19 @@ def transfer_texts(turns: Sequence[Turn], agent: str) -> list[str]:
 
 @dataclass
 class Reset:
+    """A reset; `transfers` holds one transfer summary per visibility scope, widest first."""
+
     old_session: str
     new_session: str
-    transfer: Record
+    transfers: list[Record]
     reason: str
     compaction: dict[str, Any] | None = None
     carried: list[str] = field(default_factory=list)
+
+    @property
+    def transfer(self) -> Record:
+        """The widest transfer summary (the project's when there is one)."""
+        return self.transfers[0]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +64,7 @@ class Reset:
             "new_session": self.new_session,
             "transfer_id": self.transfer.id,
             "transfer": self.transfer.content,
+            "transfers": [summary_dict(t) for t in self.transfers],
             "reason": self.reason,
             "carried": list(self.carried),
         }
@@ -68,27 +80,38 @@ def run_reset(
         raise ValidationError("new_session", new, "give an id that no session uses yet")
     turns = build_turns(mgr._live(st))
     mgr._flush(st, turns)
-    bullets = mgr.summarizer.summarize(
-        transfer_texts(turns, st.agent),
-        max_tokens=mgr.config.summary_tokens,
-        instructions=SUMMARY_INSTRUCTIONS,
-    )
-    content = format_summary(bullets, TRANSFER_HEADING.format(session=st.session))
-    transfer = engine.add(
-        project=st.project,
-        author=st.agent,
-        kind="summary",
-        session=new,
-        content=content,
-        tags=["session-summary", "transfer"],
-        refs=[st.summary_id] if st.summary_id else [],
-        meta={"transferred_from": st.session, "reason": reason},
-    )
+    groups = scopes.group(turns) or [(scopes.PROJECT, [])]
+    transfers = []
+    for scope, group in groups:
+        bullets = mgr.summarizer.summarize(
+            transfer_texts(group, st.agent),
+            max_tokens=mgr.config.summary_tokens,
+            instructions=SUMMARY_INSTRUCTIONS,
+        )
+        base = TRANSFER_HEADING.format(session=st.session)
+        transfers.append(
+            engine.add(
+                project=st.project,
+                author=st.agent,
+                kind="summary",
+                session=new,
+                content=format_summary(bullets, heading(base, scope, st.agent)),
+                tags=[SESSION_SUMMARY_TAG, "transfer"],
+                # Only the summaries of this scope: a reference is no wider than its record.
+                refs=[t.key for t in group if t.is_summary],
+                meta={
+                    "transferred_from": st.session,
+                    "reason": reason,
+                    "scope": scope.key(st.agent),
+                },
+                **scope.fields(st.agent),
+            )
+        )
     now = engine.clock()
     st.status, st.next_session = "reset", new
     st.note({"event": "reset", "into": new, "reason": reason, "at": now})
     mgr._save(st)
-    target.previous_session, target.summary_id = st.session, transfer.id
+    target.previous_session, target.summary_ids = st.session, [t.id for t in transfers]
     target.note({"event": "created by reset", "from": st.session, "at": now})
     mgr._save(target)
-    return Reset(st.session, new, transfer, reason, carried=[transfer.id])
+    return Reset(st.session, new, transfers, reason, carried=[t.id for t in transfers])

@@ -1,8 +1,9 @@
 """What the engine remembers about one session between calls, as a JSON document in the store.
 
 The engine keeps no state in memory between calls (many workers may serve one database), so the
-session's compaction boundary, its protected records, its current summary and its fate (active or
-reset into another session) live in the store's `sessions` collection.
+session's compaction boundary, its protected records, its current summaries, the records its
+compactions took out of this agent's view, and its fate (active or reset into another session)
+live in the store's `sessions` collection.
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ class SessionState:
     status: str = "active"  # "active" or "reset"
     cutoff: float | None = None  # records before this left the window (compacted or protected)
     protected: list[str] = field(default_factory=list)  # ids before the cutoff that stay verbatim
-    summary_id: str | None = None
+    summary_ids: list[str] = field(default_factory=list)  # this agent's summaries, one per scope
+    # Records this agent's compactions replaced, by id, with their time: they leave this agent's
+    # view only (their status is untouched). Entries older than the cutoff are dropped, since the
+    # cutoff already keeps them out.
+    hidden: dict[str, float] = field(default_factory=dict)
     compactions: int = 0
     next_session: str | None = None
     previous_session: str | None = None
@@ -44,7 +49,16 @@ class SessionState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SessionState:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        if "summary_ids" not in data and data.get("summary_id"):
+            fields["summary_ids"] = [data["summary_id"]]  # a state saved before summaries per scope
+        return cls(**fields)
+
+    def hide(self, replaced: dict[str, float]) -> None:
+        """Take `replaced` out of this agent's view, forgetting what the cutoff already hides."""
+        merged = {**self.hidden, **replaced}
+        cutoff = self.cutoff
+        self.hidden = {i: at for i, at in merged.items() if cutoff is None or at >= cutoff}
 
 
 def doc_id(project: str, agent: str, session: str) -> str:
