@@ -62,3 +62,50 @@ def test_diff_invariants(engine: Engine, a: int, b: int) -> None:
     changed = {c["key"] for c in d["changes"]}
     assert {k for k in fate_a.keys() & fate_b.keys() if fate_a[k] != fate_b[k]} <= changed
     assert tb.tokens <= tb.budget["available"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    project=st.sampled_from(["p", "q", "r"]),
+    viewers=st.none()
+    | st.sampled_from(["alice", "bob", "zed"])
+    | st.frozensets(st.sampled_from(["alice", "bob", "zed"]), max_size=3),
+    flushed=st.booleans(),
+)
+def test_a_trace_resolves_only_in_its_project_and_for_its_agents(
+    project: str, viewers: str | frozenset[str] | None, flushed: bool
+) -> None:
+    """engine.trace, traces, replay and diff all find bob's trace of project p exactly when asked
+    in p by someone who may read bob's traces, pending or stored; otherwise the NotFound of an id
+    that exists nowhere."""
+    from contextwright import NotFound
+
+    e = Engine.open("memory://")
+    e.add(project="p", author="alice", visibility="private", content="alice login secret")
+    e.add(project="p", author="bob", content="bob on the login token")
+    e.add(project="q", author="zed", content="zed on the login token")
+    bob = e.assemble("p", "bob", "login token", 1000).trace.id
+    e.assemble("q", "zed", "login token", 1000)
+    if flushed:
+        e.flush()
+    if viewers is None:
+        readers = {"alice", "bob", "zed"}
+    else:
+        readers = {viewers} if isinstance(viewers, str) else set(viewers)
+    allowed = project == "p" and "bob" in readers
+    calls = [
+        lambda: e.trace(project, bob, viewers),
+        lambda: e.replay(project, bob, viewers, budget=300),
+        lambda: e.diff(project, bob, bob, viewers),
+    ]
+    for call in calls:
+        if allowed:
+            call()
+        else:
+            with pytest.raises(NotFound) as err:
+                call()
+            assert err.value.message == f"trace {bob!r} does not exist"
+    listed = {t.agent for t in e.traces(project, viewers, limit=100)}
+    expected = {"p": {"bob"}, "q": {"zed"}, "r": set()}[project]
+    assert listed == expected & readers
+    e.close()
