@@ -91,9 +91,9 @@ def test_add_assemble_trace(db: str) -> None:
     )
     assert data["format"] == "openai" and data["tokens"] <= data["available"]
 
-    shown = ok(run(db, "trace", "show", data["trace_id"]))
+    shown = ok(run(db, "trace", "show", "-p", "acme", data["trace_id"]))
     assert data["trace_id"] in shown and "kept" in shown
-    as_json = json.loads(ok(run(db, "trace", "show", data["trace_id"], "--json")))
+    as_json = json.loads(ok(run(db, "trace", "show", "-p", "acme", data["trace_id"], "--json")))
     assert as_json["request"]["task"] == "login"
     listed = json.loads(ok(run(db, "trace", "list", "-p", "acme", "-a", "bob", "--json")))
     assert data["trace_id"] in [t["id"] for t in listed]
@@ -168,13 +168,33 @@ def test_import_rejects_a_bad_file_and_stores_nothing(db: str, tmp_path: Path) -
         assert engine.store.count() == 0
 
 
+def test_trace_show_reads_only_the_given_project_and_agent(db: str) -> None:
+    """A trace holds what its agent saw, private records included: `trace show` finds it only
+    under its own project (and, with --agent, only as its own agent), with the same error as an
+    id that exists nowhere."""
+    with Engine.open(db) as engine:
+        engine.add(project="alpha", author="alice", visibility="private", content="SECRET-A1")
+        trace_id = engine.assemble("alpha", "alice", "SECRET-A1", 2000).trace.id
+        engine.add(project="beta", author="eve", content="hello")
+    shown = ok(run(db, "trace", "show", "-p", "alpha", "-a", "alice", trace_id, "--json"))
+    assert json.loads(shown)["agent"] == "alice"
+    for args in (("-p", "beta"), ("-p", "beta", "-a", "alice"), ("-p", "alpha", "-a", "bob")):
+        result = run(db, "trace", "show", *args, trace_id)
+        err = one_line_error(result, f"trace {trace_id!r} does not exist")
+        assert "SECRET" not in err and "SECRET" not in result.stdout
+    listed = json.loads(ok(run(db, "trace", "list", "-p", "beta", "--json")))
+    assert listed == []
+
+
 def test_errors_are_one_line(db: str, tmp_path: Path) -> None:
-    one_line_error(run(db, "trace", "show", "NOPE"), "trace 'NOPE' does not exist")
+    one_line_error(run(db, "trace", "show", "-p", "acme", "NOPE"), "trace 'NOPE' does not exist")
     one_line_error(run(db, "add", "-p", "acme", "-a", "bad name", "x"), "author")
     one_line_error(run(db, "assemble", "-p", "acme", "-a", "ghost", "-t", "x"), "ghost")
     one_line_error(run(db, "assemble", "-p", "acme", "-a", "bob", "-b", "lots"), "--budget")
-    one_line_error(run("sqlite:///no/such/dir/x.db", "trace", "show", "x"), "does not exist")
-    one_line_error(run("nosuch://x", "trace", "show", "x"), "url")
+    one_line_error(
+        run("sqlite:///no/such/dir/x.db", "trace", "show", "-p", "acme", "x"), "does not exist"
+    )
+    one_line_error(run("nosuch://x", "trace", "show", "-p", "acme", "x"), "url")
     usage = one_line_error(run(db, "add", "-p", "acme"), "Missing option", "--help")
     assert usage.startswith("error: ")
     one_line_error(run(db, "nosuchcommand"), "No such command")
@@ -269,7 +289,7 @@ def test_real_subprocess(tmp_path: Path) -> None:
     )
     assert added.returncode == 0 and len(added.stdout.strip()) == 26
     failed = subprocess.run(
-        [*cmd, "trace", "show", "NOPE"], capture_output=True, text=True, timeout=60
+        [*cmd, "trace", "show", "-p", "acme", "NOPE"], capture_output=True, text=True, timeout=60
     )
     assert failed.returncode == 1
     assert failed.stderr.strip() == "error: trace 'NOPE' does not exist"

@@ -38,7 +38,7 @@ def test_trace_is_readable_at_once_and_stored_after_flush(tmp_path: Path) -> Non
     _seed(engine)
     result = engine.assemble("p", "bob", "fix the login form", budget=2000)
     # Read-your-writes: pending or written, the trace is there, as the store would return it.
-    got = engine.trace(result.trace.id)
+    got = engine.trace("p", result.trace.id)
     assert got.to_dict()["items"] == result.trace.to_dict()["items"]
     assert got is not result.trace
     engine.flush()
@@ -49,7 +49,7 @@ def test_trace_is_readable_at_once_and_stored_after_flush(tmp_path: Path) -> Non
     engine.close()
     # A later process sees it: close() flushed it.
     again = Engine.open(f"sqlite:///{tmp_path / 't.db'}")
-    assert again.trace(result.trace.id).tokens == result.tokens
+    assert again.trace("p", result.trace.id).tokens == result.tokens
     again.close()
 
 
@@ -59,7 +59,7 @@ def test_traces_lists_pending_ones_in_order(tmp_path: Path) -> None:
     ids = [engine.assemble("p", "bob", f"task {i}", budget=2000).trace.id for i in range(5)]
     assert [t.id for t in engine.traces("p", "bob", limit=5)] == ids[::-1]
     with pytest.raises(NotFound):
-        engine.trace("no-such-trace")
+        engine.trace("p", "no-such-trace")
     engine.close()
 
 
@@ -70,7 +70,7 @@ def test_persist_traces_off_writes_nothing(store: Store) -> None:
     engine.flush()
     assert store.list_docs("traces", "p", limit=10) == []
     with pytest.raises(NotFound):
-        engine.trace(trace_id)
+        engine.trace("p", trace_id)
     engine.close()
 
 

@@ -261,3 +261,62 @@ def test_browse_records_with_filters(page: object) -> None:
     page.fill("#rf-agent", "bob")
     page.click("#browse")
     page.screenshot(path=str(IMG / "inspector-records.png"))
+
+
+def test_a_key_scoped_to_one_agent(page: object, tmp_path: Path) -> None:
+    """With a key for acme's bob only, the inspector's requests all still work as bob (projects,
+    agents, assemble, gauge, traces, compare, replay, records), it lists only bob's traces, and
+    acting as carol is refused with the server's 403."""
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page) and page.context.browser is not None
+
+    key = "bob-only-key-0"
+    engine = Engine.open(f"sqlite:///{tmp_path / 'scoped.db'}")
+    seed(engine)
+    carol = engine.assemble("acme", "carol", "review the login fix", 2000).trace.id
+    settings = Settings(api_keys={key: {"project": "acme", "agents": ["bob"]}})
+    errors: list[str] = []
+    try:
+        with running(create_app(engine, settings)) as url:
+            # A context of its own (its own localStorage) in the module's browser.
+            context = page.context.browser.new_context(viewport={"width": 1360, "height": 900})
+            context.add_init_script(f"localStorage.setItem('cw-key', '{key}')")
+            pg = context.new_page()
+            pg.on("pageerror", lambda e: errors.append(str(e)))
+            pg.goto(f"{url}/")
+            pg.wait_for_selector("body[data-ready='1']")
+            assert pg.input_value("#project") == "acme"
+            agents = pg.eval_on_selector_all("#agents option", "os => os.map(o => o.value)")
+            assert agents == ["bob"]
+            a = assemble(pg, "bob", "fix the login bug", 2000)
+            b = assemble(pg, "bob", "fix the login bug where users are logged out", 900, "s1")
+            expect(pg.locator("#error")).to_be_hidden()
+            expect(pg.locator("#session-gauge")).to_contain_text("Session s1")
+            pg.click("#tabs button[data-tab=compare]")
+            pg.fill("#agent", "")  # every trace this key may read: bob's only
+            pg.click("#refresh-traces")
+            pg.wait_for_selector(f"#trace-a option[value='{a}']", state="attached")
+            listed = pg.eval_on_selector_all("#trace-a option", "os => os.map(o => o.value)")
+            assert set(listed) == {a, b} and carol not in listed
+            pg.select_option("#trace-a", a)
+            pg.select_option("#trace-b", b)
+            pg.click("#compare")
+            expect(pg.locator("#compare-out table.diff")).to_be_visible()
+            pg.click("#tabs button[data-tab=replay]")
+            pg.fill("#replay-budget", "250")
+            pg.click("#replay")
+            expect(pg.locator("#replay-out")).to_contain_text("available 900 → 250")
+            pg.click("#tabs button[data-tab=records]")
+            pg.fill("#rf-agent", "bob")
+            pg.click("#browse")
+            expect(pg.locator("#records tbody")).to_contain_text("login bug")
+            expect(pg.locator("#records tbody")).not_to_contain_text("clock skew")
+            pg.fill("#agent", "carol")
+            pg.click("#assemble")
+            expect(pg.locator("#error")).to_contain_text("403")
+            expect(pg.locator("#error")).to_contain_text("only as bob")
+            context.close()
+    finally:
+        engine.close()
+    assert errors == []

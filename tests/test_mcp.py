@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 
 from contextwright import Engine
-from contextwright.mcpserver import TOOLS, build_server
+from contextwright.mcpserver import TOOLS, build_server, trace_uri
 from servers import running
 
 
@@ -75,9 +76,12 @@ async def _exercise(client: Client, task_id: str) -> None:
     )
     assert hidden["results"] == []
 
-    trace = await client.read_resource(f"trace://{window['trace_id']}")
+    assert window["trace_uri"] == f"trace://acme/bob/{window['trace_id']}"
+    trace = await client.read_resource(window["trace_uri"])
     body = json.loads(trace.contents[0].text)
     assert body["id"] == window["trace_id"] and body["agent"] == "bob"
+    recent = await client.read_resource("traces://acme/bob")
+    assert window["trace_uri"] in [t["uri"] for t in json.loads(recent.contents[0].text)]
 
     bad = await client.call_tool(
         "post_message", {"project": "acme", "author": "alice", "content": "x", "kind": "nope"}
@@ -128,7 +132,8 @@ def test_stdio_subprocess(tmp_path: Path) -> None:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "contextwright.cli", "--db", db, "mcp"],
-        env={"HOME": str(tmp_path)},
+        # The subprocess imports the code under test, wherever PYTHONPATH points this run.
+        env={"HOME": str(tmp_path), **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}},
     )
 
     async def go() -> None:
@@ -173,3 +178,54 @@ def test_missing_arguments_are_tool_errors(tool: str) -> None:
     engine.close()
     assert result.is_error
     assert engine.store.count() == 0
+
+
+def test_trace_resources_are_read_as_their_agent() -> None:
+    """A trace holds what its agent saw (here alice's private note): the resources give it only
+    under its own project and agent; any other URI is "not found" with the message of an id that
+    exists nowhere, and the listings hold only that agent's traces."""
+    engine = Engine.open("memory://")
+    engine.add(project="alpha", author="alice", visibility="private", content="SECRET-A1 token")
+    engine.add(project="alpha", author="bob", content="bob works on the token refresh")
+    engine.add(project="beta", author="eve", content="eve works on the token refresh")
+    alice = engine.assemble("alpha", "alice", "token", 2000).trace.id
+    bob = engine.assemble("alpha", "bob", "token", 2000).trace.id
+    eve = engine.assemble("beta", "eve", "token", 2000).trace.id
+
+    async def read(client: Client, uri: str) -> Any:
+        return json.loads((await client.read_resource(uri)).contents[0].text)
+
+    async def go() -> None:
+        async with Client(build_server(engine)) as client:
+            own = await read(client, trace_uri("alpha", "alice", alice))
+            assert own["agent"] == "alice" and "SECRET-A1" in json.dumps(own)
+            for uri in (
+                trace_uri("alpha", "bob", alice),  # another agent's trace
+                trace_uri("beta", "eve", alice),  # another project's trace
+                trace_uri("beta", "alice", alice),
+                f"trace://{alice}",  # the old, agent-less form is gone
+            ):
+                with pytest.raises(MCPError) as err:
+                    await client.read_resource(uri)
+                assert "SECRET" not in str(err.value)
+            with pytest.raises(MCPError) as missing:
+                await client.read_resource(trace_uri("beta", "eve", "NOPE"))
+            with pytest.raises(MCPError) as foreign:
+                await client.read_resource(trace_uri("beta", "eve", alice))
+            # Same answer as for an id that exists nowhere: the id's existence is not revealed.
+            assert str(foreign.value) == str(missing.value).replace("NOPE", alice)
+            assert [t["uri"] for t in await read(client, "traces://alpha/bob")] == [
+                trace_uri("alpha", "bob", bob)
+            ]
+            assert [t["uri"] for t in await read(client, "traces://beta/eve")] == [
+                trace_uri("beta", "eve", eve)
+            ]
+            with pytest.raises(MCPError):
+                await client.read_resource("traces://beta/alice")  # no such agent in beta
+            with pytest.raises(MCPError):
+                await client.read_resource("traces://alpha")
+
+    try:
+        asyncio.run(go())
+    finally:
+        engine.close()

@@ -11,7 +11,7 @@ import pytest
 
 from contextwright import Engine
 from contextwright.server import create_app
-from contextwright.settings import Settings
+from contextwright.settings import KeyScope, Settings
 from servers import ACME_KEY, ADMIN_KEY, KEYS, auth, running
 
 
@@ -266,11 +266,16 @@ def test_settings_from_env() -> None:
         environ={
             "CONTEXTWRIGHT_DB": "memory://",
             "CONTEXTWRIGHT_PORT": "9001",
-            "CONTEXTWRIGHT_API_KEYS": '{"acme-key-0000": ["acme"], "admin-key-000": "*"}',
+            "CONTEXTWRIGHT_API_KEYS": '{"acme-key-0000": ["acme"], "admin-key-000": "*", '
+            '"alice-key-000": {"project": "acme", "agents": ["alice", "bob"]}}',
         }
     )
     assert s.db == "memory://" and s.port == 9001 and not s.open
-    assert s.api_keys == {"acme-key-0000": ("acme",), "admin-key-000": ("*",)}
+    assert s.api_keys == {
+        "acme-key-0000": KeyScope(("acme",)),
+        "admin-key-000": KeyScope(("*",)),
+        "alice-key-000": KeyScope(("acme",), ("alice", "bob")),
+    }
     assert Settings.from_env(environ={}).open
     for env, field in [
         ({"CONTEXTWRIGHT_PORT": "http"}, "CONTEXTWRIGHT_PORT"),

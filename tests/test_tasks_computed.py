@@ -299,7 +299,7 @@ def test_assemble_with_task_id_fills_sections_with_reasons(engine: Engine) -> No
     assert "state" in by_section  # code references
     assert a.trace.request["task_id"] == ids["login"]
     assert a.trace.notes["computed"]["dependencies_processed"] == [ids["jwt"]]
-    stored = engine.trace(a.trace.id)
+    stored = engine.trace("p", a.trace.id)
     assert stored.notes["computed"]["warnings_inherited"] == 1
 
 

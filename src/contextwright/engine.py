@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from . import actions
 from .assembly import Assembly
@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 MAX_TASK_CHARS = 20_000
 # Per-source caps as a fraction of the available budget; one verbose source cannot crowd out the rest.
 DEFAULT_SOURCE_CAPS = {"fulltext": 0.35, "addressed": 0.25, "open_items": 0.2, "decisions": 0.2}
+
+Viewers: TypeAlias = str | Collection[str] | None
+"""Whose traces a call may read: one agent, any of several agents, or None for every agent."""
 
 
 class Engine:
@@ -310,33 +313,60 @@ class Engine:
 
     # -- traces ---------------------------------------------------------------------------------
 
-    def trace(self, trace_id: str) -> Trace:
+    def trace(self, project: str, trace_id: str, agent: Viewers = None) -> Trace:
+        """One trace of `project`, read as `agent` (one name, or any of several names; None reads
+        as every agent). A trace is a view of what its agent saw: one of another project, or of an
+        agent not given, is NotFound with the same message as an id that exists nowhere."""
+        check_name("project", project)
         check_name("trace_id", trace_id)
+        viewers = _viewers(agent)
         pending = self._traces.get(trace_id)
         if pending is not None:
             # As the store would give it back: a JSON round trip, a copy of its own.
-            return Trace.from_dict(json.loads(json.dumps(pending.to_dict(), default=str)))
-        doc = self.store.get_doc("traces", trace_id)
-        if doc is None:
+            found = Trace.from_dict(json.loads(json.dumps(pending.to_dict(), default=str)))
+        else:
+            doc = self.store.get_doc("traces", trace_id)
+            if doc is None:
+                raise NotFound("trace", trace_id)
+            found = Trace.from_dict(doc)
+        if found.project != project or (viewers is not None and found.agent not in viewers):
             raise NotFound("trace", trace_id)
-        return Trace.from_dict(doc)
+        return found
 
-    def traces(self, project: str, agent: str | None = None, limit: int = 20) -> list[Trace]:
+    def traces(self, project: str, agent: Viewers = None, limit: int = 20) -> list[Trace]:
+        """The newest traces of `project`, of `agent` (one name, or any of several; None: all)."""
+        check_name("project", project)
+        viewers = _viewers(agent)
         self._traces.flush()
-        return [
-            Trace.from_dict(d)
-            for d in self.store.list_docs("traces", project, key=agent, limit=limit)
-        ]
+        if viewers is None:
+            docs = self.store.list_docs("traces", project, limit=limit)
+        else:
+            docs = [
+                d
+                for name in sorted(viewers)
+                for d in self.store.list_docs("traces", project, key=name, limit=limit)
+            ]
+            docs.sort(key=lambda d: d.get("created_at") or 0.0, reverse=True)
+        return [Trace.from_dict(d) for d in docs[:limit]]
+
+    def diff(self, project: str, a: str, b: str, agent: Viewers = None) -> dict[str, Any]:
+        """Compare two traces of `project`, both read as `agent` (see trace())."""
+        from .replay import diff_traces
+
+        return diff_traces(self.trace(project, a, agent), self.trace(project, b, agent))
 
     def complete_task(self, task_id: str, handoff: Any, *, by: str | None = None) -> Record:
         """Complete a task with its structured handoff (YAML, JSON or a mapping); see tasks/."""
         return self.tasks.complete(task_id, handoff, by=by).task
 
-    def replay(self, trace_id: str, **overrides: Any) -> Assembly:
-        """Run a stored assembly again with another budget, sources or rules (see replay.py)."""
+    def replay(
+        self, project: str, trace_id: str, agent: Viewers = None, **overrides: Any
+    ) -> Assembly:
+        """Run a stored assembly of `project` again with another budget, sources or rules, the
+        trace read as `agent` (see trace() and replay.py)."""
         from .replay import replay
 
-        return replay(self, trace_id, **overrides)
+        return replay(self, project, trace_id, agent, **overrides)
 
     @property
     def sessions(self) -> SessionManager:
@@ -585,6 +615,16 @@ class Engine:
                 root=self.rules.root,
             )
         ]
+
+
+def _viewers(agent: Viewers) -> frozenset[str] | None:
+    if agent is None:
+        return None
+    if isinstance(agent, str):
+        return frozenset((check_name("agent", agent),))
+    if not isinstance(agent, Collection):
+        raise ValidationError("agent", agent, "give an agent's name, a list of names, or None")
+    return frozenset(check_name("agent", a) for a in agent)
 
 
 def _ms(a: float, b: float) -> float:

@@ -2,7 +2,10 @@
 
 Built on the official `mcp` SDK's MCPServer. Each tool is a few lines over the Engine; a library
 error reaches the model as a tool error with the library's own message (field, value and fix).
-Traces are resources: `trace://{trace_id}` (one trace as JSON) and `traces://{project}` (recent).
+Traces are resources, read as the agent the URI names, like the tools take the agent they act
+as: `trace://{project}/{agent}/{trace_id}` (one trace as JSON) and `traces://{project}/{agent}`
+(that agent's recent traces). A trace of another project or agent is "not found", like an id that
+exists nowhere: a trace holds what its agent saw, private and direct records included.
 
     contextwright mcp                      # stdio, for a local agent
     contextwright mcp --transport http     # streamable HTTP on 127.0.0.1:8766/mcp
@@ -16,6 +19,7 @@ import functools
 import json
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from .engine import Engine
 from .errors import ContextwrightError, MissingExtra
@@ -105,7 +109,7 @@ def build_server(engine: Engine, name: str = "contextwright") -> Any:
             "available": result.available,
             "warnings": result.warnings,
             "trace_id": result.trace.id,
-            "trace_uri": f"trace://{result.trace.id}",
+            "trace_uri": trace_uri(project, agent, result.trace.id),
         }
 
     @tool(description="Search the records this agent may see, by relevance to a query.")
@@ -130,28 +134,44 @@ def build_server(engine: Engine, name: str = "contextwright") -> Any:
     def compact_session(project: str, agent: str, session: str) -> dict[str, Any]:
         return _plain(engine.sessions.compact(project, agent, session))
 
-    @server.resource("trace://{trace_id}", mime_type="application/json", description="One trace")
-    def trace_resource(trace_id: str) -> str:
+    @server.resource(
+        "trace://{project}/{agent}/{trace_id}",
+        mime_type="application/json",
+        description="One trace of an agent's window: what went in, what was left out, and why",
+    )
+    def trace_resource(project: str, agent: str, trace_id: str) -> str:
         try:
-            return json.dumps(engine.trace(trace_id).to_dict())
+            return json.dumps(engine.trace(project, trace_id, agent).to_dict())
         except ContextwrightError as exc:
             raise ResourceError(exc.message) from exc
 
     @server.resource(
-        "traces://{project}", mime_type="application/json", description="Recent traces"
+        "traces://{project}/{agent}",
+        mime_type="application/json",
+        description="An agent's recent traces",
     )
-    def traces_resource(project: str) -> str:
+    def traces_resource(project: str, agent: str) -> str:
         try:
+            engine.agent(project, agent)  # an unknown agent is an error, as in the tools
             return json.dumps(
                 [
-                    {"uri": f"trace://{t.id}", "agent": t.agent, "summary": t.summary()}
-                    for t in engine.traces(project, None, 20)
+                    {
+                        "uri": trace_uri(project, agent, t.id),
+                        "agent": t.agent,
+                        "summary": t.summary(),
+                    }
+                    for t in engine.traces(project, agent, 20)
                 ]
             )
         except ContextwrightError as exc:
             raise ResourceError(exc.message) from exc
 
     return server
+
+
+def trace_uri(project: str, agent: str, trace_id: str) -> str:
+    """The resource URI of a trace; names may hold any character, so each part is quoted."""
+    return "trace://" + "/".join(quote(part, safe="") for part in (project, agent, trace_id))
 
 
 def search(

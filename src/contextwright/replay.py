@@ -2,9 +2,12 @@
 same request can run again with another budget, other sources or other rules, and the two traces
 can be compared item by item: what changed, and why.
 
-    b = replay(engine, trace_id, budget={"model": "gpt-4o", "window": 2000})
-    d = diff_traces(engine.trace(trace_id), b.trace)
+    b = replay(engine, "acme", trace_id, "bob", budget={"model": "gpt-4o", "window": 2000})
+    d = diff_traces(engine.trace("acme", trace_id, "bob"), b.trace)
 
+The trace is read through `engine.trace(project, trace_id, agent)`, the one place that refuses a
+trace of another project or agent (NotFound, as for an id that exists nowhere): a replay
+re-computes that agent's window, so it needs the same right as reading the trace.
 Replay runs against the store as it is now; records added since the original show up in the diff
 as items that were not there before. `diff_traces` is a pure function of two traces.
 """
@@ -20,7 +23,7 @@ from .trace import Trace
 
 if TYPE_CHECKING:
     from .assembly import Assembly
-    from .engine import Engine
+    from .engine import Engine, Viewers
 
 # Request fields that a replay may override; everything else comes from the stored request.
 OVERRIDABLE = ("budget", "format", "sources", "task", "working_memory", "limits", "rules")
@@ -36,14 +39,16 @@ def stored_request(trace: Trace) -> dict[str, Any]:
     return {k: v for k, v in req.items() if v is not None}
 
 
-def replay(engine: Engine, trace_id: str, **overrides: Any) -> Assembly:
+def replay(
+    engine: Engine, project: str, trace_id: str, agent: Viewers = None, **overrides: Any
+) -> Assembly:
     """Run a stored assembly's request again with `overrides` (budget, rules, sources, ...)."""
     unknown = sorted(set(overrides) - set(OVERRIDABLE))
     if unknown:
         raise ValidationError(
             unknown[0], overrides[unknown[0]], f"a replay may change {', '.join(OVERRIDABLE)}"
         )
-    trace = engine.trace(trace_id)
+    trace = engine.trace(project, trace_id, agent)
     kwargs = stored_request(trace)
     kwargs.update({k: v for k, v in overrides.items() if v is not None})
     accepted = inspect.signature(engine.assemble).parameters

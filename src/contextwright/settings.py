@@ -5,10 +5,13 @@ has a default that works on one machine: a SQLite file next to you, loopback onl
 
     settings = Settings.from_env()          # CONTEXTWRIGHT_DB, CONTEXTWRIGHT_API_KEYS, ...
     settings = Settings(api_keys={"k1": ("acme",), "admin": ("*",)})
+    settings = Settings(api_keys={"k2-alice": {"project": "acme", "agents": ["alice"]}})
 
-`api_keys` maps a key to the projects it may read and write; `"*"` makes it an admin key that may
-see every project and list records without an agent's visibility filter. With no keys configured
-the server is open (meant for loopback use), and every request acts as admin.
+`api_keys` maps a key to its scope (a KeyScope), given in one of three forms: a list of projects
+it may read and write; `["*"]`, an admin key that may see every project and list records without
+an agent's visibility filter; or `{"project": "p", "agents": ["alice", ...]}`, a key that may act
+in one project only as those agents (docs/security.md). With no keys configured the server is open
+(meant for loopback use), and every request acts as admin.
 """
 
 from __future__ import annotations
@@ -22,6 +25,48 @@ from typing import Any
 from .errors import ValidationError
 
 ADMIN = "*"
+KEY_FORMS = 'give ["project", ...], ["*"] or {"project": "p", "agents": ["agent", ...]}'
+
+
+@dataclass(frozen=True)
+class KeyScope:
+    """What one API key may do: use `projects` (ADMIN for all), and, when `agents` is set, act
+    only as those agents (read their views and traces, write records they author)."""
+
+    projects: tuple[str, ...]
+    agents: tuple[str, ...] | None = None
+
+    @classmethod
+    def parse(cls, key: str, given: object) -> KeyScope:
+        """A scope from any of the settings' three forms; `key` names the field in errors."""
+        where = f"api_keys.{key[:4]}…"
+        if isinstance(given, KeyScope):
+            return given
+        if isinstance(given, str):
+            given = (given,)
+        if isinstance(given, list | tuple):
+            if not given or not all(isinstance(p, str) and p for p in given):
+                raise ValidationError(where, given, KEY_FORMS)
+            return cls(tuple(given))
+        if not isinstance(given, Mapping):
+            raise ValidationError(where, given, KEY_FORMS)
+        unknown = sorted(set(given) - {"project", "agents"})
+        if unknown:
+            raise ValidationError(f"{where}.{unknown[0]}", given[unknown[0]], KEY_FORMS)
+        project, agents = given.get("project"), given.get("agents")
+        if not isinstance(project, str) or not project or project == ADMIN:
+            raise ValidationError(
+                f"{where}.project", project, "name the one project this key's agents work in"
+            )
+        if (
+            not isinstance(agents, list | tuple)
+            or not agents
+            or not all(isinstance(a, str) and a for a in agents)
+        ):
+            raise ValidationError(
+                f"{where}.agents", agents, "give the agents this key may act as, e.g. ['alice']"
+            )
+        return cls((project,), tuple(agents))
 
 
 @dataclass(frozen=True)
@@ -30,8 +75,8 @@ class Settings:
     """Store URL: sqlite:///file.db, memory://, or postgresql://..."""
     host: str = "127.0.0.1"
     port: int = 8765
-    api_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    """API key -> projects it may use; ("*",) is an admin key."""
+    api_keys: Mapping[str, KeyScope] = field(default_factory=dict)
+    """API key -> its scope; given as a KeyScope or any form of KeyScope.parse (see above)."""
     max_body_bytes: int = 2_000_000
     """Request bodies above this get 413 before they are read."""
     rules_dir: str | None = None
@@ -45,21 +90,13 @@ class Settings:
             raise ValidationError("port", self.port, "give a port number from 0 to 65535")
         if not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 1024:
             raise ValidationError("max_body_bytes", self.max_body_bytes, "give at least 1024 bytes")
-        keys: dict[str, tuple[str, ...]] = {}
+        keys: dict[str, KeyScope] = {}
         if not isinstance(self.api_keys, Mapping):
-            raise ValidationError("api_keys", self.api_keys, 'give {"key": ["project", ...]}')
-        for key, projects in self.api_keys.items():
+            raise ValidationError("api_keys", self.api_keys, '{"key": scope}: ' + KEY_FORMS)
+        for key, given in self.api_keys.items():
             if not isinstance(key, str) or len(key) < 8:
                 raise ValidationError("api_keys", key, "use keys of at least 8 characters")
-            if isinstance(projects, str):
-                projects = (projects,)
-            if not isinstance(projects, list | tuple) or not all(
-                isinstance(p, str) and p for p in projects
-            ):
-                raise ValidationError(
-                    f"api_keys.{key[:4]}…", projects, 'give a list of project names or ["*"]'
-                )
-            keys[key] = tuple(projects)
+            keys[key] = KeyScope.parse(key, given)
         object.__setattr__(self, "api_keys", keys)
 
     @property
@@ -97,7 +134,10 @@ class Settings:
                 keys = json.loads(raw)
             except json.JSONDecodeError:
                 raise ValidationError(
-                    prefix + "API_KEYS", "<not JSON>", 'give JSON like {"key": ["project"]}'
+                    prefix + "API_KEYS",
+                    "<not JSON>",
+                    'give JSON like {"key": ["project"]} or '
+                    '{"key": {"project": "p", "agents": ["alice"]}}',
                 ) from None
             kwargs["api_keys"] = keys
         return cls(**kwargs)

@@ -4,7 +4,7 @@ Every assemble call keeps a trace of ~150-200 items (~100 KB of JSON at 100k rec
 and writing it was about a tenth of the call. `assemble` now hands the trace to this writer and
 returns; one background thread encodes and stores it in the `traces` collection, in call order.
 
-Read-your-writes: a trace stays in memory until its row is committed, so `engine.trace(id)` finds
+Read-your-writes: a trace stays in memory until its row is committed, so `engine.trace(project, id)` finds
 it the moment `assemble` returns, and `engine.traces(...)` waits for the writer first. `flush()`
 waits for every pending trace; `close()` (called by `engine.close()`) flushes, and an exit hook
 flushes an engine that was never closed. Readers of the store itself (another process, a direct

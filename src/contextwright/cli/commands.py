@@ -140,11 +140,13 @@ def trace() -> None:
 
 @trace.command("show")
 @click.argument("trace_id")
+@click.option("--project", "-p", required=True, help="The trace's project.")
+@click.option("--agent", "-a", default=None, help="Read it as this agent (its own traces only).")
 @json_option
 @pass_state
-def trace_show(state: State, trace_id: str, as_json: bool) -> None:
-    """Show one trace: sources, what was kept or dropped, and why."""
-    t = state.engine.trace(trace_id)
+def trace_show(state: State, trace_id: str, project: str, agent: str | None, as_json: bool) -> None:
+    """Show one trace of a project: sources, what was kept or dropped, and why."""
+    t = state.engine.trace(project, trace_id, agent)
     if as_json:
         emit(t.to_dict(), True)
         return

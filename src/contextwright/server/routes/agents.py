@@ -40,16 +40,19 @@ def list_roles(ctx: CtxDep) -> dict[str, Any]:
 
 @router.get("/v1/projects/{project}/agents")
 def list_agents(ctx: ProjectDep) -> dict[str, Any]:
-    return {"agents": [a.to_dict() for a in ctx.engine.agents(ctx.project)]}
+    agents = {a.id: a for a in ctx.engine.agents(ctx.project)}
+    return {"agents": [agents[name].to_dict() for name in ctx.access.own_agents(agents)]}
 
 
 @router.get("/v1/projects/{project}/agents/{agent}")
 def get_agent(ctx: ProjectDep, agent: AgentName) -> dict[str, Any]:
+    ctx.access.require_as(agent)
     return ctx.engine.agent(ctx.project, agent).to_dict()
 
 
 @router.put("/v1/projects/{project}/agents/{agent}")
 def register_agent(ctx: ProjectDep, agent: AgentName, body: AgentIn) -> dict[str, Any]:
+    ctx.access.require_as(agent)
     return ctx.engine.register_agent(ctx.project, agent, body.role, body.profile).to_dict()
 
 

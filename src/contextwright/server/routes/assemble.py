@@ -53,6 +53,7 @@ def assemble(
     format: Annotated[Format | None, Query(description="overrides the body's format")] = None,
     trace: Annotated[bool, Query(description="include the whole trace in the answer")] = False,
 ) -> JSONResponse:
+    ctx.access.require_as(body.agent)
     fmt = format or body.format or "openai"
     t0 = time.perf_counter()
     result = ctx.engine.assemble(

@@ -63,6 +63,7 @@ def visible(ctx: ProjectDep, record: Record, agent: str | None) -> Record:
 
 @router.post("/v1/projects/{project}/records", status_code=status.HTTP_201_CREATED)
 def add_record(ctx: ProjectDep, body: RecordIn) -> dict[str, Any]:
+    ctx.access.require_as(body.author, "author")
     record = ctx.engine.add(**fields_for(ctx.project, body))
     ctx.metrics.records_added.inc()
     return record.to_dict()
@@ -70,6 +71,8 @@ def add_record(ctx: ProjectDep, body: RecordIn) -> dict[str, Any]:
 
 @router.post("/v1/projects/{project}/records/batch", status_code=status.HTTP_201_CREATED)
 def add_batch(ctx: ProjectDep, body: BatchIn) -> dict[str, Any]:
+    for i, r in enumerate(body.records):
+        ctx.access.require_as(r.author, f"records[{i}].author")
     items = [
         fields_for(ctx.project, r, f"records[{i}].project") for i, r in enumerate(body.records)
     ]

@@ -46,6 +46,10 @@ class ResetIn(BaseModel):
 
 @router.post("/v1/projects/{project}/sessions/{session}/turns", status_code=status.HTTP_201_CREATED)
 def append_turn(ctx: ProjectDep, session: SessionName, body: TurnIn) -> dict[str, Any]:
+    ctx.access.require_as(body.agent)
+    if body.author is not None:
+        # A turn's default author is the session's agent, or "user" (its human) for user turns.
+        ctx.access.require_as(body.author, "author")
     fields = body.model_dump(exclude={"agent", "role", "content"}, exclude_none=True)
     record = ctx.engine.sessions.append(
         ctx.project, body.agent, session, body.role, body.content, **fields
@@ -62,6 +66,7 @@ def gauge(
     budget: Annotated[int | None, Query(ge=1)] = None,
     format: Literal["openai", "anthropic", "markdown"] = "openai",
 ) -> dict[str, Any]:
+    ctx.access.require_as(agent)
     g = ctx.engine.sessions.gauge(ctx.project, agent, session, budget, format)
     out = g.to_dict()
     out["bar"] = g.bar()
@@ -70,12 +75,14 @@ def gauge(
 
 @router.post("/v1/projects/{project}/sessions/{session}/compact")
 def compact(ctx: ProjectDep, session: SessionName, body: CompactIn) -> dict[str, Any]:
+    ctx.access.require_as(body.agent)
     done = ctx.engine.sessions.compact(ctx.project, body.agent, session, keep=body.keep)
     return dict(done.to_dict())
 
 
 @router.post("/v1/projects/{project}/sessions/{session}/reset")
 def reset(ctx: ProjectDep, session: SessionName, body: ResetIn) -> dict[str, Any]:
+    ctx.access.require_as(body.agent)
     done = ctx.engine.sessions.reset(
         ctx.project, body.agent, session, new_session=body.new_session, reason=body.reason
     )

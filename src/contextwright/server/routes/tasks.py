@@ -36,13 +36,14 @@ class CompleteIn(BaseModel):
 
 def own_task(ctx: ProjectDep, task_id: str) -> Record:
     task = ctx.engine.tasks.get(task_id)
-    if task.project != ctx.project:
+    if task.project != ctx.project or not ctx.access.sees(task):
         raise NotFound("task", task_id)
     return task
 
 
 @router.post("/v1/projects/{project}/tasks", status_code=status.HTTP_201_CREATED)
 def create_task(ctx: ProjectDep, body: TaskIn) -> dict[str, Any]:
+    ctx.access.require_as(body.author, "author")
     return ctx.engine.tasks.create(ctx.project, **body.model_dump()).to_dict()
 
 
@@ -52,7 +53,8 @@ def list_tasks(
     status_: Annotated[str | None, Query(alias="status")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> dict[str, Any]:
-    return {"tasks": [t.to_dict() for t in ctx.engine.tasks.find(ctx.project, status_, limit)]}
+    found = ctx.engine.tasks.find(ctx.project, status_, limit)
+    return {"tasks": [t.to_dict() for t in found if ctx.access.sees(t)]}
 
 
 @router.get("/v1/projects/{project}/tasks/{task_id}")
@@ -68,6 +70,8 @@ def get_task(ctx: ProjectDep, task_id: str) -> dict[str, Any]:
 
 @router.post("/v1/projects/{project}/tasks/{task_id}/complete")
 def complete_task(ctx: ProjectDep, task_id: str, body: CompleteIn) -> dict[str, Any]:
+    # The handoff is a record authored by `by`: an agent-scoped key must name one of its agents.
+    ctx.access.require_as(body.by, "by")
     own_task(ctx, task_id)
     done = ctx.engine.tasks.complete(task_id, body.handoff, by=body.by)
     return {

@@ -1,4 +1,8 @@
-"""Traces by id and by agent; replay a stored assembly with other settings; diff two traces."""
+"""Traces by id and by agent; replay a stored assembly with other settings; diff two traces.
+
+A trace is a view of what its agent saw: every id is read through engine.trace with the path's
+project and the key's agents, so another project's trace, or another agent's for an agent-scoped
+key, is the same 404 as an id that exists nowhere."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
-from ...errors import NotFound
+from ...engine import Viewers
 from ...replay import diff_traces
 from ...trace import Trace
 from ..deps import ProjectDep, fast_json
@@ -28,10 +32,7 @@ class ReplayIn(BaseModel):
 
 
 def own_trace(ctx: ProjectDep, trace_id: str) -> Trace:
-    trace = ctx.engine.trace(trace_id)
-    if trace.project != ctx.project:
-        raise NotFound("trace", trace_id)
-    return trace
+    return ctx.engine.trace(ctx.project, trace_id, ctx.access.viewers)
 
 
 @router.get("/v1/projects/{project}/traces")
@@ -40,7 +41,11 @@ def list_traces(
     agent: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 20,
 ) -> dict[str, Any]:
-    traces = ctx.engine.traces(ctx.project, agent, limit)
+    viewers: Viewers = ctx.access.viewers
+    if agent is not None:
+        ctx.access.require_as(agent)
+        viewers = agent
+    traces = ctx.engine.traces(ctx.project, viewers, limit)
     return {
         "traces": [
             {
@@ -65,7 +70,7 @@ def get_trace(ctx: ProjectDep, trace_id: str) -> JSONResponse:
 
 @router.get("/v1/projects/{project}/traces/{a}/diff/{b}")
 def diff(ctx: ProjectDep, a: str, b: str) -> dict[str, Any]:
-    return diff_traces(own_trace(ctx, a), own_trace(ctx, b))
+    return ctx.engine.diff(ctx.project, a, b, ctx.access.viewers)
 
 
 @router.post("/v1/projects/{project}/traces/{trace_id}/replay")
@@ -74,7 +79,7 @@ def replay(ctx: ProjectDep, trace_id: str, body: ReplayIn) -> JSONResponse:
     overrides = body.model_dump(exclude_none=True)
     if "budget" in overrides:
         overrides["budget"] = budget_arg(body.budget)
-    result = ctx.engine.replay(original.id, **overrides)
+    result = ctx.engine.replay(ctx.project, original.id, ctx.access.viewers, **overrides)
     out = result.to_dict()
     out["trace"] = result.trace.to_dict()
     out["diff"] = diff_traces(original, result.trace)

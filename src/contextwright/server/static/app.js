@@ -280,7 +280,7 @@ function selectTab(name) {
 
 function init() {
   $("#apikey").value = localStorage.getItem("cw-key") || "";
-  $("#apikey").addEventListener("change", () => { localStorage.setItem("cw-key", $("#apikey").value); run(loadProjects); });
+  $("#apikey").addEventListener("change", () => { localStorage.setItem("cw-key", $("#apikey").value); run(async () => { await loadProjects(); await loadAgents(); }); });
   for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => selectTab(b.dataset.tab));
   $("#ask").addEventListener("submit", (e) => { e.preventDefault(); run(assemble); });
   $("#project").addEventListener("change", () => run(loadAgents));
