@@ -248,6 +248,8 @@ class Bridge:
         system = self.system if system is None else system
         bud = budget or self.budget
         self.check_system(system)
+        # A window may come before the first turn (an empty session): the agent must exist.
+        self.engine.sessions._ensure_agent(self.project, self.agent)
         win = self.engine.sessions.window(
             self.project, self.agent, self.session, self.task, bud, "openai", system=system
         )
