@@ -392,8 +392,9 @@ def set_status(
 ) -> None:
     """`engine.set_status`, with the project when the engine takes one (id-only lookups are on
     their way out)."""
-    params = list(inspect.signature(engine.set_status).parameters)
+    call: Callable[..., Any] = engine.set_status
+    params = list(inspect.signature(call).parameters)
     if params and params[0] == "project":
-        engine.set_status(project, record_id, status, by=by, note=note)  # type: ignore[call-arg]
+        call(project, record_id, status, by=by, note=note)
     else:
-        engine.set_status(record_id, status, by=by, note=note)
+        call(record_id, status, by=by, note=note)

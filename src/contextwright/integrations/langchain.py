@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import ContextOverflow
 from ._core import Bridge, Entry, Part, Window, key_of, raw_of, regroup, require, shown
@@ -117,7 +117,7 @@ def _build(group: Sequence[Part]) -> list[BaseMessage]:
     return out
 
 
-class ContextwrightMiddleware(AgentMiddleware):  # type: ignore[misc]
+class ContextwrightMiddleware(AgentMiddleware):
     """Each model call sees this agent's window from contextwright, under its budget."""
 
     def __init__(
@@ -164,7 +164,9 @@ class ContextwrightMiddleware(AgentMiddleware):  # type: ignore[misc]
         self.record(request.messages)
         system = request.system_message.text if request.system_message is not None else None
         messages = self.window(system)
-        return request.override(system_message=messages[0], messages=messages[1:])
+        head = messages[0]
+        assert isinstance(head, SystemMessage)
+        return request.override(system_message=head, messages=cast("list[Any]", messages[1:]))
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
         return handler(self._request(request))

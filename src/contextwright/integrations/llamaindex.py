@@ -121,7 +121,7 @@ def default_tokenizer() -> Callable[[str], list[Any]]:
     return fn
 
 
-class ContextwrightMemory(BaseMemory):  # type: ignore[misc]
+class ContextwrightMemory(BaseMemory):
     """A LlamaIndex memory backed by one agent's contextwright session."""
 
     _bridge: Bridge = PrivateAttr()

@@ -105,7 +105,7 @@ def _build(p: Part) -> dict[str, Any]:
     return {"role": "user", "content": shown(p)}
 
 
-class ContextwrightSession(SessionABC):  # type: ignore[misc]
+class ContextwrightSession(SessionABC):
     """The SDK's session protocol (get_items, add_items, pop_item, clear_session) on contextwright."""
 
     def __init__(

@@ -45,8 +45,10 @@ FRAMEWORK = "pydantic-ai"
 
 
 def dump(m: ModelMessage) -> dict[str, Any]:
-    out: dict[str, Any] = ModelMessagesTypeAdapter.dump_python([m], mode="json")[0]
-    return json.loads(json.dumps(out, default=str))
+    out: dict[str, Any] = json.loads(
+        json.dumps(ModelMessagesTypeAdapter.dump_python([m], mode="json")[0], default=str)
+    )
+    return out
 
 
 def load(raw: dict[str, Any]) -> ModelMessage:
