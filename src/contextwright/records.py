@@ -276,7 +276,7 @@ def check_json_text(
         for k, v in value.items():
             inner = f"{field}.{k}" if field else str(k)
             if isinstance(k, str):
-                check_text(f"{inner} (key)", k)
+                check_text(f"{field}.{k!r} (key)" if field else f"{k!r} (key)", k)
             check_json_text(inner, v, max_depth, depth + 1)
     elif isinstance(value, list | tuple):
         for i, v in enumerate(value):
@@ -293,6 +293,7 @@ def _name(data: Mapping[str, Any], key: str, *, required: bool, fix: str) -> str
         raise ValidationError(
             key, value, fix, problem=f"must be a string, not {type(value).__name__}"
         )
+    check_text(key, value)  # first: its message says what is wrong with such a character
     if not value or len(value) > MAX_NAME_CHARS or not _NAME_RE.match(value):
         raise ValidationError(
             key, value, f"use 1-{MAX_NAME_CHARS} characters of letters, digits and _ . : / -"
@@ -347,7 +348,7 @@ def _check_json(key: str, value: Any, depth: int = 0) -> None:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise ValidationError(f"{key}.{k!r}", k, "use text keys in meta")
-            check_text(f"{key}.{k} (key)", k)
+            check_text(f"{key}.{k!r} (key)", k)
             _check_json(f"{key}.{k}", v, depth + 1)
     elif isinstance(value, list | tuple):
         for i, v in enumerate(value):

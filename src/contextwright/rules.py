@@ -406,13 +406,20 @@ def parse_rule(doc: Any, file: str, index: int, path: str, errs: _Errors) -> Rul
     )
 
 
-def parse_document(doc: Any, file: str) -> tuple[list[Rule], list[RuleError]]:
-    """Rules of one parsed JSON document: {"rules": [...]} or a single rule object."""
+def parse_document(
+    doc: Any, file: str, rule_path: str = "rule"
+) -> tuple[list[Rule], list[RuleError]]:
+    """Rules of one parsed JSON document: {"rules": [...]} or a single rule object (whose
+    problems are reported under `rule_path`)."""
     errs = _Errors(file)
     try:
         # Rule text reaches traces (the rule is recorded) and the stores: the same text check
         # as every other input, before anything else reads the document.
-        check_json_text("", doc, max_depth=MAX_RULE_DEPTH)
+        check_json_text(
+            "" if isinstance(doc, Mapping) and "rules" in doc else rule_path,
+            doc,
+            max_depth=MAX_RULE_DEPTH,
+        )
     except ValidationError as exc:
         shown = _shown(exc.value) if isinstance(exc.value, str) else "the value"
         errs.add(exc.field or "(document)", f"got {shown}, which {exc.problem}: {exc.fix}")
@@ -427,7 +434,7 @@ def parse_document(doc: Any, file: str) -> tuple[list[Rule], list[RuleError]]:
         parsed = [parse_rule(d, file, i, f"rules[{i}]", errs) for i, d in enumerate(items)]
     elif isinstance(doc, Mapping):
         parsed = [
-            parse_rule({k: v for k, v in doc.items() if k != "$schema"}, file, 0, "rule", errs)
+            parse_rule({k: v for k, v in doc.items() if k != "$schema"}, file, 0, rule_path, errs)
         ]
     else:
         errs.add("(document)", 'give an object: {"rules": [...]} or one rule')
@@ -511,7 +518,8 @@ def rules_from(docs: Iterable[Any], name: str = "<rules>") -> RuleSet:
     """A RuleSet from parsed JSON documents, for code and tests that keep rules in memory."""
     rules: list[Rule] = []
     for i, doc in enumerate(docs):
-        found, errors = parse_document(doc, f"{name}[{i}]")
+        # A list of rule objects (a request's `rules`): problems read rules[i].when...
+        found, errors = parse_document(doc, f"{name}[{i}]", f"rules[{i}]")
         if errors:
             raise errors[0]
         rules.extend(found)

@@ -4,6 +4,7 @@ The library raises its own error tree; this module is the one place that turns i
 codes. Bad input is always a 4xx that names the field; nothing a client sends can produce a 500.
 
     ValidationError, BudgetError, RuleError, ContextOverflow -> 422
+    UnicodeError (text that is not valid UTF-8 and got past validation) -> 422
     NotFound -> 404          StoreError -> 503          MissingExtra -> 501
     request validation (wrong types, missing fields, bad JSON) -> 422 naming the field
     HTTPProblem (auth, body size, unknown routes) -> its own status
@@ -76,8 +77,21 @@ def problem(
     if field is not None:
         body["field"] = field
     body.update({k: v for k, v in extra.items() if v is not None})
+    body = _printable(body)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
+
+
+def _printable(value: Any) -> Any:
+    """A problem quotes what the client sent (a field path, a value); text that is not valid
+    UTF-8 (a lone surrogate) is written as its escape, so that the answer can always be encoded."""
+    if isinstance(value, str):
+        return value if value.isascii() else value.encode("utf-8", "backslashreplace").decode()
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_printable(v) for v in value]
+    return value
 
 
 def field_of(loc: Sequence[Any]) -> str:
@@ -157,6 +171,20 @@ def install(app: FastAPI) -> None:
             detail = f"no route {request.method} {request.url.path}; see /docs"
         _count(request, "http_error", exc.status_code)
         return problem(exc.status_code, title, detail, kind=title.lower().replace(" ", "_"))
+
+    @app.exception_handler(UnicodeError)
+    async def text_error(request: Request, exc: UnicodeError) -> JSONResponse:
+        # Text that is not valid UTF-8 (a lone surrogate from a JSON \\ud800 escape) that got
+        # past validation: the client's input, so a 4xx; logged, as validation should catch it.
+        log.warning("text not valid UTF-8 on %s %s: %s", request.method, request.url.path, exc)
+        _count(request, "validation_error", 422)
+        return problem(
+            422,
+            "Invalid text",
+            "the request holds text that is not valid UTF-8 (a lone surrogate such as \\ud800); "
+            "send every \\uD800-\\uDFFF escape as a high and low pair",
+            kind="validation_error",
+        )
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -373,6 +373,8 @@ class TaskBoard:
         limits: Mapping[str, int] | None = None,
     ) -> ComputedContext:
         """The spec's computeContext + applyContextLimits for one task, as `agent` may see it."""
+        if agent is not None:
+            check_name("agent", agent)
         task = self.get(task_id)
         level = complexity or str(task.meta.get("complexity") or "normal")
         lim = self.limits_for(level, limits)
