@@ -19,6 +19,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -46,6 +47,35 @@ STATUS: list[tuple[type[ContextwrightError], int, str]] = [
     (StoreError, 503, "Store unavailable"),
     (MissingExtra, 501, "Optional part not installed"),
 ]
+
+
+# What any route can answer besides its success, as problem details (see `install`): a body that
+# does not parse (400), a missing or wrong key (401, 403), an unknown id (404), the wrong method
+# (405), a body over the limit (413), invalid input (422), an unavailable store (503).
+ERROR_STATUSES = {
+    "400": "The body is not JSON",
+    "401": "No API key, or an unknown one",
+    "403": "The key may not use this project",
+    "404": "No such record, trace, task, agent or key",
+    "405": "Method not allowed",
+    "413": "The body is over the size limit",
+    "422": "Invalid input: the problem names the field, the value and the fix",
+    "503": "The store is unavailable",
+}
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "title": "Problem",
+    "description": "RFC 9457 problem details",
+    "type": "object",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "field": {"type": "string"},
+        "errors": {"type": "array", "items": {"type": "object"}},
+    },
+}
 
 
 class HTTPProblem(Exception):
@@ -116,8 +146,36 @@ def _count(request: Request, kind: str, status: int) -> None:
         metrics.errors.labels(type=kind, status=str(status)).inc()
 
 
+def document(app: FastAPI) -> None:
+    """Make the app's OpenAPI say what `install` does: every operation's error answers are
+    application/problem+json with the Problem schema (FastAPI's own 422 entry says
+    application/json with its validation schema, which is not what is sent)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+        schemas["Problem"] = PROBLEM_SCHEMA
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        ref = {"schema": {"$ref": "#/components/schemas/Problem"}}
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                for status, text in ERROR_STATUSES.items():
+                    responses[status] = {"description": text, "content": {MEDIA_TYPE: ref}}
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def install(app: FastAPI) -> None:
-    """Register the handlers that turn every error into problem details."""
+    """Register the handlers that turn every error into problem details, and document them."""
+    document(app)
 
     @app.exception_handler(ContextwrightError)
     async def library_error(request: Request, exc: ContextwrightError) -> JSONResponse:
