@@ -26,7 +26,15 @@ from .ids import new_id
 from .packing import Decision, drop_last, pack
 from .pipeline import decision_dict, merge, run_sources
 from .ports import Embedder, Query, Store, Tokenizer
-from .records import STATUSES, Record, build_record, check_name
+from .records import (
+    MAX_CONTENT_CHARS,
+    STATUSES,
+    Record,
+    build_record,
+    check_json_text,
+    check_name,
+    check_text,
+)
 from .references import validate_refs
 from .render import check_format, render
 from .roles import Agent, RoleProfile, profile_for
@@ -220,6 +228,7 @@ class Engine:
             if isinstance(filters.get(key), list | str):
                 value = filters[key]
                 filters[key] = (value,) if isinstance(value, str) else tuple(value)
+        _check_texts(("agent", agent), *filters.items())
         return self.store.query(Query(project=project, agent=agent, limit=limit, **filters))
 
     def set_status(self, record_id: str, status: str, *, by: str, note: str = "") -> Record:
@@ -227,6 +236,7 @@ class Engine:
         if status not in STATUSES:
             raise ValidationError("status", status, f"use one of {', '.join(STATUSES)}")
         check_name("by", by)
+        _check_texts(("note", note))
         record = self.get(record_id)
         self.store.set_status(record.id, status, by, self.clock(), note)
         return self.get(record_id)
@@ -251,8 +261,10 @@ class Engine:
         elif isinstance(profile, RoleProfile):
             prof = profile
         else:
+            check_json_text("profile", profile)
             prof = RoleProfile.from_dict(profile)
         a = Agent(id=agent, role=role, profile=prof)
+        check_json_text("profile", a.to_dict()["profile"])
         self.store.put_doc(
             "agents", f"{project}/{agent}", project, a.to_dict(), self.clock(), key=agent
         )
@@ -260,6 +272,8 @@ class Engine:
         return a
 
     def agent(self, project: str, agent: str) -> Agent:
+        check_name("project", project)
+        check_name("agent", agent)
         doc = self.store.get_doc("agents", f"{project}/{agent}")
         if doc is not None:
             # Read on every call (another process may change it), parsed only when it changed.
@@ -278,6 +292,7 @@ class Engine:
         )
 
     def agents(self, project: str) -> list[Agent]:
+        check_name("project", project)
         registered = {
             d["id"]: Agent.from_dict(d)
             for d in self.store.list_docs("agents", project, limit=10_000)
@@ -303,9 +318,17 @@ class Engine:
         check_name("key", key)
         if not isinstance(value, str):
             raise ValidationError("value", value, "give the value as a string")
+        if len(value) > MAX_CONTENT_CHARS:
+            raise ValidationError(
+                "value", f"<{len(value)} characters>",
+                f"keep a value under {MAX_CONTENT_CHARS} characters", problem="is too large",
+            )  # fmt: skip
+        check_text("value", value)
         self.store.kv_set(project, key, value, self.clock())
 
     def kv_get(self, project: str, key: str) -> str:
+        check_name("project", project)
+        check_name("key", key)
         value = self.store.kv_get(project, key)
         if value is None:
             raise NotFound("key", key, f"set it with kv_set({project!r}, {key!r}, ...)")
@@ -419,6 +442,7 @@ class Engine:
             task = self.tasks.task_text(project, task_id, task)
         if not isinstance(task, str):
             raise ValidationError("task", task, "give the task as text")
+        check_text("task", task)
         if len(task) > MAX_TASK_CHARS:
             raise ValidationError(
                 "task",
@@ -448,6 +472,8 @@ class Engine:
             raise ValidationError("limits", limits, "give {source name: count from 0 to 10000}")
         if isinstance(working_memory, str) or not all(isinstance(w, str) for w in working_memory):
             raise ValidationError("working_memory", working_memory, "give a list of strings")
+        for i, note in enumerate(working_memory):
+            check_text(f"working_memory[{i}]", note)
         active = pick_sources(self.sources, sources)
         now = self.clock()
         version = self.store.version(project)  # read once: the source cache and topic use it
@@ -629,3 +655,14 @@ def _viewers(agent: Viewers) -> frozenset[str] | None:
 
 def _ms(a: float, b: float) -> float:
     return round((b - a) * 1000, 3)
+
+
+def _check_texts(*pairs: tuple[str, Any]) -> None:
+    """Text arguments of a read (filters, names): refused by name rather than by the store."""
+    for key, value in pairs:
+        if isinstance(value, str):
+            check_text(key, value)
+        elif isinstance(value, list | tuple):
+            for i, item in enumerate(value):
+                if isinstance(item, str):
+                    check_text(f"{key}[{i}]", item)

@@ -41,6 +41,7 @@ class ValidationError(ContextwrightError):
         self.field = field
         self.value = value
         self.fix = fix
+        self.problem = what
 
 
 class NotFound(ContextwrightError):

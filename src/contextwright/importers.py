@@ -42,6 +42,8 @@ def _load_json(path: Path) -> Any:
         raise ValidationError(
             "path", str(path), f"the file is not JSON (line {exc.lineno}: {exc.msg})"
         ) from None
+    except (ValueError, RecursionError) as exc:  # a number of 4,300+ digits, nesting too deep
+        raise ValidationError("path", str(path), f"the file is not usable JSON ({exc})") from None
 
 
 def read_jsonl(path: Path, project: str) -> Iterator[dict[str, Any]]:
@@ -53,6 +55,8 @@ def read_jsonl(path: Path, project: str) -> Iterator[dict[str, Any]]:
                 item = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValidationError(f"line {n}", line[:60], f"fix the JSON: {exc.msg}") from None
+            except (ValueError, RecursionError) as exc:
+                raise ValidationError(f"line {n}", line[:60], f"fix the JSON: {exc}") from None
             if not isinstance(item, dict):
                 raise ValidationError(f"line {n}", item, "each line must be a record object")
             item.setdefault("project", project)

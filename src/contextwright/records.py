@@ -46,6 +46,7 @@ OPEN_BY_DEFAULT = {"task": "open", "question": "open", "decision": "active"}
 MAX_CONTENT_CHARS = 400_000
 MAX_NAME_CHARS = 200
 MAX_LIST_ITEMS = 256
+MAX_META_DEPTH = 32
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/\-]*$")
 # @name, @path/to/file.ts, @kv:key, @rec:ID; not e-mail addresses (a word character before @).
@@ -220,13 +221,66 @@ def parse_mentions(text: str) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def check_text(field: str, value: str) -> str:
+    """Text that every store can hold and every answer can encode: no NUL (PostgreSQL text cannot
+    hold it) and no lone surrogate (not encodable as UTF-8; JSON allows `"\\ud800"`). The one
+    check for every text on its way to a store or a trace, so that bad text is refused here, by
+    name, and never becomes a store error or an answer that cannot be encoded."""
+    if "\x00" in value:
+        raise ValidationError(
+            field, _clip(value), "remove the \\x00 characters", problem="contains a NUL character"
+        )
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            field,
+            _clip(value),
+            f"send valid UTF-8 text: the character at position {exc.start} is a lone surrogate "
+            f"({value[exc.start].encode('unicode_escape').decode()}); "
+            "a \\uD800-\\uDFFF escape must pair a high with a low surrogate",
+            problem="contains a lone surrogate",
+        ) from None
+    return value
+
+
+def _clip(value: str, limit: int = 200) -> str:
+    """Long text in an error is cut (the message would otherwise carry it whole)."""
+    return value if len(value) <= limit else value[:limit] + f"...<{len(value)} characters>"
+
+
 def check_name(field: str, value: object) -> str:
     """A name argument (project, agent, session, id, ...) of an API call: a short non-empty string."""
     if not isinstance(value, str) or not value or len(value) > MAX_NAME_CHARS:
         raise ValidationError(
             field, value, f"give a non-empty string of at most {MAX_NAME_CHARS} characters"
         )
-    return value
+    return check_text(field, value)
+
+
+def check_json_text(
+    field: str, value: object, max_depth: int = MAX_META_DEPTH, depth: int = 0
+) -> None:
+    """Every key and text inside a JSON-like value (meta, a profile, a handoff, a rule) through
+    `check_text`, and its nesting bounded: deeper values are refused, not a RecursionError."""
+    if depth > max_depth:
+        raise ValidationError(
+            field, "<nested value>", f"nest objects and lists at most {max_depth} deep",
+            problem="is nested too deeply",
+        )  # fmt: skip
+    if isinstance(value, str):
+        check_text(field, value)
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            inner = f"{field}.{k}" if field else str(k)
+            if isinstance(k, str):
+                check_text(f"{field}.{k!r} (key)" if field else f"{k!r} (key)", k)
+            check_json_text(inner, v, max_depth, depth + 1)
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            check_json_text(f"{field}[{i}]", v, max_depth, depth + 1)
 
 
 def _name(data: Mapping[str, Any], key: str, *, required: bool, fix: str) -> str | None:
@@ -239,6 +293,7 @@ def _name(data: Mapping[str, Any], key: str, *, required: bool, fix: str) -> str
         raise ValidationError(
             key, value, fix, problem=f"must be a string, not {type(value).__name__}"
         )
+    check_text(key, value)  # first: its message says what is wrong with such a character
     if not value or len(value) > MAX_NAME_CHARS or not _NAME_RE.match(value):
         raise ValidationError(
             key, value, f"use 1-{MAX_NAME_CHARS} characters of letters, digits and _ . : / -"
@@ -269,6 +324,7 @@ def _names(data: Mapping[str, Any], key: str, *, agents: bool = False) -> tuple[
                 item,
                 f"each item must be a non-empty string of at most {MAX_NAME_CHARS} characters",
             )
+        check_text(f"{key}[{i}]", item)
         if agents and not _NAME_RE.match(item):
             raise ValidationError(
                 f"{key}[{i}]",
@@ -279,16 +335,24 @@ def _names(data: Mapping[str, Any], key: str, *, agents: bool = False) -> tuple[
     return tuple(out)
 
 
-def _check_json(key: str, value: Any) -> None:
+def _check_json(key: str, value: Any, depth: int = 0) -> None:
     """Stores keep `meta` as JSON: only str keys and JSON values survive every store unchanged."""
-    if isinstance(value, Mapping):
+    if depth > MAX_META_DEPTH:
+        raise ValidationError(
+            key, "<nested value>", f"nest objects and lists at most {MAX_META_DEPTH} deep",
+            problem="is nested too deeply",
+        )  # fmt: skip
+    if isinstance(value, str):
+        check_text(key, value)
+    elif isinstance(value, Mapping):
         for k, v in value.items():
             if not isinstance(k, str):
                 raise ValidationError(f"{key}.{k!r}", k, "use text keys in meta")
-            _check_json(f"{key}.{k}", v)
+            check_text(f"{key}.{k!r} (key)", k)
+            _check_json(f"{key}.{k}", v, depth + 1)
     elif isinstance(value, list | tuple):
         for i, v in enumerate(value):
-            _check_json(f"{key}[{i}]", v)
+            _check_json(f"{key}[{i}]", v, depth + 1)
     elif isinstance(value, float) and not math.isfinite(value):
         raise ValidationError(key, value, "use a finite number (JSON has no NaN or infinity)")
     elif value is not None and not isinstance(value, str | int | float | bool):
@@ -346,12 +410,7 @@ def build_record(
             f"split it into records of at most {MAX_CONTENT_CHARS} characters",
             problem="is too large",
         )
-    if "\x00" in content:
-        # PostgreSQL text cannot hold NUL; refusing it everywhere keeps every store alike.
-        raise ValidationError(
-            "content", "<text with a NUL character>", "remove the \\x00 characters",
-            problem="contains a NUL character",
-        )  # fmt: skip
+    check_text("content", content)
     visibility = data.get("visibility", "project")
     if visibility not in VISIBILITIES:
         raise ValidationError("visibility", visibility, f"use one of {', '.join(VISIBILITIES)}")

@@ -11,7 +11,10 @@ boost or cap. A team writes them once in `.contextwright/rules/` instead of tuni
 
 Files are read in name order (`*.json` only), rules in file order, and the first rule whose
 condition matches the request applies. Conditions match the fields in `FIELDS` with `contains`,
-`equals`, `regex` or `in`, combined with `all`, `any` and `not`. Every problem is reported with
+`equals`, `regex` or `in`, combined with `all`, `any` and `not`. A `regex` runs on RE2 (linear
+time, whatever the pattern and the text), so a rule sent by any caller cannot stall the server;
+patterns RE2 cannot run in linear time (backreferences, lookarounds) or that pass the size limits
+are refused when the rule is read. Every problem is reported with
 the file, the field path and the fix; `check_rules` reports them all, `load_rules` raises the
 first. The published JSON Schema is `schemas/rule.schema.json`. Matching is a pure function; the
 actions are applied by actions.py.
@@ -27,8 +30,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import RuleError
-from .records import KINDS, check_name
+from .errors import RuleError, ValidationError
+from .records import KINDS, check_json_text, check_name
 
 DEFAULT_RULES_DIR = Path(".contextwright") / "rules"
 FIELDS = ("task", "agent", "role", "project", "kind", "milestone", "session")
@@ -38,6 +41,14 @@ TARGET_KEYS = ("ref", "kind", "tag")
 REF_PREFIXES = ("rec:", "kv:", "file:")
 SUPERSEDED = "superseded"
 MAX_BOOST = 10.0
+# A regex condition: its pattern, the memory RE2 may spend compiling it (a bigger program is
+# refused, e.g. `(a{100}){100}`), and the text it looks at (the task is at most 20,000 characters
+# already; names far fewer).
+MAX_REGEX_CHARS = 1_000
+MAX_REGEX_MEMORY = 1 << 20
+MAX_MATCH_CHARS = 20_000
+# A document's nesting: conditions nest 16 deep, two JSON levels each, inside rules[i].when.
+MAX_RULE_DEPTH = 40
 
 # Task kinds, guessed from the task's words when the caller does not give one (`task_kind`).
 _TASK_KINDS = (
@@ -203,16 +214,52 @@ def _leaf(doc: Mapping[str, Any], path: str, errs: _Errors) -> Condition | None:
         errs.add(f"{path}.{op}", "give a non-empty string")
         return None
     if op == "regex":
-        try:
-            pattern = re.compile(value, 0 if case else re.IGNORECASE)
-        except re.error as exc:
-            errs.add(f"{path}.regex", f"use a valid regular expression ({exc})")
-            return None
-        return lambda f: pattern.search(f.get(name)) is not None
+        search = _regex(value, case, f"{path}.regex", errs)
+        return None if search is None else (lambda f: search(f.get(name)))
     want = fold(value)
     if op == "equals":
         return lambda f: fold(f.get(name)) == want
     return lambda f: want in fold(f.get(name))
+
+
+def _regex(
+    pattern: str, case_sensitive: bool, path: str, errs: _Errors
+) -> Callable[[str], bool] | None:
+    """A search on RE2: linear in the text whatever the pattern, so no rule can stall a call."""
+    if len(pattern) > MAX_REGEX_CHARS:
+        errs.add(
+            path,
+            f"got a pattern of {len(pattern)} characters; keep it under {MAX_REGEX_CHARS}",
+        )
+        return None
+    import re2  # google-re2, a core dependency; imported here as only regex rules need it
+
+    options = re2.Options()
+    options.log_errors = False  # the error goes into the RuleError, not to stderr
+    options.case_sensitive = case_sensitive
+    options.max_mem = MAX_REGEX_MEMORY
+    try:
+        compiled = re2.compile(pattern, options=options)
+    except re2.error as exc:
+        arg = exc.args[0] if exc.args else str(exc)
+        reason = arg.decode("utf-8", "replace") if isinstance(arg, bytes) else str(arg)
+        errs.add(
+            path,
+            f"got {_shown(pattern)}: {reason}; use a valid regular expression that RE2 accepts "
+            "(no backreferences such as \\1, no lookarounds such as (?=...) or (?<!...), "
+            "repetition counts up to 1000)",
+        )
+        return None
+
+    def search(text: str) -> bool:
+        return compiled.search(text[:MAX_MATCH_CHARS]) is not None
+
+    return search
+
+
+def _shown(value: str, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 15] + f"...({len(text)} chars)"
 
 
 def parse_condition(doc: Any, path: str, errs: _Errors, depth: int = 0) -> Condition | None:
@@ -359,9 +406,24 @@ def parse_rule(doc: Any, file: str, index: int, path: str, errs: _Errors) -> Rul
     )
 
 
-def parse_document(doc: Any, file: str) -> tuple[list[Rule], list[RuleError]]:
-    """Rules of one parsed JSON document: {"rules": [...]} or a single rule object."""
+def parse_document(
+    doc: Any, file: str, rule_path: str = "rule"
+) -> tuple[list[Rule], list[RuleError]]:
+    """Rules of one parsed JSON document: {"rules": [...]} or a single rule object (whose
+    problems are reported under `rule_path`)."""
     errs = _Errors(file)
+    try:
+        # Rule text reaches traces (the rule is recorded) and the stores: the same text check
+        # as every other input, before anything else reads the document.
+        check_json_text(
+            "" if isinstance(doc, Mapping) and "rules" in doc else rule_path,
+            doc,
+            max_depth=MAX_RULE_DEPTH,
+        )
+    except ValidationError as exc:
+        shown = _shown(exc.value) if isinstance(exc.value, str) else "the value"
+        errs.add(exc.field or "(document)", f"got {shown}, which {exc.problem}: {exc.fix}")
+        return [], errs.found
     if isinstance(doc, Mapping) and "rules" in doc:
         for k in sorted(set(doc) - {"rules", "$schema"}):
             errs.add(k, 'remove it; a rules file has "rules" (and optionally "$schema")')
@@ -372,7 +434,7 @@ def parse_document(doc: Any, file: str) -> tuple[list[Rule], list[RuleError]]:
         parsed = [parse_rule(d, file, i, f"rules[{i}]", errs) for i, d in enumerate(items)]
     elif isinstance(doc, Mapping):
         parsed = [
-            parse_rule({k: v for k, v in doc.items() if k != "$schema"}, file, 0, "rule", errs)
+            parse_rule({k: v for k, v in doc.items() if k != "$schema"}, file, 0, rule_path, errs)
         ]
     else:
         errs.add("(document)", 'give an object: {"rules": [...]} or one rule')
@@ -388,6 +450,8 @@ def read_file(path: Path) -> tuple[list[Rule], list[RuleError]]:
         return [], [RuleError(name, "(file)", f"make it a readable UTF-8 file ({exc})")]
     try:
         doc = json.loads(text)
+    except RecursionError:
+        return [], [RuleError(name, "(document)", "nest the JSON less deeply")]
     except json.JSONDecodeError as exc:
         return [], [
             RuleError(
@@ -454,7 +518,8 @@ def rules_from(docs: Iterable[Any], name: str = "<rules>") -> RuleSet:
     """A RuleSet from parsed JSON documents, for code and tests that keep rules in memory."""
     rules: list[Rule] = []
     for i, doc in enumerate(docs):
-        found, errors = parse_document(doc, f"{name}[{i}]")
+        # A list of rule objects (a request's `rules`): problems read rules[i].when...
+        found, errors = parse_document(doc, f"{name}[{i}]", f"rules[{i}]")
         if errors:
             raise errors[0]
         rules.extend(found)

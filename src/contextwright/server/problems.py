@@ -4,6 +4,7 @@ The library raises its own error tree; this module is the one place that turns i
 codes. Bad input is always a 4xx that names the field; nothing a client sends can produce a 500.
 
     ValidationError, BudgetError, RuleError, ContextOverflow -> 422
+    UnicodeError (text that is not valid UTF-8 and got past validation) -> 422
     NotFound -> 404          StoreError -> 503          MissingExtra -> 501
     request validation (wrong types, missing fields, bad JSON) -> 422 naming the field
     HTTPProblem (auth, body size, unknown routes) -> its own status
@@ -18,6 +19,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -45,6 +47,35 @@ STATUS: list[tuple[type[ContextwrightError], int, str]] = [
     (StoreError, 503, "Store unavailable"),
     (MissingExtra, 501, "Optional part not installed"),
 ]
+
+
+# What any route can answer besides its success, as problem details (see `install`): a body that
+# does not parse (400), a missing or wrong key (401, 403), an unknown id (404), the wrong method
+# (405), a body over the limit (413), invalid input (422), an unavailable store (503).
+ERROR_STATUSES = {
+    "400": "The body is not JSON",
+    "401": "No API key, or an unknown one",
+    "403": "The key may not use this project",
+    "404": "No such record, trace, task, agent or key",
+    "405": "Method not allowed",
+    "413": "The body is over the size limit",
+    "422": "Invalid input: the problem names the field, the value and the fix",
+    "503": "The store is unavailable",
+}
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "title": "Problem",
+    "description": "RFC 9457 problem details",
+    "type": "object",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "field": {"type": "string"},
+        "errors": {"type": "array", "items": {"type": "object"}},
+    },
+}
 
 
 class HTTPProblem(Exception):
@@ -76,8 +107,21 @@ def problem(
     if field is not None:
         body["field"] = field
     body.update({k: v for k, v in extra.items() if v is not None})
+    body = _printable(body)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
+
+
+def _printable(value: Any) -> Any:
+    """A problem quotes what the client sent (a field path, a value); text that is not valid
+    UTF-8 (a lone surrogate) is written as its escape, so that the answer can always be encoded."""
+    if isinstance(value, str):
+        return value if value.isascii() else value.encode("utf-8", "backslashreplace").decode()
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_printable(v) for v in value]
+    return value
 
 
 def field_of(loc: Sequence[Any]) -> str:
@@ -102,8 +146,36 @@ def _count(request: Request, kind: str, status: int) -> None:
         metrics.errors.labels(type=kind, status=str(status)).inc()
 
 
+def document(app: FastAPI) -> None:
+    """Make the app's OpenAPI say what `install` does: every operation's error answers are
+    application/problem+json with the Problem schema (FastAPI's own 422 entry says
+    application/json with its validation schema, which is not what is sent)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+        schemas["Problem"] = PROBLEM_SCHEMA
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        ref = {"schema": {"$ref": "#/components/schemas/Problem"}}
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                for status, text in ERROR_STATUSES.items():
+                    responses[status] = {"description": text, "content": {MEDIA_TYPE: ref}}
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def install(app: FastAPI) -> None:
-    """Register the handlers that turn every error into problem details."""
+    """Register the handlers that turn every error into problem details, and document them."""
+    document(app)
 
     @app.exception_handler(ContextwrightError)
     async def library_error(request: Request, exc: ContextwrightError) -> JSONResponse:
@@ -157,6 +229,20 @@ def install(app: FastAPI) -> None:
             detail = f"no route {request.method} {request.url.path}; see /docs"
         _count(request, "http_error", exc.status_code)
         return problem(exc.status_code, title, detail, kind=title.lower().replace(" ", "_"))
+
+    @app.exception_handler(UnicodeError)
+    async def text_error(request: Request, exc: UnicodeError) -> JSONResponse:
+        # Text that is not valid UTF-8 (a lone surrogate from a JSON \\ud800 escape) that got
+        # past validation: the client's input, so a 4xx; logged, as validation should catch it.
+        log.warning("text not valid UTF-8 on %s %s: %s", request.method, request.url.path, exc)
+        _count(request, "validation_error", 422)
+        return problem(
+            422,
+            "Invalid text",
+            "the request holds text that is not valid UTF-8 (a lone surrogate such as \\ud800); "
+            "send every \\uD800-\\uDFFF escape as a high and low pair",
+            kind="validation_error",
+        )
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

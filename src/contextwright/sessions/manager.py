@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..budget import Budget
 from ..errors import NotFound, ValidationError
 from ..ports import Query, Summarizer
-from ..records import Record, check_name
+from ..records import Record, check_json_text, check_name
 from ..render import check_format
 from ..sources import session_view
 from ..summarizers.extractive import ExtractiveSummarizer
@@ -264,6 +264,7 @@ class SessionManager:
         """Start a new session with a transfer summary of this one; memory is flushed first."""
         if new_session is not None:
             check_name("new_session", new_session)
+        check_json_text("reason", reason)
         with self._lock(project, agent, session):
             st = self._active(project, agent, session)
             return self._reset(st, new_session=new_session, reason=reason)
@@ -297,6 +298,11 @@ class SessionManager:
             raise ValidationError("skills", skills, "give a list of skill instructions (strings)")
         if isinstance(tools, Mapping) or not all(isinstance(t, Mapping) for t in tools):
             raise ValidationError("tools", tools, "give a list of tool definitions (objects)")
+        # The layers are rendered into the window and recorded in its trace: the same text check.
+        check_json_text("system", system)
+        check_json_text("skills", list(skills))
+        check_json_text("tools", list(tools))
+        check_json_text("files", files if isinstance(files, Mapping) else list(files))
         cfg = self.config
         loaded = load_files(files, cfg.workspace, cfg.file_cap, self.engine.counter)
         return Layers(system, [dict(t) for t in tools], [s for s in skills if s.strip()], loaded)

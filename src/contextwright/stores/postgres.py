@@ -73,6 +73,7 @@ class PostgresStore(PostgresText, PostgresVectors):
         self.url = redact(url)
         self._secret = _password(conninfo)
         self._broken_types: tuple[type[BaseException], ...] = (psycopg.OperationalError,)
+        self._data_error: type[BaseException] = psycopg.DataError
         self._select, self._cols, self._visible = SELECT, COLS, VISIBLE
         extra: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in conninfo:
@@ -118,16 +119,27 @@ class PostgresStore(PostgresText, PostgresVectors):
     def applied_migrations(self) -> list[str]:
         return [r[0] for r in self._read("SELECT name FROM migrations ORDER BY applied_at, name")]
 
-    def _error(self, what: str, exc: BaseException) -> StoreError:
+    def _error(self, what: str, exc: BaseException) -> StoreError | ValidationError:
         text = str(exc).strip() or type(exc).__name__
         if self._secret:
             text = text.replace(self._secret, "***")
+        if isinstance(exc, UnicodeEncodeError | self._data_error):
+            # Values the database refuses (NUL in text, a lone surrogate, a number out of range)
+            # are the caller's input, not an outage: a 422, never a 503. Validation refuses them
+            # before they get here (records.check_text); this is the net under it.
+            return ValidationError(
+                "input", "<value>", "send text without NUL or lone surrogates, and numbers in "
+                f"range ({text})", problem="cannot be stored",
+            )  # fmt: skip
         return StoreError(f"{what}: {text}")
 
     @staticmethod
     def _ours(exc: BaseException) -> bool:
-        """Errors of the database or the pool; anything else is a bug and propagates as is."""
-        return type(exc).__module__.startswith(("psycopg", "psycopg_pool"))
+        """Errors of the database or the pool, and text the driver cannot encode; anything else
+        is a bug and propagates as is."""
+        return isinstance(exc, UnicodeEncodeError) or type(exc).__module__.startswith(
+            ("psycopg", "psycopg_pool")
+        )
 
     def _read(self, sql: str, params: Any = None) -> list[Any]:
         for attempt in (1, 2):

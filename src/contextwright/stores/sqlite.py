@@ -166,6 +166,16 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
             except sqlite3.Error as exc:
                 conn.execute("ROLLBACK")
                 raise StoreError(f"cannot write {self.url}: {exc}") from exc
+            except UnicodeEncodeError as exc:
+                # A lone surrogate the driver cannot bind: the caller's text, not the store's
+                # failure. records.check_text refuses it before; this is the net under it.
+                conn.execute("ROLLBACK")
+                raise ValidationError(
+                    "input",
+                    "<text>",
+                    "send valid UTF-8 text (no lone surrogates)",
+                    problem="cannot be stored",
+                ) from exc
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound, ValidationError
 from ..ports import Query
-from ..records import MAX_NAME_CHARS, Record, build_record
+from ..records import MAX_NAME_CHARS, Record, build_record, check_name, check_text
 from .computed import ComputedContext, compute_context
 from .context_map import infer_component
 from .dependencies import extract_dependency_context, handoff_of, latest_handoffs
@@ -52,7 +52,7 @@ def _text(value: object, field: str, limit: int, fix: str) -> str:
         raise ValidationError(
             field, f"<{len(value)} characters>", f"keep it under {limit} characters"
         )
-    return value.strip()
+    return check_text(field, value.strip())
 
 
 class TaskBoard:
@@ -89,6 +89,10 @@ class TaskBoard:
         assignee: str | None = None,
     ) -> Record:
         """Validate and store a task (status open) with its `depends_on` edges."""
+        check_name("project", project)
+        check_name("author", author)
+        if assignee is not None:
+            check_name("assignee", assignee)
         name = _text(name, "name", MAX_NAME_CHARS, "give the task a short name")
         objective = _text(objective, "objective", MAX_OBJECTIVE, "say what the task must achieve")
         if isinstance(acceptance_criteria, str) or not isinstance(acceptance_criteria, Sequence):
@@ -115,6 +119,8 @@ class TaskBoard:
                 f"{len(dependencies)} items",
                 f"give at most {MAX_DEPENDENCIES} dependencies",
             )
+        for i, dep in enumerate(dependencies):
+            check_name(f"dependencies[{i}]", dep)
         deps = list(dict.fromkeys(dependencies))
         found = {r.id: r for r in self.engine.store.get_many(deps)} if deps else {}
         for i, dep in enumerate(deps):
@@ -162,12 +168,16 @@ class TaskBoard:
     def get(self, task_id: str) -> Record:
         if not isinstance(task_id, str) or not task_id:
             raise ValidationError("task_id", task_id, "give a task id")
+        check_text("task_id", task_id)
         found = self.engine.store.get_many([task_id])
         if not found or found[0].kind != "task":
             raise NotFound("task", task_id, "create it with engine.tasks.create(...)")
         return found[0]
 
     def find(self, project: str, status: str | None = None, limit: int = 200) -> list[Record]:
+        check_name("project", project)
+        if status is not None:
+            check_name("status", status)
         statuses = (status,) if status else None
         return self.engine.store.query(
             Query(
@@ -363,6 +373,8 @@ class TaskBoard:
         limits: Mapping[str, int] | None = None,
     ) -> ComputedContext:
         """The spec's computeContext + applyContextLimits for one task, as `agent` may see it."""
+        if agent is not None:
+            check_name("agent", agent)
         task = self.get(task_id)
         level = complexity or str(task.meta.get("complexity") or "normal")
         lim = self.limits_for(level, limits)

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from ..errors import ValidationError
+from ..records import check_json_text
 
 SEVERITIES = ("low", "medium", "high")
 MAX_TEXT = 4_000
@@ -297,6 +298,8 @@ def load_handoff_data(handoff: Any) -> Mapping[str, Any]:
             f"give an object with at least a summary, e.g.\n{EXAMPLE}",
             problem=f"must be an object, not {type(handoff).__name__}",
         )
+    # Its text is stored in records and traces: refused here, by field, when no store could hold it.
+    check_json_text("handoff", handoff)
     return handoff
 
 
