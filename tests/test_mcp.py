@@ -75,7 +75,7 @@ async def _exercise(client: Client, task_id: str) -> None:
     )
     assert hidden["results"] == []
 
-    trace = await client.read_resource(f"trace://{window['trace_id']}")
+    trace = await client.read_resource(window["trace_uri"])
     body = json.loads(trace.contents[0].text)
     assert body["id"] == window["trace_id"] and body["agent"] == "bob"
 

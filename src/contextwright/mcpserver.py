@@ -2,7 +2,7 @@
 
 Built on the official `mcp` SDK's MCPServer. Each tool is a few lines over the Engine; a library
 error reaches the model as a tool error with the library's own message (field, value and fix).
-Traces are resources: `trace://{trace_id}` (one trace as JSON) and `traces://{project}` (recent).
+Traces are resources: `trace://{project}/{trace_id}` (one trace as JSON) and `traces://{project}` (recent).
 
     contextwright mcp                      # stdio, for a local agent
     contextwright mcp --transport http     # streamable HTTP on 127.0.0.1:8766/mcp
@@ -105,7 +105,7 @@ def build_server(engine: Engine, name: str = "contextwright") -> Any:
             "available": result.available,
             "warnings": result.warnings,
             "trace_id": result.trace.id,
-            "trace_uri": f"trace://{result.trace.id}",
+            "trace_uri": f"trace://{project}/{result.trace.id}",
         }
 
     @tool(description="Search the records this agent may see, by relevance to a query.")
@@ -116,9 +116,9 @@ def build_server(engine: Engine, name: str = "contextwright") -> Any:
     @tool(description="Complete a task with its structured handoff (a mapping, YAML or JSON).")
     @_errors_as_tool_errors
     def complete_task(
-        task_id: str, handoff: dict[str, Any] | str, agent: str | None = None
+        project: str, task_id: str, handoff: dict[str, Any] | str, agent: str | None = None
     ) -> dict[str, Any]:
-        return engine.complete_task(task_id, handoff, by=agent).to_dict()
+        return engine.complete_task(project, task_id, handoff, by=agent).to_dict()
 
     @tool(description="Gauge an agent's session: tokens used against its window, with a hint.")
     @_errors_as_tool_errors
@@ -130,10 +130,12 @@ def build_server(engine: Engine, name: str = "contextwright") -> Any:
     def compact_session(project: str, agent: str, session: str) -> dict[str, Any]:
         return _plain(engine.sessions.compact(project, agent, session))
 
-    @server.resource("trace://{trace_id}", mime_type="application/json", description="One trace")
-    def trace_resource(trace_id: str) -> str:
+    @server.resource(
+        "trace://{project}/{trace_id}", mime_type="application/json", description="One trace"
+    )
+    def trace_resource(project: str, trace_id: str) -> str:
         try:
-            return json.dumps(engine.trace(trace_id).to_dict())
+            return json.dumps(engine.trace(project, trace_id).to_dict())
         except ContextwrightError as exc:
             raise ResourceError(exc.message) from exc
 
@@ -144,7 +146,7 @@ def build_server(engine: Engine, name: str = "contextwright") -> Any:
         try:
             return json.dumps(
                 [
-                    {"uri": f"trace://{t.id}", "agent": t.agent, "summary": t.summary()}
+                    {"uri": f"trace://{project}/{t.id}", "agent": t.agent, "summary": t.summary()}
                     for t in engine.traces(project, None, 20)
                 ]
             )

@@ -36,14 +36,14 @@ def stored_request(trace: Trace) -> dict[str, Any]:
     return {k: v for k, v in req.items() if v is not None}
 
 
-def replay(engine: Engine, trace_id: str, **overrides: Any) -> Assembly:
+def replay(engine: Engine, project: str, trace_id: str, **overrides: Any) -> Assembly:
     """Run a stored assembly's request again with `overrides` (budget, rules, sources, ...)."""
     unknown = sorted(set(overrides) - set(OVERRIDABLE))
     if unknown:
         raise ValidationError(
             unknown[0], overrides[unknown[0]], f"a replay may change {', '.join(OVERRIDABLE)}"
         )
-    trace = engine.trace(trace_id)
+    trace = engine.trace(project, trace_id)
     kwargs = stored_request(trace)
     kwargs.update({k: v for k, v in overrides.items() if v is not None})
     accepted = inspect.signature(engine.assemble).parameters

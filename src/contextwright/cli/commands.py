@@ -140,11 +140,12 @@ def trace() -> None:
 
 @trace.command("show")
 @click.argument("trace_id")
+@click.option("--project", "-p", required=True)
 @json_option
 @pass_state
-def trace_show(state: State, trace_id: str, as_json: bool) -> None:
+def trace_show(state: State, trace_id: str, project: str, as_json: bool) -> None:
     """Show one trace: sources, what was kept or dropped, and why."""
-    t = state.engine.trace(trace_id)
+    t = state.engine.trace(project, trace_id)
     if as_json:
         emit(t.to_dict(), True)
         return

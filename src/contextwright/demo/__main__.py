@@ -71,7 +71,7 @@ def act_three_windows(engine: Engine, console: Console) -> None:
         )
         show_window(console, f"Window for {view.agent}", result, full=FULL)
         show_budget(console, result)
-        show_trace(console, engine.trace(result.trace.id))
+        show_trace(console, engine.trace(result.trace.project, result.trace.id))
 
 
 def act_computed_context(engine: Engine, console: Console) -> None:

@@ -149,7 +149,7 @@ def run_compaction(
     )
     now = engine.clock()
     engine.store.set_status_many(
-        replaced, "compacted", "contextwright", now, f"summarized in {summary.id}"
+        st.project, replaced, "compacted", "contextwright", now, f"summarized in {summary.id}"
     )
     kept_records = [r for t in sel.kept for r in t.records]
     st.cutoff = min((r.created_at for r in kept_records), default=summary.created_at)

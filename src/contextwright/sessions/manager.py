@@ -115,7 +115,7 @@ class SessionManager:
         )
         found = {r.id: r for r in store.query(q) if r.status != "compacted"}
         extra = [i for i in [*st.protected, st.summary_id] if i and i not in found]
-        for r in store.get_many(extra):
+        for r in store.get_many(st.project, extra):
             if r.status != "compacted" and r.project == st.project and r.visible_to(st.agent):
                 found[r.id] = r
         return sorted(found.values(), key=lambda r: (r.created_at, r.id))

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...errors import NotFound
 from ...records import Record
 from ..deps import ProjectDep
 
@@ -35,10 +34,7 @@ class CompleteIn(BaseModel):
 
 
 def own_task(ctx: ProjectDep, task_id: str) -> Record:
-    task = ctx.engine.tasks.get(task_id)
-    if task.project != ctx.project:
-        raise NotFound("task", task_id)
-    return task
+    return ctx.engine.tasks.get(ctx.project, task_id)
 
 
 @router.post("/v1/projects/{project}/tasks", status_code=status.HTTP_201_CREATED)
@@ -58,7 +54,7 @@ def list_tasks(
 @router.get("/v1/projects/{project}/tasks/{task_id}")
 def get_task(ctx: ProjectDep, task_id: str) -> dict[str, Any]:
     task = own_task(ctx, task_id)
-    handoff = ctx.engine.tasks.handoff(task.id)
+    handoff = ctx.engine.tasks.handoff(ctx.project, task.id)
     out = task.to_dict()
     out["handoff"] = (
         handoff.to_dict() if handoff is not None and hasattr(handoff, "to_dict") else None
@@ -69,7 +65,7 @@ def get_task(ctx: ProjectDep, task_id: str) -> dict[str, Any]:
 @router.post("/v1/projects/{project}/tasks/{task_id}/complete")
 def complete_task(ctx: ProjectDep, task_id: str, body: CompleteIn) -> dict[str, Any]:
     own_task(ctx, task_id)
-    done = ctx.engine.tasks.complete(task_id, body.handoff, by=body.by)
+    done = ctx.engine.tasks.complete(ctx.project, task_id, body.handoff, by=body.by)
     return {
         "task": done.task.to_dict(),
         "handoff": done.handoff.to_dict(),
@@ -88,7 +84,7 @@ def computed_context(
     """The knowledge query: patterns, gotchas, decisions and dependency handoffs for a task."""
     ctx.access.require_agent(agent, "task context")
     own_task(ctx, task_id)
-    computed = ctx.engine.tasks.computed_context(task_id, complexity, agent=agent)
+    computed = ctx.engine.tasks.computed_context(ctx.project, task_id, complexity, agent=agent)
     out = computed.to_dict()
     out["markdown"] = computed.render(ctx.engine.tasks.template)
     return out

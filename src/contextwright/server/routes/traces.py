@@ -8,7 +8,6 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
-from ...errors import NotFound
 from ...replay import diff_traces
 from ...trace import Trace
 from ..deps import ProjectDep, fast_json
@@ -28,10 +27,7 @@ class ReplayIn(BaseModel):
 
 
 def own_trace(ctx: ProjectDep, trace_id: str) -> Trace:
-    trace = ctx.engine.trace(trace_id)
-    if trace.project != ctx.project:
-        raise NotFound("trace", trace_id)
-    return trace
+    return ctx.engine.trace(ctx.project, trace_id)
 
 
 @router.get("/v1/projects/{project}/traces")
@@ -74,7 +70,7 @@ def replay(ctx: ProjectDep, trace_id: str, body: ReplayIn) -> JSONResponse:
     overrides = body.model_dump(exclude_none=True)
     if "budget" in overrides:
         overrides["budget"] = budget_arg(body.budget)
-    result = ctx.engine.replay(original.id, **overrides)
+    result = ctx.engine.replay(ctx.project, original.id, **overrides)
     out = result.to_dict()
     out["trace"] = result.trace.to_dict()
     out["diff"] = diff_traces(original, result.trace)
