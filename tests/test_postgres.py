@@ -529,3 +529,43 @@ def test_a_batch_is_stored_in_its_order_and_duplicates_return_the_first(pg: Post
     pg.add_many([*same, same[0]])
     got = pg.query(Query(P, None, since=T0, before=T0 + 0.5, newest_first=False, limit=10))
     assert [r.id for r in got] == [r.id for r in same]
+
+
+def test_a_database_of_the_old_schema_migrates_to_project_scoped_identity(pg_url: str) -> None:
+    """m004_record_identity on a database built by the migrations before it, holding data."""
+    url = _other_db(pg_url, "cw_old_identity")
+    try:
+        old = [(n, s) for n, s in MIGRATIONS if n < "m004"]
+        assert [n for n, _ in old] == ["m001_records", "m002_edges_kv_docs", "m003_vectors"]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ)")
+            for name, script in old:
+                conn.execute(script)
+                conn.execute("INSERT INTO migrations VALUES (%s, now())", (name,))
+            conn.execute(
+                "INSERT INTO records (id, project, author, kind, recipients, visibility, "
+                "mentions, tags, refs, current_status, pinned, created_at, content, tokens, "
+                "content_hash, meta) VALUES ('note-1', 'alpha', 'alice', 'question', '[]', "
+                "'project', '[]', '[]', '[]', 'resolved', 0, 1.0, 'alpha kept words', 3, 'h', "
+                "'{}')"
+            )
+            conn.execute(
+                "INSERT INTO status_facts (record_id, status, by, at) "
+                "VALUES ('note-1', 'resolved', 'alice', 2.0)"
+            )
+        store = PostgresStore(url, max_size=1)
+        try:
+            assert "m004_record_identity" in store.applied_migrations()
+            [r] = store.get_many("alpha", ["note-1"])
+            assert (r.content, r.status) == ("alpha kept words", "resolved")
+            assert [h.record.id for h in store.search_text("alpha", None, "kept", 5)] == ["note-1"]
+            assert [f["status"] for f in store.status_history("alpha", "note-1")] == ["resolved"]
+            # Now the same id in another project is another record.
+            store.add_many([rec(1, project="beta", id="note-1", content="beta words")])
+            assert store.get_many("beta", ["note-1"])[0].content == "beta words"
+            assert store.get_many("alpha", ["note-1"])[0].content == "alpha kept words"
+            assert store.status_history("beta", "note-1") == []
+        finally:
+            store.close()
+    finally:
+        _drop_db(pg_url, "cw_old_identity")
