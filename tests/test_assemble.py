@@ -363,7 +363,7 @@ def test_tool_call_and_result_are_never_split(team: Engine, window: int) -> None
 
 def test_trace_is_persisted_and_explains_everything(team: Engine) -> None:
     r = run(team, window=300)
-    t = team.trace(r.trace.id)
+    t = team.trace(r.trace.project, r.trace.id)
     assert t.to_dict() == r.trace.to_dict()
     core = {"history", "addressed", "open_items", "fulltext", "pinned", "decisions"}
     assert core <= {s["name"] for s in t.sources}
@@ -399,7 +399,7 @@ def test_trace_survives_reopening_the_file(tmp_path: Path) -> None:
         seed(e)
         r = run(e)
     with Engine.open(url) as again:
-        assert again.trace(r.trace.id).to_dict() == r.trace.to_dict()
+        assert again.trace(r.trace.project, r.trace.id).to_dict() == r.trace.to_dict()
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -32,7 +32,7 @@ def snapshot(store: Store) -> tuple[Any, ...]:
         store.count(),
         store.version("p"),
         store.projects(),
-        [(r, store.status_history(r.id)) for r in records],
+        [(r, store.status_history(r.project, r.id)) for r in records],
         store.kv_list("p"),
         store.list_docs("traces", "p", limit=1000),
         store.list_docs("agents", "p", limit=1000),

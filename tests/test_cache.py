@@ -47,7 +47,7 @@ def test_hit_after_miss_and_off_for_other_sources(store: Store) -> None:
     assert _cache_of(second)["history"] == "off"
     assert engine.cache.stats.hits == 1 and engine.cache.stats.misses == 1
     # The stored trace keeps the cache status.
-    stored = engine.trace(second.trace.id)
+    stored = engine.trace(second.trace.project, second.trace.id)
     assert {s["name"]: s["cache"] for s in stored.sources}["fulltext"] == "hit"
     engine.close()
 

@@ -76,7 +76,7 @@ def test_the_three_windows_fit_and_leave_out_what_they_must(engine: Engine) -> N
         for rid in shown:
             assert private.get(rid, view.agent) == view.agent
             assert view.agent in direct.get(rid, {view.agent})
-        assert engine.trace(result.trace.id).tokens == result.tokens
+        assert engine.trace(result.trace.project, result.trace.id).tokens == result.tokens
 
 
 def test_output_shows_three_windows_budgets_and_traces(demo: tuple[Path, str]) -> None:

@@ -291,11 +291,11 @@ def test_a_status_change_is_seen_through_the_record_cache(tmp_path: Path) -> Non
         first = cached.query(q)
         assert len(cached.records) >= len(first) > 0
         task = next(r for r in first if r.kind == "task")
-        other.set_status(task.id, "resolved", "bob", 1.0)
+        other.set_status(task.project, task.id, "resolved", "bob", 1.0)
         again = {r.id: r for r in cached.query(q)}
         assert again[task.id].status == "resolved"
         assert cached.query(q) == fresh.query(q)
-        assert cached.get_many([task.id]) == fresh.get_many([task.id])
+        assert cached.get_many(task.project, [task.id]) == fresh.get_many(task.project, [task.id])
         open_tasks = Query("p", "ann", kinds=("task",), statuses=("open",), limit=40)
         assert task.id not in _ids(cached.query(open_tasks))  # type: ignore[arg-type]
     finally:

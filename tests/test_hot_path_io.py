@@ -38,7 +38,7 @@ def test_trace_is_readable_at_once_and_stored_after_flush(tmp_path: Path) -> Non
     _seed(engine)
     result = engine.assemble("p", "bob", "fix the login form", budget=2000)
     # Read-your-writes: pending or written, the trace is there, as the store would return it.
-    got = engine.trace(result.trace.id)
+    got = engine.trace(result.trace.project, result.trace.id)
     assert got.to_dict()["items"] == result.trace.to_dict()["items"]
     assert got is not result.trace
     engine.flush()
@@ -49,7 +49,7 @@ def test_trace_is_readable_at_once_and_stored_after_flush(tmp_path: Path) -> Non
     engine.close()
     # A later process sees it: close() flushed it.
     again = Engine.open(f"sqlite:///{tmp_path / 't.db'}")
-    assert again.trace(result.trace.id).tokens == result.tokens
+    assert again.trace(result.trace.project, result.trace.id).tokens == result.tokens
     again.close()
 
 

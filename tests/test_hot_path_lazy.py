@@ -40,7 +40,7 @@ def test_items_built_by_the_writer_first_are_the_same(tmp_path: Path) -> None:
     engine = _engine(tmp_path)
     result = engine.assemble("p", "bob", "fix the login form session", budget=2000, session="s1")
     engine.flush()  # the writer built the items to encode them
-    stored = engine.trace(result.trace.id)
+    stored = engine.trace(result.trace.project, result.trace.id)
     assert stored.items and stored.to_dict()["items"] == result.trace.items
     assert stored.kept == result.trace.kept and stored.dropped == result.trace.dropped
     engine.close()

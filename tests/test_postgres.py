@@ -421,7 +421,7 @@ def test_engine_end_to_end(pg_url: str) -> None:
         assert "fix the login bug" in result.text
         assert "SECRET" not in result.text
         assert result.tokens <= result.available
-        stored = engine.trace(result.trace.id)
+        stored = engine.trace(result.trace.project, result.trace.id)
         assert stored.id == result.trace.id and stored.tokens == result.tokens
         assert [t.id for t in engine.traces(P, "bob")] == [result.trace.id]
         kept = [i for i in stored.items if i["decision"] == "kept"]

@@ -115,5 +115,5 @@ def test_the_python_surface_of_issue_2(tmp_path: Path) -> None:
         format="openai",
     )
     assert result.messages and result.sections and 0 < result.tokens <= result.available
-    assert engine.trace(result.trace.id).id == result.trace.id
+    assert engine.trace(result.trace.project, result.trace.id).id == result.trace.id
     engine.close()

@@ -39,7 +39,7 @@ def test_every_unresolved_reference_is_a_warning_item(eng: Engine) -> None:
     ]
     assert _warned(result) == [f"- ⚠ {w}" for w in result.warnings]
     assert all(i.candidate.pinned for i in result.sections["warnings"])
-    assert eng.trace(result.trace.id).warnings == result.warnings
+    assert eng.trace(result.trace.project, result.trace.id).warnings == result.warnings
 
 
 def test_references_that_resolve_raise_no_warning(eng: Engine) -> None:

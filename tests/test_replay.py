@@ -25,7 +25,7 @@ def engine() -> Engine:
 
 def test_replay_keeps_the_request_and_changes_only_the_budget(engine: Engine) -> None:
     first = engine.assemble("p", "bob", "fix the login token bug", 3000, "markdown")
-    again = engine.replay(first.trace.id, budget=200)
+    again = engine.replay(first.trace.project, first.trace.id, budget=200)
     assert again.trace.request["task"] == "fix the login token bug"
     assert again.format == "markdown" and again.available == 200
     assert again.trace.notes["replay_of"] == first.trace.id
@@ -43,7 +43,7 @@ def test_replay_keeps_the_request_and_changes_only_the_budget(engine: Engine) ->
 def test_replay_rejects_unknown_overrides_and_traces(engine: Engine) -> None:
     t = engine.assemble("p", "bob", "x", 1000).trace
     with pytest.raises(ValidationError) as err:
-        engine.replay(t.id, colour="red")
+        engine.replay(t.project, t.id, colour="red")
     assert err.value.field == "colour"
     with pytest.raises(Exception, match="does not exist"):
         engine.replay("NOPE", budget=100)
@@ -53,7 +53,7 @@ def test_replay_rejects_unknown_overrides_and_traces(engine: Engine) -> None:
 @given(a=st.integers(60, 4000), b=st.integers(60, 4000))
 def test_diff_invariants(engine: Engine, a: int, b: int) -> None:
     ta = engine.assemble("p", "bob", "login token", a).trace
-    tb = engine.replay(ta.id, budget=b).trace
+    tb = engine.replay(ta.project, ta.id, budget=b).trace
     assert diff_traces(ta, ta)["changes"] == []
     d = diff_traces(ta, tb)
     assert d["tokens"]["delta"] == tb.tokens - ta.tokens

@@ -240,7 +240,7 @@ def test_a_resolved_question_drops_in_weight(eng: Engine) -> None:
     eng.register_agent("p", "bob")
     q = eng.add(project="p", author="alice", kind="question", content="is the cdn purge automatic?")
     eng.add(project="p", author="alice", kind="question", content="is the cdn warmup automatic?")
-    eng.resolve(q.id, by="alice")
+    eng.resolve(q.project, q.id, by="alice")
     result = eng.assemble("p", "bob", "cdn automatic", budget=2000)
     assert _item(result, "purge")["components"]["resolved"] == 1.0
     assert _item(result, "purge")["score"] < _item(result, "warmup")["score"]

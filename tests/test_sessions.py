@@ -228,7 +228,7 @@ def test_overflow_ladder_climbs_and_records_each_step(engine: Engine) -> None:
     names = [step["step"] for step in win.steps]
     assert "emergency_compaction" in names
     assert win.tokens <= win.assembly.available
-    stored = engine.trace(win.assembly.trace.id)
+    stored = engine.trace(win.assembly.trace.project, win.assembly.trace.id)
     assert [x["step"] for x in stored.notes["session"]["steps"]] == names
 
 
@@ -284,4 +284,4 @@ def test_rendered_count_matches_provider_rule_and_calibration(engine: Engine) ->
     assert cal2.samples == 2 and cal2.mean_ratio > 1.0
     with pytest.raises(ValidationError):
         s.calibrate(win, {"completion_tokens": 5})
-    assert engine.trace(win.assembly.trace.id).notes["session"]["calibration"]["samples"] == 2
+    assert engine.trace(win.assembly.trace.project, win.assembly.trace.id).notes["session"]["calibration"]["samples"] == 2

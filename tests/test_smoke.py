@@ -17,4 +17,4 @@ def test_assemble_returns_window_and_trace(engine: Engine) -> None:
     )
     assert result.tokens <= result.available
     assert any("auth flow" in (m.get("content") or "") for m in result.messages)
-    assert engine.trace(result.trace.id).id == result.trace.id
+    assert engine.trace(result.trace.project, result.trace.id).id == result.trace.id

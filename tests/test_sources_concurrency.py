@@ -40,7 +40,7 @@ def test_slow_source_becomes_a_warning(store: Store, slow: SlowSource) -> None:
     assert any(i.text == "- fast fact about login" for i in result.sections["knowledge"])
     assert not any("late news" in i.text for items in result.sections.values() for i in items)
     # The persisted trace says the same.
-    stored = engine.trace(result.trace.id)
+    stored = engine.trace(result.trace.project, result.trace.id)
     assert any("source slow failed" in w for w in stored.warnings)
     engine.close()
 

@@ -109,7 +109,7 @@ def test_assemble_then_its_trace_write_keep_the_callers_cache(tmp_path: Path) ->
     before = _data_version(store)
     engine.flush()  # the trace is written
     assert _data_version(store) == before
-    assert engine.trace(result.trace.id) is not None
+    assert engine.trace(result.trace.project, result.trace.id) is not None
     assert _rows(str(tmp_path / "e.db"), "traces") == []
     engine.close()
 
