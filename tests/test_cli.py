@@ -91,9 +91,9 @@ def test_add_assemble_trace(db: str) -> None:
     )
     assert data["format"] == "openai" and data["tokens"] <= data["available"]
 
-    shown = ok(run(db, "trace", "show", data["trace_id"]))
+    shown = ok(run(db, "trace", "show", data["trace_id"], "-p", "acme"))
     assert data["trace_id"] in shown and "kept" in shown
-    as_json = json.loads(ok(run(db, "trace", "show", data["trace_id"], "--json")))
+    as_json = json.loads(ok(run(db, "trace", "show", data["trace_id"], "-p", "acme", "--json")))
     assert as_json["request"]["task"] == "login"
     listed = json.loads(ok(run(db, "trace", "list", "-p", "acme", "-a", "bob", "--json")))
     assert data["trace_id"] in [t["id"] for t in listed]
@@ -169,12 +169,12 @@ def test_import_rejects_a_bad_file_and_stores_nothing(db: str, tmp_path: Path) -
 
 
 def test_errors_are_one_line(db: str, tmp_path: Path) -> None:
-    one_line_error(run(db, "trace", "show", "NOPE"), "trace 'NOPE' does not exist")
+    one_line_error(run(db, "trace", "show", "NOPE", "-p", "acme"), "trace 'NOPE' does not exist")
     one_line_error(run(db, "add", "-p", "acme", "-a", "bad name", "x"), "author")
     one_line_error(run(db, "assemble", "-p", "acme", "-a", "ghost", "-t", "x"), "ghost")
     one_line_error(run(db, "assemble", "-p", "acme", "-a", "bob", "-b", "lots"), "--budget")
-    one_line_error(run("sqlite:///no/such/dir/x.db", "trace", "show", "x"), "does not exist")
-    one_line_error(run("nosuch://x", "trace", "show", "x"), "url")
+    one_line_error(run("sqlite:///no/such/dir/x.db", "trace", "show", "x", "-p", "acme"), "does not exist")
+    one_line_error(run("nosuch://x", "trace", "show", "x", "-p", "acme"), "url")
     usage = one_line_error(run(db, "add", "-p", "acme"), "Missing option", "--help")
     assert usage.startswith("error: ")
     one_line_error(run(db, "nosuchcommand"), "No such command")
@@ -269,7 +269,7 @@ def test_real_subprocess(tmp_path: Path) -> None:
     )
     assert added.returncode == 0 and len(added.stdout.strip()) == 26
     failed = subprocess.run(
-        [*cmd, "trace", "show", "NOPE"], capture_output=True, text=True, timeout=60
+        [*cmd, "trace", "show", "NOPE", "-p", "acme"], capture_output=True, text=True, timeout=60
     )
     assert failed.returncode == 1
     assert failed.stderr.strip() == "error: trace 'NOPE' does not exist"

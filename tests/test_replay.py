@@ -46,7 +46,7 @@ def test_replay_rejects_unknown_overrides_and_traces(engine: Engine) -> None:
         engine.replay(t.project, t.id, colour="red")
     assert err.value.field == "colour"
     with pytest.raises(Exception, match="does not exist"):
-        engine.replay("NOPE", budget=100)
+        engine.replay("p", "NOPE", budget=100)
 
 
 @settings(max_examples=30, deadline=None)
