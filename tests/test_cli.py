@@ -173,7 +173,9 @@ def test_errors_are_one_line(db: str, tmp_path: Path) -> None:
     one_line_error(run(db, "add", "-p", "acme", "-a", "bad name", "x"), "author")
     one_line_error(run(db, "assemble", "-p", "acme", "-a", "ghost", "-t", "x"), "ghost")
     one_line_error(run(db, "assemble", "-p", "acme", "-a", "bob", "-b", "lots"), "--budget")
-    one_line_error(run("sqlite:///no/such/dir/x.db", "trace", "show", "x", "-p", "acme"), "does not exist")
+    one_line_error(
+        run("sqlite:///no/such/dir/x.db", "trace", "show", "x", "-p", "acme"), "does not exist"
+    )
     one_line_error(run("nosuch://x", "trace", "show", "x", "-p", "acme"), "url")
     usage = one_line_error(run(db, "add", "-p", "acme"), "Missing option", "--help")
     assert usage.startswith("error: ")

@@ -431,7 +431,7 @@ def test_superseded_records_only_ever_appear_beside_a_replacement(
             created_at=NOW - 1000 + i,
         )
         ids.append(r.id)
-    superseded = {r.id for r in e.store.get_many(ids) if r.status == "superseded"}
+    superseded = {r.id for r in e.store.get_many("p", ids) if r.status == "superseded"}
     result = e.assemble("p", "bob", "policy retries", budget=4000, include_superseded=include)
     for items in result.sections.values():
         for item in items:

@@ -284,4 +284,9 @@ def test_rendered_count_matches_provider_rule_and_calibration(engine: Engine) ->
     assert cal2.samples == 2 and cal2.mean_ratio > 1.0
     with pytest.raises(ValidationError):
         s.calibrate(win, {"completion_tokens": 5})
-    assert engine.trace(win.assembly.trace.project, win.assembly.trace.id).notes["session"]["calibration"]["samples"] == 2
+    assert (
+        engine.trace(win.assembly.trace.project, win.assembly.trace.id).notes["session"][
+            "calibration"
+        ]["samples"]
+        == 2
+    )

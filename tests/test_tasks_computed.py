@@ -25,7 +25,8 @@ def _auth_project(engine: Engine) -> dict[str, str]:
     ids = {}
     ids["jwt"] = _task(engine, "JWT middleware", "Add JWT auth middleware to src/api/app.ts")
     engine.complete_task(
-        "p", ids["jwt"],
+        "p",
+        ids["jwt"],
         {
             "summary": "JWT middleware checks the Authorization header.",
             "files_created": [
@@ -93,7 +94,8 @@ def test_superseded_decisions_are_excluded(engine: Engine) -> None:
     old = engine.tasks.computed_context("p", ids["login"]).relevant_decisions[0]
     later = _task(engine, "Rotate keys", "Switch JWT signing")
     engine.complete_task(
-        "p", later,
+        "p",
+        later,
         {
             "summary": "s",
             "decisions": [
@@ -106,7 +108,9 @@ def test_superseded_decisions_are_excluded(engine: Engine) -> None:
             ],
         },
     )
-    decisions = [d.decision for d in engine.tasks.computed_context("p", ids["login"]).relevant_decisions]
+    decisions = [
+        d.decision for d in engine.tasks.computed_context("p", ids["login"]).relevant_decisions
+    ]
     assert decisions == ["Use EdDSA JWTs"]
     assert engine.store.edges("p", kind="supersedes")
 
@@ -122,7 +126,8 @@ def test_nodes_of_a_reopened_task_are_not_offered(engine: Engine) -> None:
 def test_graph_limits_relevance_order_and_related_tasks(engine: Engine) -> None:
     done = _task(engine, "Seed", "Seed the cache layer")
     engine.complete_task(
-        "p", done,
+        "p",
+        done,
         {
             "summary": "s",
             "patterns_discovered": [
@@ -156,7 +161,8 @@ def test_graph_limits_relevance_order_and_related_tasks(engine: Engine) -> None:
 def test_dependency_gotchas_are_never_cut_by_the_gotcha_limit(engine: Engine) -> None:
     dep = _task(engine, "dep", "Build the thing")
     engine.complete_task(
-        "p", dep,
+        "p",
+        dep,
         {
             "summary": "s",
             "gotchas": [{"issue": f"must know {i}", "severity": "medium"} for i in range(4)],
@@ -337,7 +343,8 @@ def test_refreshed_snapshot_equals_a_full_load(engine: Engine) -> None:
     engine.tasks.computed_context("p", ids["login"])  # full load
     more = _task(engine, "Login errors", "Show login form errors from the auth API", [ids["jwt"]])
     engine.complete_task(
-        "p", more,
+        "p",
+        more,
         {
             "summary": "s",
             "files_modified": [

@@ -176,10 +176,11 @@ def test_complete_writes_handoff_nodes_edges_and_status(engine: Engine) -> None:
 def test_context_map_update_or_add_supersedes_the_older_entry(engine: Engine) -> None:
     a = engine.tasks.create("p", name="a", objective="first")
     b = engine.tasks.create("p", name="b", objective="second", dependencies=[a.id])
-    first = engine.tasks.complete("p", 
-        a.id, {"summary": "s", "files_created": [{"path": "src/x.py", "purpose": "old"}]}
+    first = engine.tasks.complete(
+        "p", a.id, {"summary": "s", "files_created": [{"path": "src/x.py", "purpose": "old"}]}
     )
-    second = engine.tasks.complete("p", 
+    second = engine.tasks.complete(
+        "p",
         b.id,
         {
             "summary": "s",
