@@ -390,7 +390,9 @@ def test_trace_is_persisted_and_explains_everything(team: Engine) -> None:
     assert r.trace.id in [x.id for x in team.traces("p", agent="bob")]
     assert "tokens" in t.summary()
     with pytest.raises(NotFound):
-        team.trace("01NOSUCHTRACE")
+        team.trace("p", "01NOSUCHTRACE")
+    with pytest.raises(NotFound):  # a trace of another project reads as missing
+        team.trace("other", r.trace.id)
 
 
 def test_trace_survives_reopening_the_file(tmp_path: Path) -> None:
