@@ -379,7 +379,7 @@ def test_text_postgres_cannot_hold_is_refused_and_changes_nothing(pg: PostgresSt
     with pytest.raises(ValidationError, match="NUL"):
         rec(3, content="a NUL \x00 byte")
     by_hand = dataclasses.replace(rec(3), content="a NUL \x00 byte")
-    with pytest.raises(StoreError, match="NUL"):
+    with pytest.raises(ValidationError, match="NUL"):  # bad input (422), not an outage (503)
         pg.add_many([rec(2), by_hand])
     assert pg.count(P) == 1 and pg.version(P) == 1
     assert pg.get_many(P, ["r00002", "r00003"]) == []
