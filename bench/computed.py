@@ -126,7 +126,7 @@ def build(engine: Engine, n_tasks: int, rng: random.Random) -> list[str]:
             assignee="dev",
         )
         ids.append(t.id)
-        engine.complete_task(t.id, handoff(rng, i, comp))
+        engine.complete_task(PROJECT, t.id, handoff(rng, i, comp))
         for k in range(3):  # the chatter around a task
             engine.add(
                 project=PROJECT, author="dev", content=f"working on {name}: step {k} of {objective}"
@@ -173,9 +173,9 @@ def run(n_tasks: int, probes: int, rounds: int) -> dict[str, Any]:
     tokens, items, cold, warm, base, withc, in_window = [], [], [], [], [], [], []
     base_cpu: list[float] = []
     with_cpu: list[float] = []
-    engine.tasks.computed_context(probe_ids[0])  # load the snapshot once
+    engine.tasks.computed_context(PROJECT, probe_ids[0])  # load the snapshot once
     for pid in probe_ids:
-        c = engine.tasks.computed_context(pid)
+        c = engine.tasks.computed_context(PROJECT, pid)
         tokens.append(counter.count(c.render()))
         items.append(
             len(c.patterns_to_follow)
@@ -187,9 +187,9 @@ def run(n_tasks: int, probes: int, rounds: int) -> dict[str, Any]:
         )
     for _ in range(rounds):
         for pid in probe_ids:
-            objective = str(engine.get(pid).meta["objective"])
+            objective = str(engine.get(PROJECT, pid).meta["objective"])
             s = time.perf_counter()
-            engine.tasks.computed_context(pid)
+            engine.tasks.computed_context(PROJECT, pid)
             warm.append((time.perf_counter() - s) * 1000)
             # ABBA order, so that drift in machine load falls on both sides alike.
             order = ("base", "with") if len(base) % 2 == 0 else ("with", "base")
@@ -214,13 +214,13 @@ def run(n_tasks: int, probes: int, rounds: int) -> dict[str, Any]:
     for pid in probe_ids[:15]:  # a write moves the store version: the snapshot is refreshed
         engine.add(project=PROJECT, author="dev", content="a write between calls")
         s = time.perf_counter()
-        engine.tasks.computed_context(pid)
+        engine.tasks.computed_context(PROJECT, pid)
         refreshed.append((time.perf_counter() - s) * 1000)
     engine.tasks.graph.full_reload_s = 0
     for pid in probe_ids[:15]:  # cold: a full reload of the snapshot
         engine.add(project=PROJECT, author="dev", content="a write between calls")
         s = time.perf_counter()
-        engine.tasks.computed_context(pid)
+        engine.tasks.computed_context(PROJECT, pid)
         cold.append((time.perf_counter() - s) * 1000)
     records = engine.store.count(PROJECT)
     engine.close()

@@ -134,7 +134,8 @@ def run(rows: int, queries: int, k: int, workdir: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     for i in range(0, rows, 5000):
         chunk = ids[i : i + 5000]
-        engine.store.put_vectors(MODEL, list(zip(chunk, data[i : i + len(chunk)], strict=True)))  # type: ignore[attr-defined]
+        rows_ = zip(chunk, data[i : i + len(chunk)], strict=True)
+        engine.store.put_vectors(MODEL, [(PROJECT, rid, v) for rid, v in rows_])  # type: ignore[attr-defined]
     store_put_s = round(time.perf_counter() - t0, 2)
 
     def store_search(vec: np.ndarray) -> list[int]:

@@ -92,7 +92,7 @@ def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> 
 
     # 3. Vectors for every record: the sample's real ones, random unit vectors for the rest.
     ids = [r.id for r in engine.store.query(Query(PROJECT, None, limit=n, newest_first=False))]
-    texts = [embed_text(r) for r in engine.store.get_many(ids[:sample])]
+    texts = [embed_text(r) for r in engine.store.get_many(PROJECT, ids[:sample])]
     real = embedder.embed(texts)
     rng = np.random.default_rng(5)
     t0 = time.perf_counter()
@@ -103,7 +103,9 @@ def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> 
         else:
             vecs = rng.standard_normal((len(chunk), embedder.dim)).astype(np.float32)
             vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        engine.store.put_vectors(embedder.name, list(zip(chunk, vecs, strict=True)))  # type: ignore[attr-defined]
+        engine.store.put_vectors(  # type: ignore[attr-defined]
+            embedder.name, [(PROJECT, rid, v) for rid, v in zip(chunk, vecs, strict=True)]
+        )
     put_rate = len(ids) / (time.perf_counter() - t0)
     del ids, texts
     checkpoint(engine)

@@ -391,6 +391,8 @@ def test_trace_is_persisted_and_explains_everything(team: Engine) -> None:
     assert "tokens" in t.summary()
     with pytest.raises(NotFound):
         team.trace("p", "01NOSUCHTRACE")
+    with pytest.raises(NotFound):  # a trace of another project reads as missing
+        team.trace("other", r.trace.id)
 
 
 def test_trace_survives_reopening_the_file(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ def snapshot(store: Store) -> tuple[Any, ...]:
         store.count(),
         store.version("p"),
         store.projects(),
-        [(r, store.status_history(r.id)) for r in records],
+        [(r, store.status_history("p", r.id)) for r in records],
         store.kv_list("p"),
         len(store.list_docs("traces", "p", limit=1000)),
         store.list_docs("agents", "p", limit=1000),
@@ -121,8 +121,8 @@ CALLS: list[tuple[str, str, Callable[[Engine, str], object]]] = [
     ("records tag", "tag", lambda e, b: e.records("p", tag=f"t{b}")),
     ("records kinds", "kinds[0]", lambda e, b: e.records("p", kinds=[f"k{b}"])),
     ("traces agent", "agent", lambda e, b: e.traces("p", agent=f"a{b}")),
-    ("get id", "id", lambda e, b: e.get(f"m{b}")),
-    ("set status note", "note", lambda e, b: e.set_status("m1", "resolved", by="a", note=b)),
+    ("get id", "id", lambda e, b: e.get("p", f"m{b}")),
+    ("set status note", "note", lambda e, b: e.set_status("p", "m1", "resolved", by="a", note=b)),
     ("task name", "name", lambda e, b: e.tasks.create("p", name=f"n{b}", objective="o")),
     ("task objective", "objective", lambda e, b: e.tasks.create("p", name="n", objective=b)),
     (
@@ -135,16 +135,16 @@ CALLS: list[tuple[str, str, Callable[[Engine, str], object]]] = [
         "dependencies[0]",
         lambda e, b: e.tasks.create("p", name="n", objective="o", dependencies=[f"d{b}"]),
     ),
-    ("task get", "task_id", lambda e, b: e.tasks.get(f"t{b}")),
+    ("task get", "task_id", lambda e, b: e.tasks.get("p", f"t{b}")),
     (
         "handoff",
         "handoff.summary",
-        lambda e, b: e.tasks.complete(task_id(e), {"summary": f"done {b}"}),
+        lambda e, b: e.tasks.complete("p", task_id(e), {"summary": f"done {b}"}),
     ),
     (
         "handoff yaml",
         "handoff",
-        lambda e, b: e.tasks.complete(task_id(e), json.dumps({"summary": f"d{b}"})),
+        lambda e, b: e.tasks.complete("p", task_id(e), json.dumps({"summary": f"d{b}"})),
     ),
     ("turn content", "content", lambda e, b: e.sessions.append("p", "dev", "s1", "user", b)),
     ("turn session", "session", lambda e, b: e.sessions.append("p", "dev", b, "user", "hi")),
@@ -174,7 +174,7 @@ CALLS: list[tuple[str, str, Callable[[Engine, str], object]]] = [
     (
         "replay task",
         "task",
-        lambda e, b: e.replay(e.traces("p", limit=1)[0].id, task=f"t{b}"),
+        lambda e, b: e.replay("p", e.traces("p", limit=1)[0].id, task=f"t{b}"),
     ),
 ]
 
@@ -203,7 +203,7 @@ def test_rules_with_bad_text_are_refused_naming_the_rule_and_field(team: Engine)
     trace = team.traces("p", limit=1)[0].id
     before = snapshot(team.store)
     with pytest.raises(RuleError):
-        team.replay(trace, rules=[{"name": f"r{NUL}", "then": [{"pin": "m1"}]}])
+        team.replay("p", trace, rules=[{"name": f"r{NUL}", "then": [{"pin": "m1"}]}])
     team.flush()
     assert snapshot(team.store) == before
 

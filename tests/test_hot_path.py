@@ -291,11 +291,11 @@ def test_a_status_change_is_seen_through_the_record_cache(tmp_path: Path) -> Non
         first = cached.query(q)
         assert len(cached.records) >= len(first) > 0
         task = next(r for r in first if r.kind == "task")
-        other.set_status(task.id, "resolved", "bob", 1.0)
+        other.set_status(task.project, task.id, "resolved", "bob", 1.0)
         again = {r.id: r for r in cached.query(q)}
         assert again[task.id].status == "resolved"
         assert cached.query(q) == fresh.query(q)
-        assert cached.get_many([task.id]) == fresh.get_many([task.id])
+        assert cached.get_many(task.project, [task.id]) == fresh.get_many(task.project, [task.id])
         open_tasks = Query("p", "ann", kinds=("task",), statuses=("open",), limit=40)
         assert task.id not in _ids(cached.query(open_tasks))  # type: ignore[arg-type]
     finally:
@@ -314,18 +314,18 @@ def test_the_record_cache_keeps_its_records_out_of_the_cyclic_gc(tmp_path: Path)
         rows = _records(11, 60)
         rows[0]["meta"] = {"tool": {"name": "grep", "args": ["-n"]}}
         store.add_many([build_record(r, counter.count) for r in rows])
-        first = store.get_many(["r0000"])[0]
+        first = store.get_many("p", ["r0000"])[0]
         assert first.meta == {"tool": {"name": "grep", "args": ["-n"]}}
         assert not gc.is_tracked(first)
         assert gc.is_tracked(first.meta)  # a cycle inside a meta dict would still be found
         held = sys.getrefcount(first)
         # Reading the rest fills the cache past its size: the oldest tenth, r0000 first, goes.
-        rest = store.get_many([f"r{i:04d}" for i in range(1, 60)])
+        rest = store.get_many("p", [f"r{i:04d}" for i in range(1, 60)])
         assert len(rest) == 59 and all(not gc.is_tracked(r) for r in rest)
         assert sys.getrefcount(first) == held - 1  # the cache let go: only ours are left
         # A status change gives a new record in the cache, untracked as well.
-        store.set_status("r0001", "resolved", "bob", 1.0)
-        (changed,) = store.get_many(["r0001"])
+        store.set_status("p", "r0001", "resolved", "bob", 1.0)
+        (changed,) = store.get_many("p", ["r0001"])
         assert changed.status == "resolved" and not gc.is_tracked(changed)
     finally:
         store.close()

@@ -43,7 +43,7 @@ def test_trace_is_readable_at_once_and_stored_after_flush(tmp_path: Path) -> Non
     assert got is not result.trace
     engine.flush()
     assert engine._traces.pending() == 0
-    doc = engine.store.get_doc("traces", result.trace.id)
+    doc = engine.store.get_doc("traces", "p", result.trace.id)
     assert doc is not None and doc["id"] == result.trace.id
     assert [t.id for t in engine.traces("p", "bob")] == [result.trace.id]
     engine.close()
@@ -99,7 +99,7 @@ def test_writer_retries_a_trace_edited_while_encoded(tmp_path: Path) -> None:
     result = engine.assemble("p", "bob", "login", budget=2000)
     result.trace.notes["session"] = {"steps": ["compact"]}
     engine.flush()
-    doc = engine.store.get_doc("traces", result.trace.id)
+    doc = engine.store.get_doc("traces", "p", result.trace.id)
     assert doc is not None and doc["notes"]["session"] == {"steps": ["compact"]}
     engine.close()
 
@@ -496,5 +496,5 @@ def test_writer_bounds_its_backlog_and_its_thread_ends_when_idle(
     assert {d["id"] for d in engine.store.list_docs("traces", "p")} == {f"t{i}" for i in range(6)}
     writer.put(Trace.from_dict({**trace.to_dict(), "id": "again"}))
     writer.close()  # a new thread was started for it, and close() waited for the write
-    assert engine.store.get_doc("traces", "again") is not None
+    assert engine.store.get_doc("traces", "p", "again") is not None
     engine.close()

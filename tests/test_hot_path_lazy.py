@@ -31,7 +31,7 @@ def test_items_read_by_the_caller_equal_the_stored_ones(tmp_path: Path) -> None:
     assert any(i["section"] == "knowledge" for i in items)
     assert result.trace.items is items  # built once
     engine.flush()
-    doc = engine.store.get_doc("traces", result.trace.id)
+    doc = engine.store.get_doc("traces", "p", result.trace.id)
     assert doc is not None and doc["items"] == result.trace.to_dict()["items"]
     engine.close()
 

@@ -115,12 +115,17 @@ async def _exercise(client: Client, task_id: str) -> None:
     done = _data(
         await client.call_tool(
             "complete_task",
-            {"task_id": task_id, "handoff": {"summary": "JWT added"}, "agent": "bob"},
+            {
+                "project": "acme",
+                "task_id": task_id,
+                "handoff": {"summary": "JWT added"},
+                "agent": "bob",
+            },
         )
     )
     assert done["status"] == "completed"
     again = await client.call_tool(
-        "complete_task", {"task_id": task_id, "handoff": {"summary": "x"}}
+        "complete_task", {"project": "acme", "task_id": task_id, "handoff": {"summary": "x"}}
     )
     assert again.is_error and "already completed" in again.content[0].text
 
@@ -143,7 +148,7 @@ def test_stdio_subprocess(tmp_path: Path) -> None:
     asyncio.run(go())
     # The subprocess wrote to the same file the library reads.
     with Engine.open(db) as engine:
-        assert engine.get(task_id).status == "completed"
+        assert engine.get("acme", task_id).status == "completed"
         assert len(engine.records("acme", author="alice", limit=100)) == 2
 
 
@@ -159,7 +164,7 @@ def test_streamable_http_uvicorn(tmp_path: Path) -> None:
     try:
         with running(app) as base:
             asyncio.run(go(f"{base}/mcp"))
-        assert engine.get(task_id).status == "completed"
+        assert engine.get("acme", task_id).status == "completed"
         assert len(engine.records("acme", author="alice", limit=100)) == 2
     finally:
         engine.close()

@@ -149,14 +149,14 @@ def test_concurrent_writers_of_the_same_id_store_it_once(pg: PostgresStore) -> N
     lock = threading.Lock()
 
     def writer(k: int) -> None:
-        stored = pg.add_many([rec(7, content=f"written by {k}")])[0]
+        stored = pg.add_many([rec(7, content="written by all", created_at=T0 + k)])[0]
         with lock:
             results.append(stored)
 
     assert _run_threads(4, writer) == []
     assert pg.count(P) == 1
     assert len({r.content for r in results}) == 1  # everyone got back the record as stored
-    assert results[0] == pg.get_many(["r00007"])[0]
+    assert results[0] == pg.get_many(P, ["r00007"])[0]
     assert pg.version(P) == 1
 
 
@@ -190,9 +190,9 @@ def test_a_second_worker_sees_every_write_at_once(pg_url: str) -> None:
     a, b = PostgresStore(pg_url), PostgresStore(pg_url)
     try:
         a.add_many([rec(1)])
-        assert b.version(P) == 1 and b.get_many(["r00001"])[0].content == "note number 1"
-        b.set_status("r00001", "resolved", "bob", T0 + 5)
-        assert a.version(P) == 2 and a.get_many(["r00001"])[0].status == "resolved"
+        assert b.version(P) == 1 and b.get_many(P, ["r00001"])[0].content == "note number 1"
+        b.set_status(P, "r00001", "resolved", "bob", T0 + 5)
+        assert a.version(P) == 2 and a.get_many(P, ["r00001"])[0].status == "resolved"
     finally:
         a.close()
         b.close()
@@ -227,7 +227,9 @@ def _vector_records() -> list[Record]:
 
 def _embed(store: Any, records: list[Record]) -> None:
     emb = HashEmbedder()
-    store.put_vectors(emb.name, [(r.id, v) for r, v in zip(records, emb.embed(TEXTS), strict=True)])
+    store.put_vectors(
+        emb.name, [(r.project, r.id, v) for r, v in zip(records, emb.embed(TEXTS), strict=True)]
+    )
 
 
 def test_vector_search_matches_the_sqlite_store(pg: PostgresStore, tmp_path: Path) -> None:
@@ -296,7 +298,7 @@ def test_vectors_are_replaced_skipped_and_scoped(pg: PostgresStore) -> None:
     one_hot = np.zeros(HashEmbedder().dim, dtype=np.float32)
     one_hot[3] = 1.0
     # Embedding again overwrites; an id that does not exist is skipped; nothing else changes.
-    pg.put_vectors("hash", [("r00000", one_hot), ("gone", one_hot)])
+    pg.put_vectors("hash", [(P, "r00000", one_hot), (P, "gone", one_hot)])
     top = pg.vector_search(P, None, one_hot, 1, "hash")[0]
     assert top.record.id == "r00000" and top.score == pytest.approx(1.0, abs=1e-6)
     assert pg.vector_search("other", None, one_hot, 5, "hash") == []
@@ -377,10 +379,10 @@ def test_text_postgres_cannot_hold_is_refused_and_changes_nothing(pg: PostgresSt
     with pytest.raises(ValidationError, match="NUL"):
         rec(3, content="a NUL \x00 byte")
     by_hand = dataclasses.replace(rec(3), content="a NUL \x00 byte")
-    with pytest.raises(StoreError, match="NUL"):
+    with pytest.raises(ValidationError, match="NUL"):  # bad input (422), not an outage (503)
         pg.add_many([rec(2), by_hand])
     assert pg.count(P) == 1 and pg.version(P) == 1
-    assert pg.get_many(["r00002", "r00003"]) == []
+    assert pg.get_many(P, ["r00002", "r00003"]) == []
 
 
 def test_without_the_extra_the_error_names_the_pip_command(
@@ -521,7 +523,7 @@ def test_the_docs_example_prints_what_it_shows(
 
 
 def test_a_batch_is_stored_in_its_order_and_duplicates_return_the_first(pg: PostgresStore) -> None:
-    a1, b, a2 = rec(1, content="first"), rec(2), rec(1, content="second")
+    a1, b, a2 = rec(1, content="first"), rec(2), rec(1, content="first", created_at=T0 + 9)
     out = pg.add_many([a1, b, a2])
     assert [r.content for r in out] == ["first", "note number 2", "first"]
     # Same created_at: the insertion order breaks the tie, as in SQLite.
@@ -529,3 +531,43 @@ def test_a_batch_is_stored_in_its_order_and_duplicates_return_the_first(pg: Post
     pg.add_many([*same, same[0]])
     got = pg.query(Query(P, None, since=T0, before=T0 + 0.5, newest_first=False, limit=10))
     assert [r.id for r in got] == [r.id for r in same]
+
+
+def test_a_database_of_the_old_schema_migrates_to_project_scoped_identity(pg_url: str) -> None:
+    """m004_record_identity on a database built by the migrations before it, holding data."""
+    url = _other_db(pg_url, "cw_old_identity")
+    try:
+        old = [(n, s) for n, s in MIGRATIONS if n < "m004"]
+        assert [n for n, _ in old] == ["m001_records", "m002_edges_kv_docs", "m003_vectors"]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ)")
+            for name, script in old:
+                conn.execute(script)
+                conn.execute("INSERT INTO migrations VALUES (%s, now())", (name,))
+            conn.execute(
+                "INSERT INTO records (id, project, author, kind, recipients, visibility, "
+                "mentions, tags, refs, current_status, pinned, created_at, content, tokens, "
+                "content_hash, meta) VALUES ('note-1', 'alpha', 'alice', 'question', '[]', "
+                "'project', '[]', '[]', '[]', 'resolved', 0, 1.0, 'alpha kept words', 3, 'h', "
+                "'{}')"
+            )
+            conn.execute(
+                "INSERT INTO status_facts (record_id, status, by, at) "
+                "VALUES ('note-1', 'resolved', 'alice', 2.0)"
+            )
+        store = PostgresStore(url, max_size=1)
+        try:
+            assert "m004_record_identity" in store.applied_migrations()
+            [r] = store.get_many("alpha", ["note-1"])
+            assert (r.content, r.status) == ("alpha kept words", "resolved")
+            assert [h.record.id for h in store.search_text("alpha", None, "kept", 5)] == ["note-1"]
+            assert [f["status"] for f in store.status_history("alpha", "note-1")] == ["resolved"]
+            # Now the same id in another project is another record.
+            store.add_many([rec(1, project="beta", id="note-1", content="beta words")])
+            assert store.get_many("beta", ["note-1"])[0].content == "beta words"
+            assert store.get_many("alpha", ["note-1"])[0].content == "alpha kept words"
+            assert store.status_history("beta", "note-1") == []
+        finally:
+            store.close()
+    finally:
+        _drop_db(pg_url, "cw_old_identity")

@@ -145,18 +145,30 @@ def test_engine_ids_follow_the_clock(store: Any) -> None:
 
 def test_client_id_makes_add_idempotent(engine: Engine) -> None:
     first = engine.add(id="client-1", project="p", author="a", content="original")
-    again = engine.add(id="client-1", project="p", author="a", content="a retry with other text")
+    again = engine.add(id="client-1", project="p", author="a", content="original")
     assert again == first
-    assert engine.get("client-1").content == "original"
+    with pytest.raises(ValidationError) as err:
+        engine.add(id="client-1", project="p", author="a", content="a retry with other text")
+    assert err.value.field == "id" and "new id" in err.value.fix
+    assert engine.get("p", "client-1").content == "original"
     assert engine.store.count("p") == 1
     many = engine.add_many(
         [
-            {"id": "client-1", "project": "p", "author": "a", "content": "x"},
+            {"id": "client-1", "project": "p", "author": "a", "content": "original"},
             {"id": "client-2", "project": "p", "author": "a", "content": "y"},
-            {"id": "client-2", "project": "p", "author": "a", "content": "z"},
+            {"id": "client-2", "project": "p", "author": "a", "content": "y"},
         ]
     )
     assert [r.content for r in many] == ["original", "y", "y"]
+    assert engine.store.count("p") == 2
+    with pytest.raises(ValidationError, match="client-3"):  # the whole batch, or nothing
+        engine.add_many(
+            [
+                {"id": "client-4", "project": "p", "author": "a", "content": "new"},
+                {"id": "client-3", "project": "p", "author": "a", "content": "y"},
+                {"id": "client-3", "project": "p", "author": "a", "content": "z"},
+            ]
+        )
     assert engine.store.count("p") == 2
 
 
@@ -185,16 +197,16 @@ def test_mentions_are_parsed(text: str, expected: tuple[str, ...]) -> None:
 def test_status_changes_are_new_facts(engine: Engine) -> None:
     q = engine.add(project="p", author="alice", kind="question", content="Which DB?")
     assert q.status == "open"
-    engine.set_status(q.id, "active", by="bob", note="looking")
-    resolved = engine.resolve(q.id, by="carol", note="Postgres")
+    engine.set_status(q.project, q.id, "active", by="bob", note="looking")
+    resolved = engine.resolve(q.project, q.id, by="carol", note="Postgres")
     assert resolved.status == "resolved"
-    history = engine.store.status_history(q.id)
+    history = engine.store.status_history(q.project, q.id)
     assert [(h["status"], h["by"], h["note"]) for h in history] == [
         ("active", "bob", "looking"),
         ("resolved", "carol", "Postgres"),
     ]
     # The record itself is unchanged apart from its effective status.
-    now = engine.get(q.id)
+    now = engine.get(q.project, q.id)
     assert dataclasses.replace(now, status=q.status) == q
 
 
@@ -203,11 +215,11 @@ def test_supersedes_marks_the_old_record_as_a_fact(engine: Engine) -> None:
     new = engine.add(
         project="p", author="b", kind="decision", content="Use Postgres.", supersedes=old.id
     )
-    assert engine.get(old.id).status == "superseded"
-    assert engine.get(new.id).status == "active"
-    facts = engine.store.status_history(old.id)
+    assert engine.get(old.project, old.id).status == "superseded"
+    assert engine.get(new.project, new.id).status == "active"
+    facts = engine.store.status_history(old.project, old.id)
     assert facts[-1]["status"] == "superseded" and facts[-1]["by"] == "b"
-    assert engine.store.superseded_by([old.id]) == {old.id: new.id}
+    assert engine.store.superseded_by(old.project, [old.id]) == {old.id: new.id}
 
 
 def _error(data: Any) -> ValidationError:
@@ -337,7 +349,7 @@ def test_meta_is_the_same_in_every_store(store: Any) -> None:
     engine = Engine(store, workers=1)
     r = engine.add(project="p", author="a", content="x", meta={"pair": (1, 2), "ok": None})
     assert r.meta == {"pair": [1, 2], "ok": None}
-    assert engine.get(r.id).meta == {"pair": [1, 2], "ok": None}
+    assert engine.get(r.project, r.id).meta == {"pair": [1, 2], "ok": None}
 
 
 def test_created_at_defaults_to_now() -> None:

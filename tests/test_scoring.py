@@ -240,7 +240,7 @@ def test_a_resolved_question_drops_in_weight(eng: Engine) -> None:
     eng.register_agent("p", "bob")
     q = eng.add(project="p", author="alice", kind="question", content="is the cdn purge automatic?")
     eng.add(project="p", author="alice", kind="question", content="is the cdn warmup automatic?")
-    eng.resolve(q.id, by="alice")
+    eng.resolve(q.project, q.id, by="alice")
     result = eng.assemble("p", "bob", "cdn automatic", budget=2000)
     assert _item(result, "purge")["components"]["resolved"] == 1.0
     assert _item(result, "purge")["score"] < _item(result, "warmup")["score"]
@@ -431,7 +431,7 @@ def test_superseded_records_only_ever_appear_beside_a_replacement(
             created_at=NOW - 1000 + i,
         )
         ids.append(r.id)
-    superseded = {r.id for r in e.store.get_many(ids) if r.status == "superseded"}
+    superseded = {r.id for r in e.store.get_many("p", ids) if r.status == "superseded"}
     result = e.assemble("p", "bob", "policy retries", budget=4000, include_superseded=include)
     for items in result.sections.values():
         for item in items:

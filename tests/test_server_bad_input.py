@@ -287,12 +287,6 @@ def test_wrong_types_and_missing_fields(
         ("GET", "/v1/projects/acme/tasks/NOPE", None, "task"),
         ("POST", "/v1/projects/acme/tasks/NOPE/complete", {"handoff": {"summary": "x"}}, "task"),
         ("GET", "/v1/projects/acme/tasks/NOPE/context?agent=bob", None, "task"),
-        (
-            "POST",
-            "/v1/projects/acme/tasks",
-            {"name": "t", "objective": "o", "dependencies": ["NOPE"]},
-            "task",
-        ),
         ("GET", "/v1/nothing/here", None, None),
     ],
 )
@@ -300,6 +294,16 @@ def test_unknown_ids(world: World, method: str, path: str, body: Any, what: str 
     before = world.snapshot()
     problem = assert_problem(call(world, method, path, json=body), 404, what)
     assert "NOPE" in problem["detail"] or what != "record"
+    assert world.snapshot() == before
+
+
+def test_a_dependency_that_names_no_task_is_a_422(world: World) -> None:
+    before = world.snapshot()
+    body = {"name": "t", "objective": "o", "dependencies": ["NOPE"]}
+    problem = assert_problem(
+        call(world, "POST", "/v1/projects/acme/tasks", json=body), 422, "dependencies[0]"
+    )
+    assert "NOPE" in problem["detail"]
     assert world.snapshot() == before
 
 

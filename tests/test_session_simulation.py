@@ -120,7 +120,7 @@ def test_thousand_turn_session(sim_engine: Engine, tmp_path: Path) -> None:
     assert compactions >= 10
     assert max_used <= budget.available
     # No record was lost: every appended record is still in the store, unchanged.
-    stored = engine.store.get_many(list(appended))
+    stored = engine.store.get_many(P, list(appended))
     assert len(stored) == len(appended)
     assert all(r.content == appended[r.id] for r in stored)
     # Compaction changes views, not records: no appended record got a status.
@@ -176,7 +176,7 @@ def test_session_invariants(script: list[tuple[str, int]], keep: int, window: in
         assert win.tokens <= win.assembly.available
         assert_pairs_whole(win.messages)
         assert engine.store.count(P) >= before
-        assert len(engine.store.get_many(ids)) == len(ids)
+        assert len(engine.store.get_many(P, ids)) == len(ids)
         text = "\n".join(contents(win))
         if win.reset is None:
             for p in protected:

@@ -124,9 +124,9 @@ def test_compaction_leaves_another_agents_records_and_view_alone(engine: Engine)
     ids = scene(engine)
     bob_before = engine.sessions.live_records(P, "bob", S)
     engine.sessions.compact(P, "alice", S, keep=4)
-    direct = engine.get(ids["direct"])
+    direct = engine.get(P, ids["direct"])
     assert direct.status is None
-    assert all(engine.get(r.id).status is None for r in bob_before)
+    assert all(engine.get(P, r.id).status is None for r in bob_before)
     # Bob's view of the session is what it was: his own record still in it, no summary of Alice's.
     assert engine.sessions.live_records(P, "bob", S) == bob_before
     win = engine.sessions.window(P, "bob", S, budget=BUDGET)
@@ -160,7 +160,7 @@ def test_reset_and_flush_keep_scopes(engine: Engine, tmp_path: Path) -> None:
     assert_none_holds(views(engine, "bob", "s2"), PRIVATE)
     alice = views(engine, "alice", "s2")
     assert PRIVATE in alice["window"] and DIRECT in alice["window"]
-    assert engine.get(ids["direct"]).status is None
+    assert engine.get(P, ids["direct"]).status is None
 
 
 def test_session_window_compaction_keeps_scopes(engine: Engine) -> None:

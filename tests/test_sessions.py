@@ -131,7 +131,7 @@ def test_compaction_keeps_last_n_and_points_at_what_it_replaced(engine: Engine) 
     # Originals stay in the store, unchanged (no status either): the replacement is this agent's
     # view only; nothing was deleted.
     assert engine.store.count(P) >= before + 1
-    for r in engine.store.get_many(c.replaced):
+    for r in engine.store.get_many(P, c.replaced):
         assert r.status is None
     live = s.turns(P, A, S)
     texts = [t.head.content for t in live]

@@ -70,9 +70,9 @@ def test_traces_go_to_their_own_file_and_other_docs_stay(tmp_path: Path) -> None
     assert _rows(path, "agents") == [("p/bob", '{"id":"bob"}')]
     assert _rows(traces_path(path), "agents") == []
     again = SQLiteStore(path)
-    assert again.get_doc("traces", "t1") == {"n": 1}
+    assert again.get_doc("traces", "p", "t1") == {"n": 1}
     assert again.list_docs("traces", "p", key="bob") == [{"n": 1}]
-    assert again.get_doc("agents", "p/bob") == {"id": "bob"}
+    assert again.get_doc("agents", "p", "p/bob") == {"id": "bob"}
     again.close()
 
 
@@ -137,8 +137,8 @@ def test_traces_kept_in_the_store_file_move_on_open(tmp_path: Path) -> None:
 
     store = SQLiteStore(path)
     assert [d["n"] for d in store.list_docs("traces", "p")] == [2, 1, 0]
-    assert store.get_doc("traces", "t1") == {"n": 1, "copied": True}  # the copy is kept
-    assert store.get_doc("agents", "p/bob") == {"id": "bob"}
+    assert store.get_doc("traces", "p", "t1") == {"n": 1, "copied": True}  # the copy is kept
+    assert store.get_doc("agents", "p", "p/bob") == {"id": "bob"}
     store.close()
     assert _rows(path, "traces") == []
     assert [i for i, _ in _rows(traces_path(path), "traces")] == ["t0", "t1", "t2"]
@@ -152,6 +152,6 @@ def test_opening_a_store_without_traces_makes_no_traces_file(tmp_path: Path) -> 
     path = str(tmp_path / "s.db")
     store = SQLiteStore(path)
     store.add_many([_record("r1", "hi")])
-    assert [r.id for r in store.get_many(["r1"])] == ["r1"]
+    assert [r.id for r in store.get_many("p", ["r1"])] == ["r1"]
     store.close()
     assert not Path(traces_path(path)).exists()

@@ -98,25 +98,150 @@ def test_add_and_get_round_trip(store: Store) -> None:
         meta={"k": [1, "v"]},
     )
     assert store.add_many([r]) == [r]
-    assert store.get_many(["full"]) == [r]
-    assert store.get_many(["nope"]) == []
+    assert store.get_many("p", ["full"]) == [r]
+    assert store.get_many("p", ["nope"]) == []
     assert store.add_many([]) == []
 
 
 def test_get_many_keeps_the_order_asked(store: Store) -> None:
     seed(store)
-    assert ids(store.get_many(["q1", "m1", "missing", "t1"])) == ["q1", "m1", "t1"]
+    assert ids(store.get_many("p", ["q1", "m1", "missing", "t1"])) == ["q1", "m1", "t1"]
 
 
 def test_add_is_idempotent_by_id(store: Store) -> None:
     first = rec(id="same", content="first")
     store.add_many([first])
     v = store.version("p")
-    again = store.add_many([rec(id="same", content="second"), rec(id="same", content="third")])
-    assert [r.content for r in again] == ["first", "first"]
+    # A retry (the same write, later) gets the stored record back and writes nothing.
+    again = store.add_many([rec(id="same", content="first", created_at=T0 + 9)] * 2)
+    assert [(r.content, r.created_at) for r in again] == [("first", T0), ("first", T0)]
     assert store.count("p") == 1
     assert store.version("p") == v  # nothing new was written
+
+
+def test_a_repeated_id_with_other_content_refuses_the_whole_batch(store: Store) -> None:
+    store.add_many([rec(id="same", content="first")])
+    v = store.version("p")
+    with pytest.raises(ValidationError) as err:
+        store.add_many([rec(id="fresh", content="new"), rec(id="same", content="second")])
+    assert err.value.field == "id" and err.value.value == "same"
+    assert "new id" in err.value.fix
+    assert store.get_many("p", ["fresh"]) == []  # nothing of the batch
+    assert store.version("p") == v
     assert [h.record.id for h in store.search_text("p", None, "second", 5)] == []
+    with pytest.raises(ValidationError):  # twice in one batch, differently
+        store.add_many([rec(id="twin", content="a"), rec(id="twin", content="b")])
+    assert store.get_many("p", ["twin"]) == []
+
+
+# -- identity is (project, id): nothing crosses projects ------------------------------------------
+
+
+def two_projects(store: Store) -> tuple[Record, Record]:
+    """The same ids in projects alpha and beta, with different content."""
+    a = [
+        rec(project="alpha", id="note-1", content="alpha secret", visibility="private"),
+        rec(project="alpha", id="q-1", kind="question", content="alpha question"),
+        rec(project="alpha", id="ans", content="alpha answer", reply_to="q-1"),
+        rec(project="alpha", id="dec", kind="decision", content="alpha decision"),
+    ]
+    b = [
+        rec(project="beta", id="note-1", author="eve", content="beta note"),
+        rec(project="beta", id="q-1", kind="question", author="eve", content="beta question"),
+    ]
+    stored = store.add_many([*a, *b])
+    assert [r.content for r in stored] == [r.content for r in [*a, *b]]
+    return a[0], b[0]
+
+
+def test_the_same_id_in_two_projects_is_two_records(store: Store) -> None:
+    alpha, beta = two_projects(store)
+    assert store.get_many("alpha", ["note-1"]) == [alpha]
+    assert store.get_many("beta", ["note-1"]) == [beta]
+    assert store.get_many("beta", ["ans", "dec"]) == []  # alpha's ids read as missing
+    assert store.count("alpha") == 4 and store.count("beta") == 2
+    # Writing beta's id again answers beta's record, never alpha's.
+    again = store.add_many([rec(project="beta", id="note-1", author="eve", content="beta note")])
+    assert again == [beta]
+    # alpha's id in beta is a new record of beta: nothing says alpha has one.
+    assert (
+        store.add_many([rec(project="beta", id="ans", author="eve", content="x")])[0].content == "x"
+    )
+    with pytest.raises(ValidationError) as err:
+        store.add_many([rec(project="beta", id="note-1", author="eve", content="other")])
+    assert "alpha" not in str(err.value.to_dict())
+    assert store.get_many("alpha", ["note-1"]) == [alpha]
+
+
+def test_reads_see_only_their_project(store: Store) -> None:
+    two_projects(store)
+    got = store.query(Query("beta", None, limit=100))
+    assert {r.content for r in got} == {"beta note", "beta question"}
+    assert [h.record.content for h in store.search_text("beta", None, "alpha", 10)] == []
+    assert store.replies_to("beta", ["q-1"], None) == []
+    assert [r.content for r in store.replies_to("alpha", ["q-1"], None)] == ["alpha answer"]
+    store.add_many([rec(project="alpha", id="dec2", kind="decision", supersedes="dec")])
+    assert store.superseded_by("beta", ["dec"]) == {}
+    assert store.superseded_by("alpha", ["dec"]) == {"dec": "dec2"}
+
+
+def test_status_changes_stay_in_their_project(store: Store) -> None:
+    two_projects(store)
+    store.set_status("beta", "q-1", "resolved", "eve", T0 + 1)
+    store.set_status_many("beta", ["note-1", "dec", "ans"], "compacted", "eve", T0 + 2)
+    assert store.get_many("alpha", ["q-1"])[0].status == "open"
+    assert store.get_many("alpha", ["note-1", "dec", "ans"])[0].status is None
+    assert store.get_many("alpha", ["dec"])[0].status == "active"
+    assert store.status_history("alpha", "q-1") == []
+    assert store.status_history("alpha", "note-1") == []
+    assert [f["status"] for f in store.status_history("beta", "q-1")] == ["resolved"]
+    assert store.status_history("beta", "dec") == []  # no such record in beta: no fact
+    v = store.version("alpha")
+    store.set_status("beta", "dec", "resolved", "eve", T0 + 3)
+    assert store.version("alpha") == v
+
+
+def test_supersedes_marks_only_the_writers_project(store: Store) -> None:
+    two_projects(store)
+    # A store given a link across projects (the engine refuses it first) changes nothing there.
+    store.add_many([rec(project="beta", id="b-dec", kind="decision", supersedes="dec")])
+    assert store.get_many("alpha", ["dec"])[0].status == "active"
+    assert store.status_history("alpha", "dec") == []
+    assert store.edges("alpha", dst="dec") == []
+    assert store.superseded_by("alpha", ["dec"]) == {}
+
+
+def test_edges_kv_and_docs_stay_in_their_project(store: Store) -> None:
+    two_projects(store)
+    store.add_edges("alpha", [("note-1", "q-1", "about")])
+    assert store.edges("beta", src="note-1") == []
+    store.kv_set("alpha", "k", "alpha value", T0)
+    assert store.kv_get("beta", "k") is None and store.kv_list("beta") == {}
+    store.put_doc("agents", "d1", "alpha", {"owner": "alpha"}, T0)
+    assert store.get_doc("agents", "beta", "d1") is None
+    store.put_doc("agents", "d1", "beta", {"owner": "beta"}, T0 + 1)  # changes nothing
+    assert store.get_doc("agents", "alpha", "d1") == {"owner": "alpha"}
+    assert store.get_doc("agents", "beta", "d1") is None
+    assert store.list_docs("agents", "beta") == []
+
+
+def test_vectors_stay_in_their_project(store: Store) -> None:
+    np = pytest.importorskip("numpy")
+    from contextwright.ports import VectorStore
+
+    if not all(hasattr(store, m) for m in ("put_vectors", "vector_search", "unembedded")):
+        pytest.skip("this store keeps no vectors")
+    vs: VectorStore = store  # type: ignore[assignment]
+    two_projects(store)
+    v = np.ones(8, dtype=np.float32) / np.sqrt(8)
+    vs.put_vectors("m", [("beta", "dec", v), ("alpha", "dec", v)])  # beta has no "dec"
+    assert [h.record.content for h in vs.vector_search("alpha", None, v, 5, "m")] == [
+        "alpha decision"
+    ]
+    assert vs.vector_search("beta", None, v, 5, "m") == []
+    vs.put_vectors("m", [("beta", "note-1", v)])
+    found = vs.vector_search("beta", None, v, 5, "m")
+    assert [(h.record.project, h.record.content) for h in found] == [("beta", "beta note")]
 
 
 def test_count_projects_agents(store: Store) -> None:
@@ -182,7 +307,7 @@ def test_visibility_on_every_read(
     words = "login bug secret plan private notes caching database tokens"
     found = {h.record.id for h in store.search_text("p", agent, words, 50)}
     assert found and not found & never
-    replies = store.replies_to(["anything"], agent)
+    replies = store.replies_to("p", ["anything"], agent)
     assert not {r.id for r in replies} & never
 
 
@@ -231,33 +356,35 @@ def test_search_text_survives_query_syntax(store: Store) -> None:
 def test_status_facts_are_appended(store: Store) -> None:
     seed(store)
     v = store.version("p")
-    store.set_status("q1", "resolved", "alice", T0 + 10, "postgres")
-    store.set_status("q1", "open", "bob", T0 + 11)
+    store.set_status("p", "q1", "resolved", "alice", T0 + 10, "postgres")
+    store.set_status("p", "q1", "open", "bob", T0 + 11)
     assert store.version("p") > v
-    assert store.get_many(["q1"])[0].status == "open"
-    assert store.status_history("q1") == [
+    assert store.get_many("p", ["q1"])[0].status == "open"
+    assert store.status_history("p", "q1") == [
         {"status": "resolved", "by": "alice", "at": T0 + 10, "note": "postgres"},
         {"status": "open", "by": "bob", "at": T0 + 11, "note": ""},
     ]
-    store.set_status("q1", "resolved", "alice", T0 + 12)
+    store.set_status("p", "q1", "resolved", "alice", T0 + 12)
     assert ids(store.query(Query("p", None, statuses=("open",)))) == ["t1"]
     assert ids(store.query(Query("p", None, statuses=("resolved",)))) == ["q1"]
-    assert store.status_history("m1") == []
-    store.set_status("missing", "resolved", "a", T0)  # no record: no fact
-    assert store.status_history("missing") == []
+    assert store.status_history("p", "m1") == []
+    store.set_status("p", "missing", "resolved", "a", T0)  # no record: no fact
+    assert store.status_history("p", "missing") == []
 
 
 def test_status_for_many_records_is_one_write(store: Store) -> None:
     seed(store)
     v = store.version("p")
-    store.set_status_many(["m1", "m2", "missing", "m1"], "compacted", "cw", T0 + 20, "summary s")
+    store.set_status_many(
+        "p", ["m1", "m2", "missing", "m1"], "compacted", "cw", T0 + 20, "summary s"
+    )
     assert store.version("p") == v + 1
-    assert [r.status for r in store.get_many(["m1", "m2"])] == ["compacted", "compacted"]
-    assert store.status_history("m1") == [
+    assert [r.status for r in store.get_many("p", ["m1", "m2"])] == ["compacted", "compacted"]
+    assert store.status_history("p", "m1") == [
         {"status": "compacted", "by": "cw", "at": T0 + 20, "note": "summary s"}
     ]
-    assert store.status_history("missing") == []
-    store.set_status_many([], "resolved", "cw", T0 + 21)
+    assert store.status_history("p", "missing") == []
+    store.set_status_many("p", [], "resolved", "cw", T0 + 21)
     assert store.version("p") == v + 1
 
 
@@ -276,15 +403,15 @@ def test_supersedes(store: Store) -> None:
         id="newer", kind="decision", content="use sqlite", supersedes="old", created_at=T0 + 9
     )
     store.add_many([new, newer])
-    assert store.get_many(["old"])[0].status == "superseded"
-    assert store.status_history("old")[0] == {
+    assert store.get_many("p", ["old"])[0].status == "superseded"
+    assert store.status_history("p", "old")[0] == {
         "status": "superseded",
         "by": "bob",
         "at": T0 + 5,
         "note": "by new",
     }
-    assert store.superseded_by(["old", "new"]) == {"old": "newer"}
-    assert store.superseded_by([]) == {}
+    assert store.superseded_by("p", ["old", "new"]) == {"old": "newer"}
+    assert store.superseded_by("p", []) == {}
     assert ("new", "old", "supersedes") in store.edges("p", kind="supersedes")
     active = store.query(Query("p", None, kinds=("decision",), statuses=("active",)))
     assert ids(active) == ["newer", "new"]
@@ -297,8 +424,8 @@ def test_supersedes_a_record_later_in_the_same_batch(store: Store) -> None:
             rec(id="a", kind="decision", content="use a", created_at=T0),
         ]
     )
-    assert store.get_many(["a"])[0].status == "superseded"
-    assert [f["status"] for f in store.status_history("a")] == ["superseded"]
+    assert store.get_many("p", ["a"])[0].status == "superseded"
+    assert [f["status"] for f in store.status_history("p", "a")] == ["superseded"]
 
 
 def test_replies(store: Store) -> None:
@@ -317,10 +444,11 @@ def test_replies(store: Store) -> None:
             rec(id="a3", author="dave", content="also mysql", reply_to="t1", created_at=T0 + 19),
         ]
     )
-    assert ids(store.replies_to(["q1"], None)) == ["a1", "a2"]
-    assert ids(store.replies_to(["q1"], "alice")) == ["a1"]
-    assert ids(store.replies_to(["q1", "t1"], "carol")) == ["a3", "a1", "a2"]
-    assert store.replies_to([], None) == []
+    assert ids(store.replies_to("p", ["q1"], None)) == ["a1", "a2"]
+    assert ids(store.replies_to("p", ["q1"], "alice")) == ["a1"]
+    # In insertion order, not by created_at: a3 says it is older, but was stored last.
+    assert ids(store.replies_to("p", ["q1", "t1"], "carol")) == ["a1", "a2", "a3"]
+    assert store.replies_to("p", [], None) == []
 
 
 def test_edges(store: Store) -> None:
@@ -356,22 +484,22 @@ def test_kv(store: Store) -> None:
 
 
 def test_docs(store: Store) -> None:
-    assert store.get_doc("traces", "t1") is None
+    assert store.get_doc("traces", "p", "t1") is None
     store.put_doc("traces", "t1", "p", {"n": 1, "items": [{"a": "b"}]}, T0, key="bob")
     store.put_doc("traces", "t2", "p", {"n": 2}, T0 + 1, key="alice")
     store.put_doc("traces", "t3", "p", {"n": 3}, T0 + 2, key="bob")
     store.put_doc("traces", "t4", "q", {"n": 4}, T0 + 3, key="bob")
     store.put_doc("agents", "t1", "p", {"n": 9}, T0)
-    assert store.get_doc("traces", "t1") == {"n": 1, "items": [{"a": "b"}]}
-    doc = store.get_doc("traces", "t1")
+    assert store.get_doc("traces", "p", "t1") == {"n": 1, "items": [{"a": "b"}]}
+    doc = store.get_doc("traces", "p", "t1")
     assert doc is not None
     doc["n"] = 100  # a returned document is a copy
-    assert store.get_doc("traces", "t1") == {"n": 1, "items": [{"a": "b"}]}
+    assert store.get_doc("traces", "p", "t1") == {"n": 1, "items": [{"a": "b"}]}
     assert [d["n"] for d in store.list_docs("traces", "p")] == [3, 2, 1]
     assert [d["n"] for d in store.list_docs("traces", "p", key="bob")] == [3, 1]
     assert [d["n"] for d in store.list_docs("traces", "p", limit=1)] == [3]
     store.put_doc("traces", "t1", "p", {"n": 10}, T0 + 5, key="bob")
-    assert store.get_doc("traces", "t1") == {"n": 10}
+    assert store.get_doc("traces", "p", "t1") == {"n": 10}
     assert [d["n"] for d in store.list_docs("traces", "p")] == [10, 3, 2]
 
 
@@ -380,7 +508,7 @@ def test_version_increases_with_every_write(store: Store) -> None:
     seen = [store.version("p")]
     store.add_many([rec(id="a")])
     seen.append(store.version("p"))
-    store.set_status("a", "resolved", "x", T0)
+    store.set_status("p", "a", "resolved", "x", T0)
     seen.append(store.version("p"))
     store.kv_set("p", "k", "v", T0)
     seen.append(store.version("p"))
@@ -496,3 +624,50 @@ def test_sqlite_rejects_a_bad_mmap_size(tmp_path: Path, bad: Any) -> None:
         SQLiteStore(str(path), mmap_mb=bad)
     assert err.value.field == "mmap_mb" and "0 to 65536" in str(err.value)
     assert not path.exists()  # nothing was opened or made
+
+
+def test_sqlite_a_file_of_the_old_schema_migrates_to_project_scoped_identity(
+    tmp_path: Path,
+) -> None:
+    """m006_record_identity rebuilds the records table of a file made by the migrations before
+    it, with data: every row keeps its rid, so full text, tags, addressing and status read back."""
+    path = str(tmp_path / "old.db")
+    old = [m for m in MIGRATIONS if m[0] < "m006"]
+    assert [n for n, _ in old][-1] == "m005_addressed_by_time"
+    s = SQLiteStore(path, migrations=old)
+    conn = s._conn()
+    # Written as the old code wrote: ids unique over the file, facts without a project.
+    s.add_many(
+        [
+            rec(project="alpha", id="q-1", kind="question", content="which database engine"),
+            rec(project="alpha", id="m-1", content="@bob sqlite for now", to=["bob"], tags=["db"]),
+            rec(project="alpha", id="d-1", kind="decision", content="use sqlite"),
+        ]
+    )
+    conn.execute(
+        "INSERT INTO status_facts (record_id, status, by, at, note) "
+        "VALUES ('q-1', 'resolved', 'alice', 1.0, '')"
+    )
+    conn.execute("UPDATE records SET current_status = 'resolved' WHERE id = 'q-1'")
+    rids = dict(conn.execute("SELECT id, rid FROM records").fetchall())
+    s.close()
+
+    s = SQLiteStore(path)
+    try:
+        assert s.applied_migrations()[-1] == "m006_record_identity"
+        conn = s._conn()
+        assert dict(conn.execute("SELECT id, rid FROM records").fetchall()) == rids
+        assert [r.status for r in s.get_many("alpha", ["q-1"])] == ["resolved"]
+        assert [f["status"] for f in s.status_history("alpha", "q-1")] == ["resolved"]
+        assert [h.record.id for h in s.search_text("alpha", None, "database", 5)] == ["q-1"]
+        assert [r.id for r in s.query(Query("alpha", "bob", addressed_to="bob"))] == ["m-1"]
+        assert [r.id for r in s.query(Query("alpha", None, tag="db"))] == ["m-1"]
+        # The same ids in another project are other records now.
+        s.add_many([rec(project="beta", id="q-1", content="beta words", author="eve")])
+        assert s.get_many("beta", ["q-1"])[0].content == "beta words"
+        assert s.get_many("alpha", ["q-1"])[0].content == "which database engine"
+        assert s.status_history("beta", "q-1") == []
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.execute("INSERT INTO records_fts(records_fts) VALUES ('integrity-check')")
+    finally:
+        s.close()

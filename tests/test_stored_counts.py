@@ -37,7 +37,7 @@ def _fill(engine: Engine, session: str = "s1") -> None:
 
 
 def _note(engine: Engine) -> object:
-    doc = engine.store.get_doc(COLLECTION, P)
+    doc = engine.store.get_doc(COLLECTION, P, P)
     return None if doc is None else doc["tokenizer"]
 
 

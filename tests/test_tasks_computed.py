@@ -25,6 +25,7 @@ def _auth_project(engine: Engine) -> dict[str, str]:
     ids = {}
     ids["jwt"] = _task(engine, "JWT middleware", "Add JWT auth middleware to src/api/app.ts")
     engine.complete_task(
+        "p",
         ids["jwt"],
         {
             "summary": "JWT middleware checks the Authorization header.",
@@ -66,7 +67,7 @@ def _auth_project(engine: Engine) -> dict[str, str]:
 def test_only_completed_dependencies_and_the_spec_filters(engine: Engine) -> None:
     ids = _auth_project(engine)
     # The open dependency has a handoff-shaped record nobody should see: it is not completed.
-    c = engine.tasks.computed_context(ids["login"])
+    c = engine.tasks.computed_context("p", ids["login"])
     assert [p.task_id for p in c.prior_work] == [ids["jwt"]]
     assert c.stats.dependencies_skipped == {ids["open"]: "not completed (status open)"}
     issues = [w.issue for w in c.warnings]
@@ -82,17 +83,18 @@ def test_only_completed_dependencies_and_the_spec_filters(engine: Engine) -> Non
 
 def test_resolving_a_blocking_question_removes_it(engine: Engine) -> None:
     ids = _auth_project(engine)
-    q = engine.tasks.computed_context(ids["login"]).blocking_questions[0]
+    q = engine.tasks.computed_context("p", ids["login"]).blocking_questions[0]
     assert q.record_id
-    engine.resolve(q.record_id, by="lead", note="cookie it is")
-    assert engine.tasks.computed_context(ids["login"]).blocking_questions == []
+    engine.resolve("p", q.record_id, by="lead", note="cookie it is")
+    assert engine.tasks.computed_context("p", ids["login"]).blocking_questions == []
 
 
 def test_superseded_decisions_are_excluded(engine: Engine) -> None:
     ids = _auth_project(engine)
-    old = engine.tasks.computed_context(ids["login"]).relevant_decisions[0]
+    old = engine.tasks.computed_context("p", ids["login"]).relevant_decisions[0]
     later = _task(engine, "Rotate keys", "Switch JWT signing")
     engine.complete_task(
+        "p",
         later,
         {
             "summary": "s",
@@ -106,15 +108,17 @@ def test_superseded_decisions_are_excluded(engine: Engine) -> None:
             ],
         },
     )
-    decisions = [d.decision for d in engine.tasks.computed_context(ids["login"]).relevant_decisions]
+    decisions = [
+        d.decision for d in engine.tasks.computed_context("p", ids["login"]).relevant_decisions
+    ]
     assert decisions == ["Use EdDSA JWTs"]
     assert engine.store.edges("p", kind="supersedes")
 
 
 def test_nodes_of_a_reopened_task_are_not_offered(engine: Engine) -> None:
     ids = _auth_project(engine)
-    engine.set_status(ids["jwt"], "open", by="lead", note="reopened")
-    c = engine.tasks.computed_context(ids["login"])
+    engine.set_status("p", ids["jwt"], "open", by="lead", note="reopened")
+    c = engine.tasks.computed_context("p", ids["login"])
     assert c.prior_work == [] and c.warnings == [] and c.patterns_to_follow == []
     assert c.relevant_decisions == [] and c.code_references == [] and c.blocking_questions == []
 
@@ -122,6 +126,7 @@ def test_nodes_of_a_reopened_task_are_not_offered(engine: Engine) -> None:
 def test_graph_limits_relevance_order_and_related_tasks(engine: Engine) -> None:
     done = _task(engine, "Seed", "Seed the cache layer")
     engine.complete_task(
+        "p",
         done,
         {
             "summary": "s",
@@ -140,22 +145,23 @@ def test_graph_limits_relevance_order_and_related_tasks(engine: Engine) -> None:
         },
     )
     t = _task(engine, "Redis cache", "Put a Redis cache in front of the API")
-    c = engine.tasks.computed_context(t)
+    c = engine.tasks.computed_context("p", t)
     assert len(c.patterns_to_follow) == 5
     reasons = [p.reason for p in c.patterns_to_follow]
     assert ["redis" in r for r in reasons] == [True] * 4 + [False]  # two tags beat one
     assert len(c.warnings) == 3 and c.warnings[0].issue == "cache stampede"
     assert [r.task_id for r in c.related_tasks] == [done]
     assert c.stats.nodes_matched["pattern"] == 9
-    easy = engine.tasks.computed_context(t, complexity="easy")
+    easy = engine.tasks.computed_context("p", t, complexity="easy")
     assert len(easy.patterns_to_follow) == 3 and len(easy.warnings) == 2
-    custom = engine.tasks.computed_context(t, limits={"max_patterns": 1})
+    custom = engine.tasks.computed_context("p", t, limits={"max_patterns": 1})
     assert len(custom.patterns_to_follow) == 1
 
 
 def test_dependency_gotchas_are_never_cut_by_the_gotcha_limit(engine: Engine) -> None:
     dep = _task(engine, "dep", "Build the thing")
     engine.complete_task(
+        "p",
         dep,
         {
             "summary": "s",
@@ -163,7 +169,7 @@ def test_dependency_gotchas_are_never_cut_by_the_gotcha_limit(engine: Engine) ->
         },
     )
     t = _task(engine, "next", "Use the thing", [dep], complexity="easy")
-    c = engine.tasks.computed_context(t)
+    c = engine.tasks.computed_context("p", t)
     assert DEFAULT_LIMITS["easy"].max_gotchas == 2
     assert sorted(w.issue for w in c.warnings) == [f"must know {i}" for i in range(4)]
 
@@ -200,7 +206,7 @@ def test_infer_component(path: str, component: str) -> None:
 
 def test_template_renders_the_spec_format_and_empty_sections(engine: Engine) -> None:
     t = _task(engine, "alone", "Something unrelated entirely")
-    text = engine.tasks.render(t)
+    text = engine.tasks.render("p", t)
     assert text.startswith("## Context (Computed)\n")
     for heading in (
         "Patterns to Follow",
@@ -219,7 +225,7 @@ def test_template_renders_the_spec_format_and_empty_sections(engine: Engine) -> 
 
 def test_template_full_and_overridable(engine: Engine) -> None:
     ids = _auth_project(engine)
-    c = engine.tasks.computed_context(ids["login"])
+    c = engine.tasks.computed_context("p", ids["login"])
     text = c.render()
     assert "- **Wrap handlers with requireAuth()** " in text
     assert "- ⚠️ **high**: Tokens expire after 15 minutes" in text
@@ -229,7 +235,7 @@ def test_template_full_and_overridable(engine: Engine) -> None:
     mine = "{{#each warnings}}{{severity}}={{issue}};{{/each}}{{#if nothing}}x{{else}}none{{/if}}"
     assert c.render(mine) == "high=Tokens expire after 15 minutes;none"
     board = TaskBoard(engine, template="{{task_id}}")
-    assert board.render(ids["login"]) == ids["login"]
+    assert board.render("p", ids["login"]) == ids["login"]
 
 
 @pytest.mark.parametrize(
@@ -258,9 +264,9 @@ def test_template_lookup_walks_outward_and_dots() -> None:
 
 def test_debug_block(engine: Engine) -> None:
     ids = _auth_project(engine)
-    plain = engine.tasks.render(ids["login"])
+    plain = engine.tasks.render("p", ids["login"])
     assert "## Context Debug" not in plain
-    text = engine.tasks.render(ids["login"], debug=True)
+    text = engine.tasks.render("p", ids["login"], debug=True)
     block = text.split("## Context Debug", 1)[1]
     for line in (
         "- Keywords: [login, page, build, form, auth]",
@@ -334,9 +340,10 @@ def test_without_task_id_the_computed_source_adds_nothing(engine: Engine) -> Non
 
 def test_refreshed_snapshot_equals_a_full_load(engine: Engine) -> None:
     ids = _auth_project(engine)
-    engine.tasks.computed_context(ids["login"])  # full load
+    engine.tasks.computed_context("p", ids["login"])  # full load
     more = _task(engine, "Login errors", "Show login form errors from the auth API", [ids["jwt"]])
     engine.complete_task(
+        "p",
         more,
         {
             "summary": "s",
@@ -349,13 +356,13 @@ def test_refreshed_snapshot_equals_a_full_load(engine: Engine) -> None:
         },
     )
     engine.add(project="p", author="dev", content="chatter that moves the version")
-    engine.set_status(ids["open"], "completed", by="lead")
+    engine.set_status("p", ids["open"], "completed", by="lead")
     target = _task(
         engine, "Login form v2", "Login form with auth errors", [ids["jwt"], more, ids["open"]]
     )
-    refreshed = engine.tasks.computed_context(target)
+    refreshed = engine.tasks.computed_context("p", target)
     assert engine.tasks.graph.refreshes >= 1
-    fresh = TaskBoard(engine).computed_context(target)
+    fresh = TaskBoard(engine).computed_context("p", target)
     assert refreshed.to_dict() == fresh.to_dict()
     assert [r.notes for r in refreshed.code_references] == ["auth error codes"]  # UPDATE_OR_ADD
 
@@ -365,10 +372,10 @@ def test_a_status_set_by_hand_on_a_node_is_seen_after_a_full_reload(engine: Engi
     board = TaskBoard(engine)
     board.graph.full_reload_s = 0  # every version change reloads fully
     later = _task(engine, "Token UI", "Show the auth token expiry")
-    before = board.computed_context(later).warnings
+    before = board.computed_context("p", later).warnings
     gotcha = next(w for w in before if w.issue == "Tokens expire after 15 minutes")
     assert gotcha.record_id
-    engine.resolve(gotcha.record_id, by="lead")
-    after = [w.issue for w in board.computed_context(later).warnings]
+    engine.resolve("p", gotcha.record_id, by="lead")
+    after = [w.issue for w in board.computed_context("p", later).warnings]
     assert "Tokens expire after 15 minutes" not in after
     assert board.graph.misses == 2

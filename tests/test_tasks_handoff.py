@@ -127,9 +127,9 @@ def test_bad_handoff_leaves_task_open_and_store_unchanged(
     task = engine.tasks.create("p", name="t", objective="do the thing")
     before = _snapshot(engine, "p")
     with pytest.raises(ValidationError) as info:
-        engine.complete_task(task.id, handoff)
+        engine.complete_task(task.project, task.id, handoff)
     assert info.value.field == field
-    assert engine.get(task.id).status == "open"
+    assert engine.get(task.project, task.id).status == "open"
     assert _snapshot(engine, "p") == before
 
 
@@ -137,26 +137,26 @@ def test_superseding_an_unknown_decision_is_rejected_before_any_write(engine: En
     task = engine.tasks.create("p", name="t", objective="do it")
     before = _snapshot(engine, "p")
     bad = {"summary": "s", "decisions": [{"decision": "d", "rationale": "r", "supersedes": "NOPE"}]}
-    with pytest.raises(NotFound, match=r"handoff\.decisions"):
-        engine.complete_task(task.id, bad)
-    assert engine.get(task.id).status == "open"
+    with pytest.raises(ValidationError, match=r"handoff\.decisions"):
+        engine.complete_task(task.project, task.id, bad)
+    assert engine.get(task.project, task.id).status == "open"
     assert _snapshot(engine, "p") == before
 
 
 def test_completing_twice_is_rejected(engine: Engine) -> None:
     task = engine.tasks.create("p", name="t", objective="do it")
-    engine.complete_task(task.id, {"summary": "done"})
+    engine.complete_task(task.project, task.id, {"summary": "done"})
     with pytest.raises(ValidationError, match="already completed"):
-        engine.complete_task(task.id, {"summary": "again"})
+        engine.complete_task(task.project, task.id, {"summary": "again"})
 
 
 def test_complete_writes_handoff_nodes_edges_and_status(engine: Engine) -> None:
     task = engine.tasks.create("p", name="JWT", objective="Add JWT auth", assignee="dev")
-    done = engine.tasks.complete(task.id, GOOD_YAML)
+    done = engine.tasks.complete(task.project, task.id, GOOD_YAML)
     assert done.task.status == "completed"
-    assert engine.store.status_history(task.id)[-1]["status"] == "completed"
+    assert engine.store.status_history(task.project, task.id)[-1]["status"] == "completed"
     assert done.handoff.kind == "handoff" and done.handoff.reply_to == task.id
-    assert engine.tasks.handoff(task.id) == parse_handoff(GOOD_YAML)
+    assert engine.tasks.handoff(task.project, task.id) == parse_handoff(GOOD_YAML)
     kinds = sorted(r.kind for r in done.nodes)
     assert kinds == ["decision", "gotcha", "gotcha", "gotcha", "pattern", "question", "question"]
     gotcha = next(r for r in done.nodes if r.content == "Tokens expire after 15 minutes")
@@ -177,9 +177,10 @@ def test_context_map_update_or_add_supersedes_the_older_entry(engine: Engine) ->
     a = engine.tasks.create("p", name="a", objective="first")
     b = engine.tasks.create("p", name="b", objective="second", dependencies=[a.id])
     first = engine.tasks.complete(
-        a.id, {"summary": "s", "files_created": [{"path": "src/x.py", "purpose": "old"}]}
+        "p", a.id, {"summary": "s", "files_created": [{"path": "src/x.py", "purpose": "old"}]}
     )
     second = engine.tasks.complete(
+        "p",
         b.id,
         {
             "summary": "s",
@@ -188,7 +189,7 @@ def test_context_map_update_or_add_supersedes_the_older_entry(engine: Engine) ->
     )
     old, new = first.files[0], second.files[0]
     assert new.supersedes == old.id
-    assert engine.get(old.id).status == "superseded"
+    assert engine.get(old.project, old.id).status == "superseded"
     live = engine.store.query(Query("p", None, kinds=("file",), statuses=("active",)))
     assert [r.meta["notes"] for r in live] == ["new"]
 
@@ -203,7 +204,7 @@ def test_task_creation_validates(engine: Engine) -> None:
     with pytest.raises(ValidationError) as info:
         engine.tasks.create("p", name="t", objective="o", acceptance_criteria="one string")
     assert info.value.field == "acceptance_criteria"
-    with pytest.raises(NotFound):
+    with pytest.raises(ValidationError, match=r"dependencies\[0\]"):
         engine.tasks.create("p", name="t", objective="o", dependencies=["missing"])
     note = engine.add(project="p", author="a", content="not a task")
     with pytest.raises(ValidationError) as info:
@@ -228,10 +229,10 @@ def test_task_record_and_dependency_edges(engine: Engine) -> None:
     assert b.kind == "task" and b.status == "open" and b.to == ("dev",)
     assert b.meta["dependencies"] == [a.id] and b.meta["complexity"] == "easy"
     assert engine.store.edges("p", src=b.id) == [(b.id, a.id, "depends_on")]
-    assert "database" in engine.get(a.id).tags
+    assert "database" in engine.get(a.project, a.id).tags
     assert [t.id for t in engine.tasks.find("p")] == [a.id, b.id]
     with pytest.raises(NotFound):
-        engine.tasks.get(engine.add(project="p", author="x", content="note").id)
+        engine.tasks.get("p", engine.add(project="p", author="x", content="note").id)
 
 
 def test_handoff_type_is_exported() -> None:

@@ -117,9 +117,9 @@ def test_computed_context_invariants(
             )
         for i, p in enumerate(project):
             if p.fate in ("completed", "reopened"):
-                engine.complete_task(ids[i], handoff(i, p))
+                engine.complete_task("p", ids[i], handoff(i, p))
             if p.fate == "reopened":
-                engine.set_status(ids[i], "open", by="lead")
+                engine.set_status("p", ids[i], "open", by="lead")
         dep_idx = sorted({d % len(ids) for d in target_deps})
         target = engine.tasks.create(
             "p",
@@ -128,7 +128,7 @@ def test_computed_context_invariants(
             dependencies=[ids[d] for d in dep_idx],
             complexity=complexity,
         )
-        c = engine.tasks.computed_context(target.id)
+        c = engine.tasks.computed_context(target.project, target.id)
         lim = engine.tasks.limits[complexity]
         got = set(texts(c))
 
@@ -162,7 +162,7 @@ def test_computed_context_invariants(
         assert len(c.related_tasks) <= lim.max_related_tasks
         assert len(got) == len(texts(c))  # deduplicated
         # Same input, same output.
-        again = engine.tasks.computed_context(target.id)
+        again = engine.tasks.computed_context(target.project, target.id)
         assert again.to_dict() == c.to_dict()
     finally:
         engine.close()

@@ -206,7 +206,7 @@ def test_put_vectors_skips_unknown_ids_and_leaves_records_alone(store: Store) ->
     add_notes(e)
     vs: Any = store
     before = [r.to_dict() for r in store.query(_query())]
-    vs.put_vectors("hash", [("no-such-id", np.ones(4, dtype=np.float32))])
+    vs.put_vectors("hash", [("p", "no-such-id", np.ones(4, dtype=np.float32))])
     assert [r.to_dict() for r in store.query(_query())] == before
     assert vs.unembedded_count("hash") == 3
     e.close()
@@ -695,7 +695,11 @@ def _vector_store_with_notes(path: str) -> tuple[SQLiteStore, list[str]]:
     e = Engine(store)
     ids = [e.add(project="p", author=a, kind="note", content=t).id for a, t in NOTES]
     store.put_vectors(
-        "hash", list(zip(ids, HashEmbedder().embed([t for _, t in NOTES]), strict=True))
+        "hash",
+        [
+            ("p", i, v)
+            for i, v in zip(ids, HashEmbedder().embed([t for _, t in NOTES]), strict=True)
+        ],
     )
     return store, ids
 
@@ -715,7 +719,7 @@ def test_vectors_written_here_join_the_matrix_without_being_read_back(tmp_path: 
     emb = HashEmbedder()
     assert store.vector_search("p", None, emb.embed(["pasta"])[0], 1, "hash")  # loads the matrix
     new = Engine(store).add(project="p", author="cy", kind="note", content="deploys run thursdays")
-    store.put_vectors("hash", [(new.id, emb.embed([new.content])[0])])
+    store.put_vectors("hash", [(new.project, new.id, emb.embed([new.content])[0])])
     assert _matrix_seq(store) == _table_seq(store)  # nothing left for the next search to read
     hits = store.vector_search("p", None, emb.embed([new.content])[0], 1, "hash")
     assert hits[0].record.id == new.id
@@ -733,9 +737,9 @@ def test_a_matrix_that_missed_another_writers_vectors_reads_them_from_the_table(
     emb = HashEmbedder()
     assert mine.vector_search("p", None, emb.embed(["pasta"])[0], 1, "hash")
     theirs = Engine(other).add(project="p", author="dee", kind="note", content="tea at four")
-    other.put_vectors("hash", [(theirs.id, emb.embed([theirs.content])[0])])
+    other.put_vectors("hash", [(theirs.project, theirs.id, emb.embed([theirs.content])[0])])
     ours = Engine(mine).add(project="p", author="cy", kind="note", content="coffee at nine")
-    mine.put_vectors("hash", [(ours.id, emb.embed([ours.content])[0])])
+    mine.put_vectors("hash", [(ours.project, ours.id, emb.embed([ours.content])[0])])
     assert _matrix_seq(mine) < _table_seq(mine)  # not appended: it would skip their row
     for rec in (theirs, ours):
         hits = mine.vector_search("p", None, emb.embed([rec.content])[0], 1, "hash")

@@ -58,7 +58,7 @@ def link_replies(
     if not questions:
         return candidates, []
     replies: dict[str, list[Record]] = {}
-    for r in ctx.store.replies_to(list(questions), ctx.agent):
+    for r in ctx.store.replies_to(ctx.project, list(questions), ctx.agent):
         if r.reply_to and _visible(r, ctx) and r.status != "superseded":
             replies.setdefault(r.reply_to, []).append(r)
     folded: dict[str, str] = {}  # answer id -> question id
@@ -84,11 +84,11 @@ def link_replies(
     return kept, dropped
 
 
-def _in_force(store: Store, start: str) -> list[str]:
+def _in_force(store: Store, project: str, start: str) -> list[str]:
     """The chain of ids from `start` to the record in force, following "superseded by"."""
     chain = [start]
     while len(chain) <= MAX_CHAIN:
-        nxt = store.superseded_by([chain[-1]]).get(chain[-1])
+        nxt = store.superseded_by(project, [chain[-1]]).get(chain[-1])
         if nxt is None or nxt in chain:
             break
         chain.append(nxt)
@@ -104,7 +104,7 @@ def link_superseded(
     stale_ids = {id(c) for c in stale}
     current = [c for c in candidates if id(c) not in stale_ids]
     if not include:
-        by = ctx.store.superseded_by([c.key for c in stale])
+        by = ctx.store.superseded_by(ctx.project, [c.key for c in stale])
         return current, [
             Decision(c, False, f"superseded by {by.get(c.key, 'a later record')}", c.tokens)
             for c in stale
@@ -116,7 +116,7 @@ def link_superseded(
     def attach(old: Record) -> None:
         if old.id in seen or not _visible(old, ctx):
             return
-        chain = _in_force(ctx.store, old.id)
+        chain = _in_force(ctx.store, ctx.project, old.id)
         head = chain[-1]
         if head == old.id:
             return
@@ -128,13 +128,13 @@ def link_superseded(
             attach(c.record)
     # Decisions in force that replaced something: show what they replaced.
     wanted = [c.record.supersedes for c in current if c.record and c.record.supersedes]
-    for old in ctx.store.get_many([w for w in wanted if w]):
+    for old in ctx.store.get_many(ctx.project, [w for w in wanted if w]):
         attach(old)
         if old.supersedes:  # and what that one replaced, a few steps back
-            for older in ctx.store.get_many([old.supersedes]):
+            for older in ctx.store.get_many(ctx.project, [old.supersedes]):
                 attach(older)
     missing = [head for head in olds if head not in by_id]
-    for r in ctx.store.get_many(missing):
+    for r in ctx.store.get_many(ctx.project, missing):
         if _visible(r, ctx) and r.status != "superseded":
             new = record_candidate(r, ctx, "superseded", "knowledge", "replaced a record asked for")
             new.components["prior"] = 0.5

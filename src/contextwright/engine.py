@@ -35,7 +35,7 @@ from .records import (
     check_name,
     check_text,
 )
-from .references import validate_refs
+from .references import check_links, validate_refs
 from .render import check_format, render
 from .roles import Agent, RoleProfile, profile_for
 from .rules import Facts, RuleSet, coerce_rules, given_task_kind
@@ -140,9 +140,12 @@ class Engine:
     # -- records --------------------------------------------------------------------------------
 
     def add(self, **fields: Any) -> Record:
-        """Validate and store one record; returns it as stored (an existing id returns the original)."""
+        """Validate and store one record; returns it as stored. The same (project, id) with the
+        same write returns the original; with another write it is refused (ValidationError), as
+        is a `supersedes`, `reply_to` or `rec:` ref that names no record of the project."""
         now = self.clock()  # the write's time, for the record (unless given) and the note
         record = build_record(fields, self.counter.count, now=now)
+        check_links(self.store, [record], batch=False)
         self.counts.declare([record.project], now)
         stored = self.store.add_many([record])[0]
         self.vectors.notify()
@@ -166,6 +169,7 @@ class Engine:
                 raise ValidationError(
                     f"records[{i}].{exc.field}", exc.value, exc.fix, problem=problem
                 ) from exc
+        check_links(self.store, built, batch=True)
         self.counts.declare([r.project for r in built], now)
         stored = self.store.add_many(built)
         self.vectors.notify()
@@ -193,9 +197,10 @@ class Engine:
         """Block until every stored record is searchable by vector (True at once without vectors)."""
         return self.vectors.wait(timeout)
 
-    def get(self, record_id: str) -> Record:
+    def get(self, project: str, record_id: str) -> Record:
+        check_name("project", project)
         check_name("id", record_id)
-        found = self.store.get_many([record_id])
+        found = self.store.get_many(project, [record_id])
         if not found:
             raise NotFound("record", record_id)
         return found[0]
@@ -231,18 +236,20 @@ class Engine:
         _check_texts(("agent", agent), *filters.items())
         return self.store.query(Query(project=project, agent=agent, limit=limit, **filters))
 
-    def set_status(self, record_id: str, status: str, *, by: str, note: str = "") -> Record:
+    def set_status(
+        self, project: str, record_id: str, status: str, *, by: str, note: str = ""
+    ) -> Record:
         """Record a status change as a new fact (the record itself is never edited)."""
         if status not in STATUSES:
             raise ValidationError("status", status, f"use one of {', '.join(STATUSES)}")
         check_name("by", by)
         _check_texts(("note", note))
-        record = self.get(record_id)
-        self.store.set_status(record.id, status, by, self.clock(), note)
-        return self.get(record_id)
+        record = self.get(project, record_id)
+        self.store.set_status(project, record.id, status, by, self.clock(), note)
+        return self.get(project, record_id)
 
-    def resolve(self, record_id: str, *, by: str, note: str = "") -> Record:
-        return self.set_status(record_id, "resolved", by=by, note=note)
+    def resolve(self, project: str, record_id: str, *, by: str, note: str = "") -> Record:
+        return self.set_status(project, record_id, "resolved", by=by, note=note)
 
     # -- agents and key-values ------------------------------------------------------------------
 
@@ -274,7 +281,7 @@ class Engine:
     def agent(self, project: str, agent: str) -> Agent:
         check_name("project", project)
         check_name("agent", agent)
-        doc = self.store.get_doc("agents", f"{project}/{agent}")
+        doc = self.store.get_doc("agents", project, f"{project}/{agent}")
         if doc is not None:
             # Read on every call (another process may change it), parsed only when it changed.
             seen = self._agent_docs.get((project, agent))
@@ -305,7 +312,7 @@ class Engine:
         if (project, agent) in self._known_agents:
             return True
         known = bool(
-            self.store.get_doc("agents", f"{project}/{agent}")
+            self.store.get_doc("agents", project, f"{project}/{agent}")
             or self.store.query(Query(project, None, author=agent, limit=1))
             or self.store.query(Query(project, None, addressed_to=agent, limit=1))
         )
@@ -344,11 +351,11 @@ class Engine:
         check_name("trace_id", trace_id)
         viewers = _viewers(agent)
         pending = self._traces.get(trace_id)
-        if pending is not None:
+        if pending is not None and pending.project == project:
             # As the store would give it back: a JSON round trip, a copy of its own.
             found = Trace.from_dict(json.loads(json.dumps(pending.to_dict(), default=str)))
         else:
-            doc = self.store.get_doc("traces", trace_id)
+            doc = self.store.get_doc("traces", project, trace_id)
             if doc is None:
                 raise NotFound("trace", trace_id)
             found = Trace.from_dict(doc)
@@ -378,9 +385,11 @@ class Engine:
 
         return diff_traces(self.trace(project, a, agent), self.trace(project, b, agent))
 
-    def complete_task(self, task_id: str, handoff: Any, *, by: str | None = None) -> Record:
+    def complete_task(
+        self, project: str, task_id: str, handoff: Any, *, by: str | None = None
+    ) -> Record:
         """Complete a task with its structured handoff (YAML, JSON or a mapping); see tasks/."""
-        return self.tasks.complete(task_id, handoff, by=by).task
+        return self.tasks.complete(project, task_id, handoff, by=by).task
 
     def replay(
         self, project: str, trace_id: str, agent: Viewers = None, **overrides: Any

@@ -120,9 +120,9 @@ def build_server(engine: Engine, name: str = "contextwright") -> Any:
     @tool(description="Complete a task with its structured handoff (a mapping, YAML or JSON).")
     @_errors_as_tool_errors
     def complete_task(
-        task_id: str, handoff: dict[str, Any] | str, agent: str | None = None
+        project: str, task_id: str, handoff: dict[str, Any] | str, agent: str | None = None
     ) -> dict[str, Any]:
-        return engine.complete_task(task_id, handoff, by=agent).to_dict()
+        return engine.complete_task(project, task_id, handoff, by=agent).to_dict()
 
     @tool(description="Gauge an agent's session: tokens used against its window, with a hint.")
     @_errors_as_tool_errors

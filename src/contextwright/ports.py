@@ -39,42 +39,59 @@ class Hit:
     score: float
 
 
-def hits_for(store: Store, found: Sequence[tuple[str, float]]) -> list[Hit]:
-    """(record id, score) pairs as Hits, in their order, read with one `get_many`: what
-    `vector_search` gives on a store whose `vector_nearest` gives `found`."""
-    records = {r.id: r for r in store.get_many([i for i, _ in found])}
+def hits_for(store: Store, project: str, found: Sequence[tuple[str, float]]) -> list[Hit]:
+    """(record id, score) pairs of `project` as Hits, in their order, read with one `get_many`:
+    what `vector_search` gives on a store whose `vector_nearest` gives `found`."""
+    records = {r.id: r for r in store.get_many(project, [i for i, _ in found])}
     return [Hit(records[i], s) for i, s in found if i in records]
 
 
 class Store(Protocol):
-    """Durable records, their status facts, edges, key-values, vectors and traces."""
+    """Durable records, their status facts, edges, key-values, vectors and traces.
+
+    A record's identity is (project, id): the same id in two projects names two records, and
+    every method that takes record ids takes the project and reads or changes only its records.
+    """
 
     url: str
 
     def add_many(self, records: Sequence[Record]) -> list[Record]:
-        """Store all in one transaction; an id already stored is returned as stored (idempotent)."""
+        """Store all in one transaction. A (project, id) already stored with the same write
+        (`same_write`) is returned as stored (idempotent); with another write the whole batch
+        is refused with a ValidationError on `id`. `supersedes` marks a record of the writer's
+        own project only."""
 
-    def get_many(self, ids: Sequence[str]) -> list[Record]: ...
+    def get_many(self, project: str, ids: Sequence[str]) -> list[Record]: ...
 
     def query(self, q: Query) -> list[Record]: ...
 
     def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
         """Full-text relevance (BM25); higher score is better."""
 
-    def set_status(self, record_id: str, status: str, by: str, at: float, note: str = "") -> None:
+    def set_status(
+        self, project: str, record_id: str, status: str, by: str, at: float, note: str = ""
+    ) -> None:
         """Append a status fact; the record's effective status follows the latest fact."""
 
     def set_status_many(
-        self, record_ids: Sequence[str], status: str, by: str, at: float, note: str = ""
+        self,
+        project: str,
+        record_ids: Sequence[str],
+        status: str,
+        by: str,
+        at: float,
+        note: str = "",
     ) -> None:
         """The same fact for many records in one transaction (compaction marks hundreds)."""
 
-    def status_history(self, record_id: str) -> list[dict[str, Any]]: ...
+    def status_history(self, project: str, record_id: str) -> list[dict[str, Any]]: ...
 
-    def replies_to(self, ids: Sequence[str], agent: str | None) -> list[Record]: ...
+    def replies_to(self, project: str, ids: Sequence[str], agent: str | None) -> list[Record]:
+        """Records of `project` replying to `ids`, oldest first in the store's own insertion
+        order (not the writers' `created_at`)."""
 
-    def superseded_by(self, ids: Sequence[str]) -> dict[str, str]:
-        """Map of record id -> id of the record that superseded it."""
+    def superseded_by(self, project: str, ids: Sequence[str]) -> dict[str, str]:
+        """Map of record id -> id of the record of `project` that superseded it."""
 
     def version(self, project: str) -> int:
         """Increases with every write to the project; cache keys include it."""
@@ -115,7 +132,9 @@ class Store(Protocol):
         key: str | None = None,
     ) -> None: ...
 
-    def get_doc(self, collection: str, doc_id: str) -> dict[str, Any] | None: ...
+    def get_doc(self, collection: str, project: str, doc_id: str) -> dict[str, Any] | None:
+        """The document, if `project` wrote it: a `put_doc` of another project with the same
+        id changes nothing."""
 
     def list_docs(
         self, collection: str, project: str, *, key: str | None = None, limit: int = 50
@@ -136,8 +155,8 @@ class VectorStore(Store, Protocol):
 
     def unembedded_count(self, model: str) -> int: ...
 
-    def put_vectors(self, model: str, rows: Sequence[tuple[str, Any]]) -> None:
-        """(record id, float32 vector) pairs; ids that no longer exist are skipped."""
+    def put_vectors(self, model: str, rows: Sequence[tuple[str, str, Any]]) -> None:
+        """(project, record id, float32 vector) rows; records that do not exist are skipped."""
 
     def vector_search(
         self, project: str, agent: str | None, vector: Any, limit: int, model: str

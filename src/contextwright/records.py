@@ -181,6 +181,37 @@ class Record:
         return False
 
 
+# What a writer says in a record. A repeated (project, id) with the same of these is a retry and
+# gets the stored record back; the rest is the store's (status, since a status fact may have
+# followed) or derived from these, or the moment of the write (`created_at`: a retry comes later).
+_WRITE_FIELDS = (
+    "author", "kind", "content", "milestone", "session", "to", "visibility", "tags", "refs",
+    "supersedes", "reply_to", "pinned",
+)  # fmt: skip
+
+
+def same_write(a: Record, b: Record) -> bool:
+    """Do `a` and `b` (the same project and id) say the same thing? (see _WRITE_FIELDS)"""
+    if any(getattr(a, f) != getattr(b, f) for f in _WRITE_FIELDS):
+        return False
+    return _as_stored(a.meta) == _as_stored(b.meta)
+
+
+def _as_stored(meta: Mapping[str, Any]) -> str:
+    return json.dumps(meta, sort_keys=True, default=str)  # as the stores keep it: JSON
+
+
+def changed_write(record: Record) -> ValidationError:
+    """The error for a (project, id) already stored with another write: it names only what the
+    writer's own project holds."""
+    return ValidationError(
+        "id",
+        record.id,
+        "use a new id for a new record (a retry must repeat the stored record exactly)",
+        problem=f"is already a record of project {record.project!r} with other content",
+    )
+
+
 def init_args(obj: Any) -> tuple[Any, ...]:
     """A dataclass's fields in order: the arguments that rebuild it. The classes whose __init__
     is written out (Record, Candidate, Item, Decision) pickle and copy through this (`__reduce__`):

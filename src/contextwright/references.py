@@ -10,14 +10,18 @@ Forms, with the prefix optional when the name is unambiguous:
 - `@file:PATH`, or any name with `/` or a file extension: a `file` or `artifact` record tagged
   with the path, or a file under the workspace root;
 - `@name`: an agent of the project, a KV key or a record id.
+
+The records a written record names (`supersedes`, `reply_to`, `rec:` refs) must resolve too, in
+the writer's project, or the write is refused (`check_links`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import ValidationError
 from .ports import Query, Store
 from .records import Record, parse_mentions
 
@@ -33,7 +37,7 @@ class Unresolved:
 
 
 def visible_record(store: Store, project: str, agent: str, record_id: str) -> Record | None:
-    for r in store.get_many([record_id]):
+    for r in store.get_many(project, [record_id]):
         if r.project == project and r.visible_to(agent):
             return r
     return None
@@ -138,3 +142,45 @@ def validate_refs(
         if problem is not None:
             out.append(problem)
     return out
+
+
+# The fields of a record that name another record, and whether the writer must be able to see it.
+_LINKS = (("supersedes", True), ("reply_to", False))
+
+
+def record_links(r: Record) -> list[tuple[str, str, bool]]:
+    """(field, id, must be visible to the author) of every record that `r` names: `supersedes`,
+    `reply_to`, and each `refs` entry written `rec:ID` (other refs are free labels: paths, URLs)."""
+    out = [(name, value, seen) for name, seen in _LINKS if (value := getattr(r, name))]
+    out += [(f"refs[{i}]", ref[4:], False) for i, ref in enumerate(r.refs) if ref[:4] == "rec:"]
+    return out
+
+
+def check_links(store: Store, records: Sequence[Record], *, batch: bool) -> None:
+    """Every record that `records` name is a record of the writer's own project, stored or in the
+    batch, and a superseded one is a record that its author may see; else a ValidationError names
+    the first field that does not resolve (`records[i].field` when `batch`). Nothing is written,
+    and nothing says whether the id exists in another project."""
+    wanted: dict[str, set[str]] = {}
+    in_batch = {(r.project, r.id): r for r in records}
+    for r in records:
+        for _, target, _ in record_links(r):
+            if (r.project, target) not in in_batch:
+                wanted.setdefault(r.project, set()).add(target)
+    known = dict(in_batch)
+    for project, ids in wanted.items():
+        known.update(((project, s.id), s) for s in store.get_many(project, sorted(ids)))
+    for i, r in enumerate(records):
+        for name, target, must_see in record_links(r):
+            found = known.get((r.project, target))
+            if found is not None and (not must_see or found.visible_to(r.author)):
+                continue
+            field = f"records[{i}].{name}" if batch else name
+            who = f" that {r.author!r} may see" if must_see else ""
+            raise ValidationError(
+                field,
+                target,
+                f"give the id of a record of project {r.project!r}{who} (records(...) lists "
+                f"them), or leave {name.split('[')[0]} out",
+                problem=f"names no record of project {r.project!r}{who}",
+            )

@@ -200,14 +200,14 @@ def pair_tool_calls(records: list[Record], ctx: SourceContext, source: str) -> l
         calls.update(
             {
                 r.id: r
-                for r in ctx.store.get_many(missing)
+                for r in ctx.store.get_many(ctx.project, missing)
                 if r.kind == "tool_call" and r.project == ctx.project and r.visible_to(ctx.agent)
             }
         )
     unanswered = [cid for cid in calls if cid not in results]
     if unanswered:
         # A result outside the window (another session or author) still travels with its call.
-        for r in ctx.store.replies_to(unanswered, ctx.agent):
+        for r in ctx.store.replies_to(ctx.project, unanswered, ctx.agent):
             if r.kind == "tool_result" and r.project == ctx.project and r.reply_to:
                 results.setdefault(r.reply_to, r)
     n = len(records)

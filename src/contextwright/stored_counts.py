@@ -40,7 +40,7 @@ class StoredCounts:
         self._trusted: dict[str, tuple[int, bool]] = {}
 
     def _note(self, project: str) -> str | None:
-        doc = self.store.get_doc(COLLECTION, project)
+        doc = self.store.get_doc(COLLECTION, project, project)
         return None if doc is None else str(doc.get("tokenizer"))
 
     def declare(self, projects: Iterable[str], at: float) -> None:

@@ -108,7 +108,9 @@ class EmbeddingWorker:
         if not records:
             return False
         vecs = self.embedder.embed([embed_text(r) for r in records])
-        self.store.put_vectors(self.embedder.name, [(r.id, vecs[i]) for i, r in enumerate(records)])
+        self.store.put_vectors(
+            self.embedder.name, [(r.project, r.id, vecs[i]) for i, r in enumerate(records)]
+        )
         self.embedded += len(records)
         self.error = None
         return True
@@ -207,7 +209,7 @@ class VectorSource:
         if searches_here(store):
             # What `prepare` started, or (no pool) all of it here.
             found = ctx.prepared_result(self.name, lambda: self._nearest(ctx)())()
-            hits = hits_for(store, found)
+            hits = hits_for(store, ctx.project, found)
         else:
             text = ctx.query_text
             vec = self._cached(text)

@@ -283,7 +283,7 @@ def replay(engine: Engine, *, seed: int = 7, chatter: int = 26) -> Replay:
         "Hashed (SHA-256 with a per-token salt); we never need the plain value back.",
         reply_to=ids["q_hash"],
     )
-    w.after.append(lambda: engine.resolve(ids["q_hash"], by="dev", note="answered"))
+    w.after.append(lambda: engine.resolve(PROJECT, ids["q_hash"], by="dev", note="answered"))
     w.tool(
         "rhea",
         "web_search",
@@ -336,7 +336,7 @@ def replay(engine: Engine, *, seed: int = 7, chatter: int = 26) -> Replay:
         visibility="direct",
         reply_to=ids["q_rotate"],
     )
-    w.after.append(lambda: engine.resolve(ids["q_rotate"], by="rex"))
+    w.after.append(lambda: engine.resolve(PROJECT, ids["q_rotate"], by="rex"))
     w.tool("dev", "run_tests", {"path": "tests/test_refresh.py"}, runner_output(rng, None))
     _chatter(w, rng, 1, chatter)
     w.flush()
@@ -466,7 +466,7 @@ def replay(engine: Engine, *, seed: int = 7, chatter: int = 26) -> Replay:
         "Conversion first, latency second; both from the EU dashboard.",
         reply_to=ids["q_metrics"],
     )
-    w.after.append(lambda: engine.resolve(ids["q_metrics"], by="pam"))
+    w.after.append(lambda: engine.resolve(PROJECT, ids["q_metrics"], by="pam"))
     _chatter(w, rng, 4, chatter // 2)
     w.flush()
     return out

@@ -380,7 +380,7 @@ def build(engine: Engine) -> dict[str, str]:
         ).id
     for key, _, _, _, handoff in TASKS:
         if handoff is not None:
-            engine.complete_task(ids[key], handoff)
+            engine.complete_task(PROJECT, ids[key], handoff)
     return ids
 
 
@@ -392,7 +392,7 @@ def run(engine: Engine, console: Any = None) -> None:
     )
     _say(console, "The last task, 'Share notes', depends on Notes REST endpoints, Search notes and")
     _say(console, "Auth tests (still open). Here is what it receives:\n")
-    computed = engine.tasks.computed_context(ids["sharing"], debug=True)
+    computed = engine.tasks.computed_context(PROJECT, ids["sharing"], debug=True)
     _say(console, computed.render())
     result = engine.assemble(
         PROJECT, "dev", task_id=ids["sharing"], budget=Budget(window=4000, reserve=1000)

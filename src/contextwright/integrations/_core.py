@@ -11,7 +11,6 @@ still the record's content (not pruned, cut or summarized) carries its raw messa
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -212,7 +211,7 @@ class Bridge:
         many left."""
         live = self.engine.sessions.live_records(self.project, self.agent, self.session)
         for r in live:
-            set_status(self.engine, self.project, r.id, "compacted", self.agent, "cleared")
+            self.engine.set_status(self.project, r.id, "compacted", by=self.agent, note="cleared")
         self._calls.clear()
         return len(live)
 
@@ -222,7 +221,7 @@ class Bridge:
         if not live:
             return None
         last = live[-1]
-        set_status(self.engine, self.project, last.id, "compacted", self.agent, "popped")
+        self.engine.set_status(self.project, last.id, "compacted", by=self.agent, note="popped")
         return last
 
     # -- reading --------------------------------------------------------------------------------
@@ -385,16 +384,3 @@ def shown(p: Part) -> str:
     if p.role == "note" and p.type and not p.text.startswith(f"[{p.type}]"):
         return f"[{p.type}] {p.text}"
     return p.text
-
-
-def set_status(
-    engine: Engine, project: str, record_id: str, status: str, by: str, note: str
-) -> None:
-    """`engine.set_status`, with the project when the engine takes one (id-only lookups are on
-    their way out)."""
-    call: Callable[..., Any] = engine.set_status
-    params = list(inspect.signature(call).parameters)
-    if params and params[0] == "project":
-        call(project, record_id, status, by=by, note=note)
-    else:
-        call(record_id, status, by=by, note=note)

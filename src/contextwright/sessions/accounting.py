@@ -65,7 +65,7 @@ def record(
     store: Store, project: str, model: str, ours: int, provider: int, at: float
 ) -> Calibration:
     doc_id = f"{project}/{model}"
-    data = store.get_doc(COLLECTION, doc_id) or {"samples": 0, "ratio_sum": 0.0}
+    data = store.get_doc(COLLECTION, project, doc_id) or {"samples": 0, "ratio_sum": 0.0}
     samples = int(data["samples"]) + 1
     ratio_sum = float(data["ratio_sum"]) + (provider / ours if ours else 1.0)
     store.put_doc(
@@ -81,7 +81,7 @@ def record(
 
 def ratio(store: Store, project: str, model: str) -> float:
     """The running provider/ours ratio for `model` (1.0 before any sample)."""
-    data = store.get_doc(COLLECTION, f"{project}/{model}")
+    data = store.get_doc(COLLECTION, project, f"{project}/{model}")
     if not data or not data.get("samples"):
         return 1.0
     return float(data["ratio_sum"]) / int(data["samples"])

@@ -170,7 +170,7 @@ def run_flush(mgr: SessionManager, st: states.SessionState, turns: Sequence[Turn
     if not notes:
         return MemoryFlush()
     ids = {n: _memory_id(st.project, n.line, n.scope.key(st.agent)) for n in notes}
-    known = {r.id for r in mgr.engine.store.get_many(list(ids.values()))}
+    known = {r.id for r in mgr.engine.store.get_many(st.project, list(ids.values()))}
     fresh = [n for n in notes if ids[n] not in known]
     records = mgr.engine.add_many(
         {

@@ -116,7 +116,7 @@ class SessionManager:
         )
         found = {r.id: r for r in store.query(q)}
         extra = [i for i in [*st.protected, *st.summary_ids] if i not in found]
-        for r in store.get_many(extra):
+        for r in store.get_many(st.project, extra):
             if r.project == st.project and r.visible_to(st.agent):
                 found[r.id] = r
         view = session_view(list(found.values()), st.agent)

@@ -66,7 +66,7 @@ def doc_id(project: str, agent: str, session: str) -> str:
 
 
 def load(store: Store, project: str, agent: str, session: str, now: float) -> SessionState:
-    data = store.get_doc(COLLECTION, doc_id(project, agent, session))
+    data = store.get_doc(COLLECTION, project, doc_id(project, agent, session))
     if data is None:
         return SessionState(project=project, agent=agent, session=session, created_at=now)
     return SessionState.from_dict(data)

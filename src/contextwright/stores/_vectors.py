@@ -378,7 +378,7 @@ class _Distances:
 class MemoryVectors:
     """The vector half of MemoryStore (mixed in; uses its `_records`, `_lock` and `_current`)."""
 
-    _records: dict[str, Any]
+    _records: dict[tuple[str, str], Any]  # by (project, id)
     _lock: Any
     _current: Any
 
@@ -387,15 +387,15 @@ class MemoryVectors:
         if state is None:
             state = {}
             self._vec_matrices = state
-            self._vec_done: set[tuple[str, str]] = set()
+            self._vec_done: set[tuple[str, tuple[str, str]]] = set()
         return state
 
     def unembedded(self, model: str, limit: int) -> list[Any]:
         with self._lock:
             self._vec_state()
             out = []
-            for rid, r in self._records.items():
-                if (model, rid) not in self._vec_done:
+            for key, r in self._records.items():
+                if (model, key) not in self._vec_done:
                     out.append(r)
                     if len(out) >= limit:
                         break
@@ -404,20 +404,20 @@ class MemoryVectors:
     def unembedded_count(self, model: str) -> int:
         with self._lock:
             self._vec_state()
-            return sum(1 for rid in self._records if (model, rid) not in self._vec_done)
+            return sum(1 for key in self._records if (model, key) not in self._vec_done)
 
-    def put_vectors(self, model: str, rows: Sequence[tuple[str, Any]]) -> None:
+    def put_vectors(self, model: str, rows: Sequence[tuple[str, str, Any]]) -> None:
         with self._lock:
             state = self._vec_state()
-            for rid, vec in rows:
-                r = self._records.get(rid)
+            for project, rid, vec in rows:
+                r = self._records.get((project, rid))
                 if r is None:
                     continue
                 data, scale = quantize(vec)
                 v = dequantize(data, scale)
                 m = state.setdefault((r.project, model), VectorMatrix(v.shape[0]))
                 m.add([rid], v[None, :], [Access(r.author, r.visibility, tuple(r.to))])
-                self._vec_done.add((model, rid))
+                self._vec_done.add((model, (project, rid)))
 
     def vector_nearest(
         self, project: str, agent: str | None, vector: Any, limit: int, model: str
@@ -431,4 +431,5 @@ class MemoryVectors:
     ) -> list[Any]:
         from ..ports import hits_for
 
-        return hits_for(self, self.vector_nearest(project, agent, vector, limit, model))  # type: ignore[arg-type]
+        found = self.vector_nearest(project, agent, vector, limit, model)
+        return hits_for(self, project, found)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..ports import Hit, Query
 from ..records import Record
-from ._rows import _WORD_RE, STOPWORDS, query_terms
+from ._rows import _WORD_RE, STOPWORDS, RecordId, plan_batch, query_terms
 from ._vectors import MemoryVectors
 
 
@@ -21,55 +21,62 @@ class MemoryStore(MemoryVectors):
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._records: dict[str, Record] = {}
-        self._seq: dict[str, int] = {}
-        self._status: dict[str, str | None] = {}
-        self._facts: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
+        # Everything about a record is keyed by its identity, (project, id).
+        self._records: dict[RecordId, Record] = {}
+        self._seq: dict[RecordId, int] = {}  # insertion order: the store's own time
+        self._status: dict[RecordId, str | None] = {}
+        self._facts: defaultdict[RecordId, list[dict[str, Any]]] = defaultdict(list)
         self._versions: Counter[str] = Counter()
         self._edges: set[tuple[str, str, str, str]] = set()
         self._kv: dict[tuple[str, str], str] = {}
         self._docs: dict[tuple[str, str], tuple[str, str | None, float, dict[str, Any]]] = {}
-        self._terms: dict[str, Counter[str]] = {}
+        self._terms: dict[RecordId, Counter[str]] = {}
 
     def _current(self, r: Record) -> Record:
-        status = self._status.get(r.id, r.status)
+        status = self._status.get((r.project, r.id), r.status)
         return r if status == r.status else replace(r, status=status)
 
     def add_many(self, records: Sequence[Record]) -> list[Record]:
         with self._lock:
-            out = []
-            fresh = []
-            for r in records:
-                if r.id in self._records:
-                    out.append(self._current(self._records[r.id]))
-                    continue
-                self._records[r.id] = r
-                self._seq[r.id] = len(self._seq)
-                self._terms[r.id] = Counter(_all_words(r.content))
+            stored = {
+                (r.project, r.id): self._current(self._records[(r.project, r.id)])
+                for r in records
+                if (r.project, r.id) in self._records
+            }
+            out, fresh = plan_batch(records, stored)  # refuses before anything changes
+            for r in fresh:
+                key = (r.project, r.id)
+                self._records[key] = r
+                self._seq[key] = len(self._seq)
+                self._terms[key] = Counter(_all_words(r.content))
                 self._versions[r.project] += 1
-                fresh.append(r)
-                out.append(r)
             # After the whole batch, so that a record may supersede one later in the same batch.
             for r in fresh:
                 if r.supersedes:
-                    self._set(r.supersedes, "superseded", r.author, r.created_at, f"by {r.id}")
+                    key = (r.project, r.supersedes)
+                    self._set(key, "superseded", r.author, r.created_at, f"by {r.id}")
                     self._edges.add((r.project, r.id, r.supersedes, "supersedes"))
             return out
 
     def _time_sort(self, records: list[Record], newest_first: bool) -> list[Record]:
         # (created_at, insertion order): the same order SQLite gives by (created_at, rid).
-        return sorted(records, key=lambda r: (r.created_at, self._seq[r.id]), reverse=newest_first)
+        return sorted(
+            records,
+            key=lambda r: (r.created_at, self._seq[(r.project, r.id)]),
+            reverse=newest_first,
+        )
 
-    def get_many(self, ids: Sequence[str]) -> list[Record]:
+    def get_many(self, project: str, ids: Sequence[str]) -> list[Record]:
         with self._lock:
-            return [self._current(self._records[i]) for i in ids if i in self._records]
+            found = (self._records.get((project, i)) for i in ids)
+            return [self._current(r) for r in found if r is not None]
 
     def _matches(self, r: Record, q: Query) -> bool:
         if r.project != q.project:
             return False
         if q.agent is not None and not r.visible_to(q.agent):
             return False
-        status = self._status.get(r.id, r.status)
+        status = self._status.get((r.project, r.id), r.status)
         checks = (
             q.kinds is None or r.kind in q.kinds,
             q.statuses is None or status in q.statuses,
@@ -100,11 +107,11 @@ class MemoryStore(MemoryVectors):
                 if r.project == project and (agent is None or r.visible_to(agent))
             ]
             n = len(docs) or 1
-            avg = sum(sum(self._terms[r.id].values()) for r in docs) / n or 1.0
-            df = {t: sum(1 for r in docs if t in self._terms[r.id]) for t in terms}
+            avg = sum(sum(self._terms[(project, r.id)].values()) for r in docs) / n or 1.0
+            df = {t: sum(1 for r in docs if t in self._terms[(project, r.id)]) for t in terms}
             hits = []
             for r in docs:
-                tf = self._terms[r.id]
+                tf = self._terms[(project, r.id)]
                 length = sum(tf.values())
                 score = 0.0
                 for t in terms:
@@ -117,51 +124,61 @@ class MemoryStore(MemoryVectors):
         hits.sort(key=lambda h: (-h.score, h.record.id))
         return hits[:limit]
 
-    def _set(self, record_id: str, status: str, by: str, at: float, note: str) -> bool:
-        if record_id not in self._records:
+    def _set(self, key: RecordId, status: str, by: str, at: float, note: str) -> bool:
+        if key not in self._records:
             return False
-        self._status[record_id] = status
-        self._facts[record_id].append({"status": status, "by": by, "at": at, "note": note})
+        self._status[key] = status
+        self._facts[key].append({"status": status, "by": by, "at": at, "note": note})
         return True
 
-    def set_status(self, record_id: str, status: str, by: str, at: float, note: str = "") -> None:
-        self.set_status_many([record_id], status, by, at, note)
+    def set_status(
+        self, project: str, record_id: str, status: str, by: str, at: float, note: str = ""
+    ) -> None:
+        self.set_status_many(project, [record_id], status, by, at, note)
 
     def set_status_many(
-        self, record_ids: Sequence[str], status: str, by: str, at: float, note: str = ""
+        self,
+        project: str,
+        record_ids: Sequence[str],
+        status: str,
+        by: str,
+        at: float,
+        note: str = "",
     ) -> None:
         with self._lock:
-            projects = {
-                self._records[rid].project
+            changed = [
+                rid
                 for rid in dict.fromkeys(record_ids)
-                if self._set(rid, status, by, at, note)
-            }
-            for project in projects:
+                if self._set((project, rid), status, by, at, note)
+            ]
+            if changed:
                 self._versions[project] += 1
 
-    def status_history(self, record_id: str) -> list[dict[str, Any]]:
+    def status_history(self, project: str, record_id: str) -> list[dict[str, Any]]:
         with self._lock:
-            return [dict(f) for f in self._facts.get(record_id, [])]
+            return [dict(f) for f in self._facts.get((project, record_id), [])]
 
-    def replies_to(self, ids: Sequence[str], agent: str | None) -> list[Record]:
+    def replies_to(self, project: str, ids: Sequence[str], agent: str | None) -> list[Record]:
         wanted = set(ids)
         with self._lock:
             found = [
-                self._current(r)
-                for r in self._records.values()
-                if r.reply_to in wanted and (agent is None or r.visible_to(agent))
+                (self._seq[key], self._current(r))
+                for key, r in self._records.items()
+                if r.project == project
+                and r.reply_to in wanted
+                and (agent is None or r.visible_to(agent))
             ]
-        return self._time_sort(found, newest_first=False)
+        return [r for _, r in sorted(found, key=lambda pair: pair[0])]
 
-    def superseded_by(self, ids: Sequence[str]) -> dict[str, str]:
+    def superseded_by(self, project: str, ids: Sequence[str]) -> dict[str, str]:
         wanted = set(ids)
         with self._lock:
             pairs = sorted(
-                (r.created_at, r.supersedes, r.id)
-                for r in self._records.values()
-                if r.supersedes in wanted
+                (r.created_at, self._seq[key], r.supersedes, r.id)
+                for key, r in self._records.items()
+                if r.project == project and r.supersedes in wanted
             )
-        return {old: new for _, old, new in pairs if old is not None}
+        return {old: new for _, _, old, new in pairs if old is not None}
 
     def version(self, project: str) -> int:
         with self._lock:
@@ -229,12 +246,17 @@ class MemoryStore(MemoryVectors):
         key: str | None = None,
     ) -> None:
         with self._lock:
+            found = self._docs.get((collection, doc_id))
+            if found is not None and found[0] != project:
+                return  # another project's document: as the SQL stores, change nothing
             self._docs[(collection, doc_id)] = (project, key, at, copy.deepcopy(data))
 
-    def get_doc(self, collection: str, doc_id: str) -> dict[str, Any] | None:
+    def get_doc(self, collection: str, project: str, doc_id: str) -> dict[str, Any] | None:
         with self._lock:
             found = self._docs.get((collection, doc_id))
-            return None if found is None else copy.deepcopy(found[3])
+            if found is None or found[0] != project:
+                return None
+            return copy.deepcopy(found[3])
 
     def list_docs(
         self, collection: str, project: str, *, key: str | None = None, limit: int = 50

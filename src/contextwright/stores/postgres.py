@@ -21,7 +21,16 @@ from urllib.parse import unquote
 from ..errors import MissingExtra, StoreError, ValidationError
 from ..ports import Query
 from ..records import Record
-from ._rows import AUTHORS_SQL, COLUMNS, docs_sql, edges_sql, record_to_row, row_to_record
+from ._rows import (
+    AUTHORS_SQL,
+    COLUMNS,
+    by_project,
+    docs_sql,
+    edges_sql,
+    plan_batch,
+    record_to_row,
+    row_to_record,
+)
 from .postgres_schema import (
     ADD_EDGES,
     INSERT_RECORDS,
@@ -195,55 +204,57 @@ class PostgresStore(PostgresText, PostgresVectors):
     def add_many(self, records: Sequence[Record]) -> list[Record]:
         if not records:
             return []
-        first: dict[str, Record] = {}
-        for r in records:
-            first.setdefault(r.id, r)  # the first of each id, in batch order (rid order)
-        unique = list(first.values())
+        _, unique = plan_batch(records, {})  # the first of each (project, id), in batch order
         columns = [list(col) for col in zip(*map(record_to_row, unique), strict=True)]
-        # Addressing rows and tags as parallel arrays, joined to the inserted records by id.
+        # Addressing rows and tags as parallel arrays, joined to the inserted records by identity.
         addressed = [
-            (r.id, n, how)
+            (r.project, r.id, n, how)
             for r in unique
             for how, names in (("to", r.to), ("mention", r.mentions))
             for n in names
         ]
-        tagged = [(r.id, t) for r in unique for t in r.tags]
-        params = [*columns, *_columns(addressed, 3), *_columns(tagged, 2)]
+        tagged = [(r.project, r.id, t) for r in unique for t in r.tags]
+        params = [*columns, *_columns(addressed, 4), *_columns(tagged, 3)]
 
         def write(conn: Any) -> list[Record]:
-            fresh = {row[0] for row in conn.execute(INSERT_RECORDS, params).fetchall()}
-            stored = {r.id: r for r in unique if r.id in fresh}
-            old = [r.id for r in unique if r.id not in fresh]
-            stored.update((r.id, r) for r in self._get_many(conn, old))
+            fresh = {(p, i) for p, i in conn.execute(INSERT_RECORDS, params).fetchall()}
+            old = by_project((r.project, r.id) for r in unique if (r.project, r.id) not in fresh)
+            stored = {
+                (r.project, r.id): r
+                for project, ids in old.items()
+                for r in self._get_many(conn, project, ids)
+            }
+            # Refused (the transaction rolls back) if a repeated (project, id) says otherwise.
+            out, _ = plan_batch(records, stored)
             # After the whole batch, so that a record may supersede one later in the same batch.
             replaced = [
                 {"old": r.supersedes, "new": r.id, "by": r.author, "at": r.created_at,
                  "project": r.project, "note": f"by {r.id}"}
-                for r in unique if r.supersedes and r.id in fresh
+                for r in unique if r.supersedes and (r.project, r.id) in fresh
             ]  # fmt: skip
             if replaced:
                 with conn.cursor() as cur:
                     cur.executemany(SUPERSEDE, replaced)
-            return [stored[r.id] for r in records]
+            return out
 
-        if any(r.supersedes for r in unique):
-            result: list[Record] = self._write(write)
-        else:  # one statement, atomic by itself: no BEGIN and COMMIT round trips
-            result = self._write(write, transaction=False)
+        # In a transaction: a repeated id with other content refuses the batch after the insert.
+        result: list[Record] = self._write(write)
         return result
 
-    def _get_many(self, conn: Any, ids: Sequence[str]) -> list[Record]:
+    def _get_many(self, conn: Any, project: str, ids: Sequence[str]) -> list[Record]:
         if not ids:
             return []
-        rows = conn.execute(f"{SELECT} WHERE r.id = ANY(%s)", (list(ids),)).fetchall()
+        rows = conn.execute(
+            f"{SELECT} WHERE r.project = %s AND r.id = ANY(%s)", (project, list(ids))
+        ).fetchall()
         order = {rid: n for n, rid in enumerate(ids)}
         return sorted((row_to_record(row) for row in rows), key=lambda r: order.get(r.id, 0))
 
-    def get_many(self, ids: Sequence[str]) -> list[Record]:
+    def get_many(self, project: str, ids: Sequence[str]) -> list[Record]:
         ids = list(ids)
         if not ids:
             return []
-        rows = self._read(f"{SELECT} WHERE r.id = ANY(%s)", (ids,))
+        rows = self._read(f"{SELECT} WHERE r.project = %s AND r.id = ANY(%s)", (project, ids))
         order = {rid: n for n, rid in enumerate(ids)}
         return sorted((row_to_record(row) for row in rows), key=lambda r: order.get(r.id, 0))
 
@@ -288,37 +299,55 @@ class PostgresStore(PostgresText, PostgresVectors):
         )
         return [row_to_record(row) for row in self._read(sql, params)]
 
-    def set_status(self, record_id: str, status: str, by: str, at: float, note: str = "") -> None:
-        self.set_status_many([record_id], status, by, at, note)
+    def set_status(
+        self, project: str, record_id: str, status: str, by: str, at: float, note: str = ""
+    ) -> None:
+        self.set_status_many(project, [record_id], status, by, at, note)
 
     def set_status_many(
-        self, record_ids: Sequence[str], status: str, by: str, at: float, note: str = ""
+        self,
+        project: str,
+        record_ids: Sequence[str],
+        status: str,
+        by: str,
+        at: float,
+        note: str = "",
     ) -> None:
         ids = list(dict.fromkeys(record_ids))
         if ids:
-            params = {"ids": ids, "status": status, "by": by, "at": at, "note": note}
+            params = {
+                "project": project, "ids": ids, "status": status, "by": by, "at": at,
+                "note": note,
+            }  # fmt: skip
             self._run(SET_STATUS, params)
 
-    def status_history(self, record_id: str) -> list[dict[str, Any]]:
+    def status_history(self, project: str, record_id: str) -> list[dict[str, Any]]:
         rows = self._read(
-            "SELECT status, by, at, note FROM status_facts WHERE record_id = %s ORDER BY seq",
-            (record_id,),
+            "SELECT status, by, at, note FROM status_facts WHERE project = %s AND record_id = %s "
+            "ORDER BY seq",
+            (project, record_id),
         )
         return [{"status": s, "by": b, "at": a, "note": n} for s, b, a, n in rows]
 
-    def replies_to(self, ids: Sequence[str], agent: str | None) -> list[Record]:
+    def replies_to(self, project: str, ids: Sequence[str], agent: str | None) -> list[Record]:
         if not ids:
             return []
         visible = f" AND {VISIBLE}" if agent is not None else ""
-        sql = f"{SELECT} WHERE r.reply_to = ANY(%(ids)s){visible} ORDER BY r.created_at, r.rid"
-        return [row_to_record(row) for row in self._read(sql, {"ids": list(ids), "agent": agent})]
+        # In insertion order (rid): the store's own time, which no writer's created_at can move.
+        sql = (
+            f"{SELECT} WHERE r.project = %(project)s AND r.reply_to = ANY(%(ids)s){visible} "
+            "ORDER BY r.rid"
+        )
+        params = {"project": project, "ids": list(ids), "agent": agent}
+        return [row_to_record(row) for row in self._read(sql, params)]
 
-    def superseded_by(self, ids: Sequence[str]) -> dict[str, str]:
+    def superseded_by(self, project: str, ids: Sequence[str]) -> dict[str, str]:
         if not ids:
             return {}
         rows = self._read(
-            "SELECT supersedes, id FROM records WHERE supersedes = ANY(%s) ORDER BY created_at, rid",
-            (list(ids),),
+            "SELECT supersedes, id FROM records WHERE project = %s AND supersedes = ANY(%s) "
+            "ORDER BY created_at, rid",
+            (project, list(ids)),
         )
         return {old: new for old, new in rows}
 
@@ -378,9 +407,10 @@ class PostgresStore(PostgresText, PostgresVectors):
         payload = json.dumps(data, separators=(",", ":"), default=str)
         self._run(PUT_DOC, (collection, doc_id, project, key, at, payload))
 
-    def get_doc(self, collection: str, doc_id: str) -> dict[str, Any] | None:
+    def get_doc(self, collection: str, project: str, doc_id: str) -> dict[str, Any] | None:
         rows = self._read(
-            "SELECT data FROM docs WHERE collection = %s AND id = %s", (collection, doc_id)
+            "SELECT data FROM docs WHERE collection = %s AND id = %s AND project = %s",
+            (collection, doc_id, project),
         )
         return None if not rows else dict(json.loads(rows[0][0]))
 

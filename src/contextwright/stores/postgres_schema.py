@@ -69,6 +69,25 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     ("m003_vectors", M003_VECTORS),
+    (
+        # A record's identity is (project, id): the same id in two projects is two records.
+        # References are looked up within a project, so their indexes lead with it; a status
+        # fact names its project.
+        "m004_record_identity",
+        """
+        ALTER TABLE records DROP CONSTRAINT records_id_key;
+        ALTER TABLE records ADD CONSTRAINT records_project_id_key UNIQUE (project, id);
+        DROP INDEX records_reply;
+        CREATE INDEX records_reply ON records(project, reply_to) WHERE reply_to IS NOT NULL;
+        DROP INDEX records_supersedes;
+        CREATE INDEX records_supersedes ON records(project, supersedes)
+            WHERE supersedes IS NOT NULL;
+        ALTER TABLE status_facts ADD COLUMN project TEXT NOT NULL DEFAULT '';
+        UPDATE status_facts f SET project = r.project FROM records r WHERE r.id = f.record_id;
+        DROP INDEX status_facts_record;
+        CREATE INDEX status_facts_record ON status_facts(project, record_id, seq);
+        """,
+    ),
 ]
 
 # Column types of record_to_row(), in COLUMNS order, for unnest().
@@ -79,36 +98,40 @@ _BUMP = """
 """
 
 # A whole batch of records with their addressing rows and tags, and the version bump of every
-# project that got a record: one statement. An id already stored inserts nothing and is not
-# returned (also when another writer stored it a moment ago).
+# project that got a record: one statement. A (project, id) already stored inserts nothing and is
+# not returned (also when another writer stored it a moment ago).
 INSERT_RECORDS = f"""
     WITH src AS (
         SELECT * FROM unnest({", ".join(f"%s::{t}[]" for t in _TYPES)})
         WITH ORDINALITY AS s({COLUMNS}, n)
     ), ins AS (
         INSERT INTO records ({COLUMNS}) SELECT {COLUMNS} FROM src ORDER BY n
-        ON CONFLICT (id) DO NOTHING RETURNING rid, id, project
+        ON CONFLICT (project, id) DO NOTHING RETURNING rid, id, project
     ), addr AS (
         INSERT INTO addressing (name, how, rid)
         SELECT a.name, a.how, ins.rid
-        FROM unnest(%s::text[], %s::text[], %s::text[]) AS a(id, name, how) JOIN ins USING (id)
+        FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS a(project, id, name, how)
+        JOIN ins USING (project, id)
         ON CONFLICT DO NOTHING
     ), tags AS (
         INSERT INTO record_tags (tag, rid)
-        SELECT t.tag, ins.rid FROM unnest(%s::text[], %s::text[]) AS t(id, tag) JOIN ins USING (id)
+        SELECT t.tag, ins.rid FROM unnest(%s::text[], %s::text[], %s::text[]) AS t(project, id, tag)
+        JOIN ins USING (project, id)
         ON CONFLICT DO NOTHING
     ), bump AS ({_BUMP.format(src="ins")})
-    SELECT id FROM ins
+    SELECT project, id FROM ins
 """
 
-# A supersedes link: the old record's status fact (only if it exists, as in SQLite) and the edge.
-# A separate statement, after the batch: a CTE does not see rows inserted by its own statement.
+# A supersedes link: the old record's status fact (only if it exists in the writer's project, as
+# in SQLite) and the edge. A separate statement, after the batch: a CTE does not see rows inserted
+# by its own statement.
 SUPERSEDE = """
     WITH upd AS (
-        UPDATE records SET current_status = 'superseded' WHERE id = %(old)s RETURNING id
+        UPDATE records SET current_status = 'superseded'
+        WHERE project = %(project)s AND id = %(old)s RETURNING id
     ), fact AS (
-        INSERT INTO status_facts (record_id, status, by, at, note)
-        SELECT id, 'superseded', %(by)s, %(at)s, %(note)s FROM upd
+        INSERT INTO status_facts (project, record_id, status, by, at, note)
+        SELECT %(project)s, id, 'superseded', %(by)s, %(at)s, %(note)s FROM upd
     )
     INSERT INTO edges VALUES (%(project)s, %(new)s, %(old)s, 'supersedes') ON CONFLICT DO NOTHING
 """
@@ -116,11 +139,12 @@ SUPERSEDE = """
 # A status fact, the record's current status and the version bump; nothing for an unknown id.
 SET_STATUS = f"""
     WITH upd AS (
-        UPDATE records SET current_status = %(status)s WHERE id = ANY(%(ids)s)
+        UPDATE records SET current_status = %(status)s
+        WHERE project = %(project)s AND id = ANY(%(ids)s)
         RETURNING id, project
     ), fact AS (
-        INSERT INTO status_facts (record_id, status, by, at, note)
-        SELECT id, %(status)s, %(by)s, %(at)s, %(note)s FROM upd
+        INSERT INTO status_facts (project, record_id, status, by, at, note)
+        SELECT project, id, %(status)s, %(by)s, %(at)s, %(note)s FROM upd
     )
     {_BUMP.format(src="upd")}
 """
@@ -143,7 +167,9 @@ KV_SET = f"""
     {_BUMP.format(src="p")}
 """
 
+# A document belongs to the project that wrote it first (as in SQLite, sqlite_docs.PUT).
 PUT_DOC = """
     INSERT INTO docs VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (collection, id) DO UPDATE
-    SET project = excluded.project, key = excluded.key, at = excluded.at, data = excluded.data
+    SET key = excluded.key, at = excluded.at, data = excluded.data
+    WHERE docs.project = excluded.project
 """

@@ -53,9 +53,9 @@ class PostgresVectors:
         sql = f"SELECT count(*) FROM records r WHERE {_MISSING}"
         return int(self._read(sql, {"model": model})[0][0])
 
-    def put_vectors(self, model: str, rows: Sequence[tuple[str, Any]]) -> None:
+    def put_vectors(self, model: str, rows: Sequence[tuple[str, str, Any]]) -> None:
         # One statement per vector, sent as one pipelined batch; ids that are gone match nothing.
-        params = [(model, vector_literal(vec), record_id) for record_id, vec in rows]
+        params = [(model, vector_literal(vec), project, rid) for project, rid, vec in rows]
         if not params:
             return
 
@@ -63,7 +63,7 @@ class PostgresVectors:
             with conn.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO vectors (rid, model, project, embedding) "
-                    "SELECT rid, %s, project, %s::vector FROM records WHERE id = %s "
+                    "SELECT rid, %s, project, %s::vector FROM records WHERE project = %s AND id = %s "
                     "ON CONFLICT (rid, model) DO UPDATE SET embedding = excluded.embedding",
                     params,
                 )

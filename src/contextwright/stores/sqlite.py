@@ -26,7 +26,9 @@ from ._rows import (
     LARGE_WINDOW,
     RecordCache,
     RecordKey,
+    by_project,
     edges_sql,
+    plan_batch,
     record_to_row,
 )
 from .sqlite_docs import (
@@ -195,20 +197,13 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
             return []
 
         def write(conn: sqlite3.Connection) -> list[Record]:
-            ids = [r.id for r in records]
-            existing = {r.id: r for r in self._get_many(conn, ids)}
-            out: list[Record] = []
-            fresh: list[Record] = []
-            seen: set[str] = set()
-            for r in records:
-                if r.id in existing:
-                    out.append(existing[r.id])
-                elif r.id in seen:
-                    out.append(next(f for f in fresh if f.id == r.id))
-                else:
-                    seen.add(r.id)
-                    fresh.append(r)
-                    out.append(r)
+            wanted = by_project((r.project, r.id) for r in records)
+            stored = {
+                (r.project, r.id): r
+                for project, ids in wanted.items()
+                for r in self._get_many(conn, project, ids)
+            }
+            out, fresh = plan_batch(records, stored)  # may refuse: the transaction rolls back
             if not fresh:
                 return out
             placeholders = ", ".join("?" * 20)
@@ -240,7 +235,13 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
             for r in fresh:
                 if r.supersedes:
                     self._status(
-                        conn, r.supersedes, "superseded", r.author, r.created_at, f"by {r.id}"
+                        conn,
+                        r.project,
+                        r.supersedes,
+                        "superseded",
+                        r.author,
+                        r.created_at,
+                        f"by {r.id}",
                     )
                     conn.execute(
                         "INSERT OR IGNORE INTO edges VALUES (?, ?, ?, 'supersedes')",
@@ -258,19 +259,21 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
             keys, lambda rids: conn.execute(BY_RID, (json.dumps(rids),)).fetchall()
         )
 
-    def _get_many(self, conn: sqlite3.Connection, ids: Sequence[str]) -> list[Record]:
+    def _get_many(self, conn: sqlite3.Connection, project: str, ids: Sequence[str]) -> list[Record]:
         out: list[Record] = []
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
             marks = ", ".join("?" * len(chunk))
-            keys = conn.execute(f"{KEYED} WHERE r.id IN ({marks})", chunk).fetchall()
+            keys = conn.execute(
+                f"{KEYED} WHERE r.project = ? AND r.id IN ({marks})", [project, *chunk]
+            ).fetchall()
             out.extend(self._resolve(conn, keys))
         order = {rid: n for n, rid in enumerate(ids)}
         out.sort(key=lambda r: order.get(r.id, 0))
         return out
 
-    def get_many(self, ids: Sequence[str]) -> list[Record]:
-        return self._get_many(self._conn(), list(ids))
+    def get_many(self, project: str, ids: Sequence[str]) -> list[Record]:
+        return self._get_many(self._conn(), project, list(ids))
 
     def query(self, q: Query) -> list[Record]:
         where = ["r.project = :project"]
@@ -362,73 +365,106 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
         return out
 
     def _status(
-        self, conn: sqlite3.Connection, record_id: str, status: str, by: str, at: float, note: str
+        self,
+        conn: sqlite3.Connection,
+        project: str,
+        record_id: str,
+        status: str,
+        by: str,
+        at: float,
+        note: str,
     ) -> None:
-        if conn.execute("SELECT 1 FROM records WHERE id = ?", (record_id,)).fetchone() is None:
-            return  # a fact about no record (as in the memory store): nothing to record
+        found = conn.execute(
+            "SELECT 1 FROM records WHERE project = ? AND id = ?", (project, record_id)
+        ).fetchone()
+        if found is None:
+            return  # a fact about no record of the project (as in the memory store): none kept
         conn.execute(
-            "INSERT INTO status_facts (record_id, status, by, at, note) VALUES (?, ?, ?, ?, ?)",
-            (record_id, status, by, at, note),
+            "INSERT INTO status_facts (project, record_id, status, by, at, note) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (project, record_id, status, by, at, note),
         )
-        conn.execute("UPDATE records SET current_status = ? WHERE id = ?", (status, record_id))
+        conn.execute(
+            "UPDATE records SET current_status = ? WHERE project = ? AND id = ?",
+            (status, project, record_id),
+        )
 
-    def set_status(self, record_id: str, status: str, by: str, at: float, note: str = "") -> None:
-        self.set_status_many([record_id], status, by, at, note)
+    def set_status(
+        self, project: str, record_id: str, status: str, by: str, at: float, note: str = ""
+    ) -> None:
+        self.set_status_many(project, [record_id], status, by, at, note)
 
     def set_status_many(
-        self, record_ids: Sequence[str], status: str, by: str, at: float, note: str = ""
+        self,
+        project: str,
+        record_ids: Sequence[str],
+        status: str,
+        by: str,
+        at: float,
+        note: str = "",
     ) -> None:
         ids = list(dict.fromkeys(record_ids))
 
         def write(conn: sqlite3.Connection) -> None:
-            projects: set[str] = set()
+            changed = False
             for i in range(0, len(ids), 500):
                 chunk = ids[i : i + 500]
                 marks = ", ".join("?" * len(chunk))
-                rows = conn.execute(
-                    f"SELECT id, project FROM records WHERE id IN ({marks})", chunk
-                ).fetchall()
-                found = {rid for rid, _ in rows}
+                found = {
+                    row[0]
+                    for row in conn.execute(
+                        f"SELECT id FROM records WHERE project = ? AND id IN ({marks})",
+                        [project, *chunk],
+                    )
+                }
                 conn.executemany(
-                    "INSERT INTO status_facts (record_id, status, by, at, note) VALUES (?, ?, ?, ?, ?)",
-                    [(rid, status, by, at, note) for rid in chunk if rid in found],
+                    "INSERT INTO status_facts (project, record_id, status, by, at, note) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [(project, rid, status, by, at, note) for rid in chunk if rid in found],
                 )
                 conn.executemany(
-                    "UPDATE records SET current_status = ? WHERE id = ?",
-                    [(status, rid) for rid in chunk if rid in found],
+                    "UPDATE records SET current_status = ? WHERE project = ? AND id = ?",
+                    [(status, project, rid) for rid in chunk if rid in found],
                 )
-                projects.update(project for _, project in rows)
-            if projects:
-                self._bump(conn, projects)
+                changed = changed or bool(found)
+            if changed:
+                self._bump(conn, [project])
 
         if ids:
             self._write(write)
 
-    def status_history(self, record_id: str) -> list[dict[str, Any]]:
+    def status_history(self, project: str, record_id: str) -> list[dict[str, Any]]:
         rows = self._conn().execute(
-            "SELECT status, by, at, note FROM status_facts WHERE record_id = ? ORDER BY seq",
-            (record_id,),
+            "SELECT status, by, at, note FROM status_facts WHERE project = ? AND record_id = ? "
+            "ORDER BY seq",
+            (project, record_id),
         )
         return [{"status": s, "by": b, "at": a, "note": n} for s, b, a, n in rows]
 
-    def replies_to(self, ids: Sequence[str], agent: str | None) -> list[Record]:
+    def replies_to(self, project: str, ids: Sequence[str], agent: str | None) -> list[Record]:
         if not ids:
             return []
         marks = ", ".join(f":i{n}" for n in range(len(ids)))
         params: dict[str, Any] = {f"i{n}": i for n, i in enumerate(ids)}
         params["agent"] = agent
+        params["project"] = project
         visible = f" AND {VISIBLE}" if agent is not None else ""
-        sql = f"{KEYED} WHERE r.reply_to IN ({marks}){visible} ORDER BY r.created_at"
+        # In insertion order (rid): the store's own time, which no writer's created_at can move.
+        sql = (
+            f"{KEYED} WHERE r.project = :project AND r.reply_to IN ({marks}){visible} "
+            "ORDER BY r.rid"
+        )
         conn = self._conn()
         return self._resolve(conn, conn.execute(sql, params).fetchall())
 
-    def superseded_by(self, ids: Sequence[str]) -> dict[str, str]:
+    def superseded_by(self, project: str, ids: Sequence[str]) -> dict[str, str]:
         if not ids:
             return {}
         marks = ", ".join("?" * len(ids))
         rows = self._conn().execute(
-            f"SELECT supersedes, id FROM records WHERE supersedes IN ({marks}) ORDER BY created_at",
-            list(ids),
+            f"SELECT supersedes, id FROM records WHERE project = ? AND supersedes IN ({marks}) "
+            "ORDER BY created_at, rid",
+            [project, *ids],
         )
         return {old: new for old, new in rows}
 
@@ -528,8 +564,8 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
     def _docs(self, collection: str) -> sqlite3.Connection:
         return self._traces.get() if collection == TRACES else self._conn()
 
-    def get_doc(self, collection: str, doc_id: str) -> dict[str, Any] | None:
-        return get_doc(self._docs(collection), collection, doc_id)
+    def get_doc(self, collection: str, project: str, doc_id: str) -> dict[str, Any] | None:
+        return get_doc(self._docs(collection), collection, project, doc_id)
 
     def list_docs(
         self, collection: str, project: str, *, key: str | None = None, limit: int = 50

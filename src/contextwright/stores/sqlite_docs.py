@@ -33,9 +33,12 @@ CREATE TABLE IF NOT EXISTS docs (
 CREATE INDEX IF NOT EXISTS docs_by_key ON docs(collection, project, key, at);
 """
 
+# A document belongs to the project that wrote it first: another project's put with the same id
+# changes nothing (and its get finds nothing).
 PUT = (
     "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(collection, id) DO UPDATE "
-    "SET project = excluded.project, key = excluded.key, at = excluded.at, data = excluded.data"
+    "SET key = excluded.key, at = excluded.at, data = excluded.data "
+    "WHERE docs.project = excluded.project"
 )
 
 
@@ -69,9 +72,12 @@ def doc_row(
     return (collection, doc_id, project, key, at, payload)
 
 
-def get_doc(conn: sqlite3.Connection, collection: str, doc_id: str) -> dict[str, Any] | None:
+def get_doc(
+    conn: sqlite3.Connection, collection: str, project: str, doc_id: str
+) -> dict[str, Any] | None:
     row = conn.execute(
-        "SELECT data FROM docs WHERE collection = ? AND id = ?", (collection, doc_id)
+        "SELECT data FROM docs WHERE collection = ? AND id = ? AND project = ?",
+        (collection, doc_id, project),
     ).fetchone()
     return None if row is None else dict(json.loads(row[0]))
 

@@ -3,6 +3,7 @@ transaction and recorded in the `migrations` table (see SQLiteStore._migrate).""
 
 from __future__ import annotations
 
+from ._rows import COLUMNS
 from .sqlite_vectors import M003_VECTORS
 
 # A migration is a name and a SQL script; each runs once, in its own transaction, and is recorded.
@@ -78,6 +79,44 @@ M005_ADDRESSED_BY_TIME = """
 """
 
 
+# A record's identity is (project, id): the same id in two projects is two records. SQLite cannot
+# change a UNIQUE constraint, so the table is rebuilt, keeping each row's `rid` (the full-text
+# index is keyed by it: content_rowid='rid'; so are addressing, tags and vectors). References are
+# looked up within a project, so their indexes lead with it; a status fact names its project.
+M006_RECORD_IDENTITY = f"""
+        CREATE TABLE records_by_project (
+            rid INTEGER PRIMARY KEY,
+            id TEXT NOT NULL,
+            project TEXT NOT NULL, milestone TEXT, session TEXT, author TEXT NOT NULL,
+            kind TEXT NOT NULL, recipients TEXT NOT NULL, visibility TEXT NOT NULL,
+            mentions TEXT NOT NULL, tags TEXT NOT NULL, refs TEXT NOT NULL,
+            current_status TEXT, supersedes TEXT, reply_to TEXT, pinned INTEGER NOT NULL,
+            created_at REAL NOT NULL, content TEXT NOT NULL, tokens INTEGER NOT NULL,
+            content_hash TEXT NOT NULL, meta TEXT NOT NULL,
+            UNIQUE (project, id)
+        );
+        INSERT INTO records_by_project (rid, {COLUMNS}) SELECT rid, {COLUMNS} FROM records;
+        DROP TABLE records;
+        ALTER TABLE records_by_project RENAME TO records;
+        CREATE INDEX records_project_time ON records(project, created_at);
+        CREATE INDEX records_session_time ON records(project, session, created_at);
+        CREATE INDEX records_kind_time ON records(project, kind, created_at);
+        CREATE INDEX records_author_time ON records(project, author, created_at);
+        CREATE INDEX records_status ON records(project, current_status, kind)
+            WHERE current_status IS NOT NULL;
+        CREATE INDEX records_pinned ON records(project, pinned) WHERE pinned = 1;
+        CREATE INDEX records_pinned_time ON records(project, created_at) WHERE pinned = 1;
+        CREATE INDEX records_reply ON records(project, reply_to) WHERE reply_to IS NOT NULL;
+        CREATE INDEX records_supersedes ON records(project, supersedes)
+            WHERE supersedes IS NOT NULL;
+        ALTER TABLE status_facts ADD COLUMN project TEXT NOT NULL DEFAULT '';
+        UPDATE status_facts SET project = coalesce(
+            (SELECT r.project FROM records r WHERE r.id = status_facts.record_id), '');
+        DROP INDEX status_facts_record;
+        CREATE INDEX status_facts_record ON status_facts(project, record_id, seq);
+"""
+
+
 MIGRATIONS: list[Migration] = [
     ("m001_records", M001_RECORDS),
     ("m002_edges_kv_docs", M002_EDGES_KV_DOCS),
@@ -88,4 +127,5 @@ MIGRATIONS: list[Migration] = [
         "CREATE INDEX records_pinned_time ON records(project, created_at) WHERE pinned = 1;",
     ),
     ("m005_addressed_by_time", M005_ADDRESSED_BY_TIME),
+    ("m006_record_identity", M006_RECORD_IDENTITY),
 ]

@@ -43,7 +43,7 @@ class Written(NamedTuple):
 class SQLiteVectors:
     _conn: Callable[[], sqlite3.Connection]
     _write: Callable[[Callable[[sqlite3.Connection], Any]], Any]
-    _get_many: Callable[[sqlite3.Connection, Sequence[str]], list[Record]]
+    _get_many: Callable[[sqlite3.Connection, str, Sequence[str]], list[Record]]
 
     def _vec(self) -> tuple[threading.Lock, dict[Any, Any]]:
         state: tuple[threading.Lock, dict[Any, Any]] | None = getattr(self, "_vec_state", None)
@@ -89,18 +89,19 @@ class SQLiteVectors:
         )
         return int(row[0])
 
-    def put_vectors(self, model: str, rows: Sequence[tuple[str, Any]]) -> None:
-        packed = [(rid, *quantize(vec)) for rid, vec in rows]
+    def put_vectors(self, model: str, rows: Sequence[tuple[str, str, Any]]) -> None:
+        packed = [(project, rid, *quantize(vec)) for project, rid, vec in rows]
         if not packed:
             return
         before: dict[str, int] = {}  # each project's last seq for `model` before this write
 
         def write(conn: sqlite3.Connection) -> list[Written]:
             written = []
-            for rid, data, scale in packed:
+            for project_of, rid, data, scale in packed:
                 found = conn.execute(
-                    "SELECT rid, project, author, visibility, recipients FROM records WHERE id = ?",
-                    (rid,),
+                    "SELECT rid, project, author, visibility, recipients FROM records "
+                    "WHERE project = ? AND id = ?",
+                    (project_of, rid),
                 )
                 row = found.fetchone()
                 if row is None:
@@ -222,4 +223,5 @@ class SQLiteVectors:
     def vector_search(
         self, project: str, agent: str | None, vector: Any, limit: int, model: str
     ) -> list[Hit]:
-        return hits_for(self, self.vector_nearest(project, agent, vector, limit, model))  # type: ignore[arg-type]
+        found = self.vector_nearest(project, agent, vector, limit, model)
+        return hits_for(self, project, found)  # type: ignore[arg-type]

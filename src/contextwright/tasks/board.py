@@ -1,8 +1,8 @@
 """The task board: tasks, their completion with a structured handoff, and their computed context.
 
     task = engine.tasks.create("acme", name="JWT", objective="Add JWT auth to src/api/app.ts")
-    engine.complete_task(task.id, handoff_yaml)          # validates, then records everything
-    engine.tasks.computed_context(later.id).render()     # "## Context (Computed)" markdown
+    engine.complete_task("acme", task.id, handoff_yaml)  # validates, then records everything
+    engine.tasks.computed_context("acme", later.id).render()  # "## Context (Computed)"
 
 Everything is a record in the engine's store: a task is a `task` record, a handoff a `handoff`
 record replying to it, discoveries become `pattern`/`gotcha`/`decision`/`question` nodes and the
@@ -122,14 +122,16 @@ class TaskBoard:
         for i, dep in enumerate(dependencies):
             check_name(f"dependencies[{i}]", dep)
         deps = list(dict.fromkeys(dependencies))
-        found = {r.id: r for r in self.engine.store.get_many(deps)} if deps else {}
+        found = {r.id: r for r in self.engine.store.get_many(project, deps)} if deps else {}
         for i, dep in enumerate(deps):
             r = found.get(dep)
-            if r is None:
-                raise NotFound("task", dep, f"dependencies[{i}] must name an existing task")
-            if r.kind != "task" or r.project != project:
+            # Missing and not a task read alike: nothing says what the id is elsewhere.
+            if r is None or r.kind != "task":
                 raise ValidationError(
-                    f"dependencies[{i}]", dep, f"name a task of project {project!r}"
+                    f"dependencies[{i}]",
+                    dep,
+                    f"name a task of project {project!r} (engine.tasks.find lists them)",
+                    problem=f"names no task of project {project!r}",
                 )
         signals = signals_of_task(
             {
@@ -165,11 +167,12 @@ class TaskBoard:
             self.engine.store.add_edges(project, [(record.id, d, "depends_on") for d in deps])
         return record
 
-    def get(self, task_id: str) -> Record:
+    def get(self, project: str, task_id: str) -> Record:
+        """The task `task_id` of `project` (a task of another project reads as missing)."""
         if not isinstance(task_id, str) or not task_id:
             raise ValidationError("task_id", task_id, "give a task id")
         check_text("task_id", task_id)
-        found = self.engine.store.get_many([task_id])
+        found = self.engine.store.get_many(project, [task_id])
         if not found or found[0].kind != "task":
             raise NotFound("task", task_id, "create it with engine.tasks.create(...)")
         return found[0]
@@ -185,13 +188,13 @@ class TaskBoard:
             )
         )
 
-    def handoff(self, task_id: str) -> Handoff | None:
-        task = self.get(task_id)
-        found = latest_handoffs(self.engine.store, [task.id]).get(task.id)
+    def handoff(self, project: str, task_id: str) -> Handoff | None:
+        task = self.get(project, task_id)
+        found = latest_handoffs(self.engine.store, project, [task.id]).get(task.id)
         return handoff_of(found) if found else None
 
-    def signals(self, task_id: str) -> TaskSignals:
-        return self._signals(self.get(task_id))
+    def signals(self, project: str, task_id: str) -> TaskSignals:
+        return self._signals(self.get(project, task_id))
 
     def _signals(self, task: Record) -> TaskSignals:
         # A task record never changes, so its signals are computed once per board.
@@ -205,10 +208,12 @@ class TaskBoard:
 
     # -- completion -----------------------------------------------------------------------------
 
-    def complete(self, task_id: str, handoff: Any, *, by: str | None = None) -> Completion:
+    def complete(
+        self, project: str, task_id: str, handoff: Any, *, by: str | None = None
+    ) -> Completion:
         """Validate the handoff, then store it with its graph nodes and context-map entries and
         mark the task completed. Any error leaves the store as it was and the task open."""
-        task = self.get(task_id)
+        task = self.get(project, task_id)
         if task.status == "completed":
             raise ValidationError(
                 "task_id",
@@ -218,16 +223,16 @@ class TaskBoard:
             )
         parsed = parse_handoff(handoff)
         author = by or str(task.meta.get("assignee") or "") or task.author
-        project = task.project
         store = self.engine.store
         for i, d in enumerate(parsed.decisions):
             if d.supersedes is not None:
-                old = store.get_many([d.supersedes])
-                if not old or old[0].kind != "decision" or old[0].project != project:
-                    raise NotFound(
-                        "decision",
+                old = store.get_many(project, [d.supersedes])
+                if not old or old[0].kind != "decision" or not old[0].visible_to(author):
+                    raise ValidationError(
+                        f"handoff.decisions[{i}].supersedes",
                         d.supersedes,
-                        f"handoff.decisions[{i}].supersedes must name a decision in {project!r}",
+                        f"name a decision of project {project!r} that {author!r} may see",
+                        problem=f"names no decision of project {project!r} that {author!r} may see",
                     )
         now = self.engine.clock()
         count = self.engine.counter.count
@@ -312,7 +317,7 @@ class TaskBoard:
         edges.append((handoff_record.id, task.id, "handoff_of"))
         store.add_edges(project, edges)
         done = self.engine.set_status(
-            task.id, "completed", by=author, note=f"handoff {handoff_record.id}"
+            project, task.id, "completed", by=author, note=f"handoff {handoff_record.id}"
         )
         return Completion(
             done, stored[0], tuple(stored[1 : 1 + len(nodes)]), tuple(stored[1 + len(nodes) :])
@@ -365,6 +370,7 @@ class TaskBoard:
 
     def computed_context(
         self,
+        project: str,
         task_id: str,
         complexity: str | None = None,
         debug: bool = False,
@@ -375,7 +381,7 @@ class TaskBoard:
         """The spec's computeContext + applyContextLimits for one task, as `agent` may see it."""
         if agent is not None:
             check_name("agent", agent)
-        task = self.get(task_id)
+        task = self.get(project, task_id)
         level = complexity or str(task.meta.get("complexity") or "normal")
         lim = self.limits_for(level, limits)
         deps = [str(d) for d in task.meta.get("dependencies") or []]
@@ -393,14 +399,19 @@ class TaskBoard:
             debug=debug,
         )
 
-    def render(self, task_id: str, complexity: str | None = None, debug: bool = False) -> str:
-        return self.computed_context(task_id, complexity, debug).render(self.template)
+    def render(
+        self, project: str, task_id: str, complexity: str | None = None, debug: bool = False
+    ) -> str:
+        return self.computed_context(project, task_id, complexity, debug).render(self.template)
 
     def task_text(self, project: str, task_id: str, task: str) -> str:
         """For assemble: check the task belongs to `project`; empty task text -> its objective."""
-        record = self.get(task_id)
-        if record.project != project:
-            raise ValidationError("task_id", task_id, f"name a task of project {project!r}")
+        try:
+            record = self.get(project, task_id)
+        except NotFound:  # missing, or another project's: the same answer
+            raise ValidationError(
+                "task_id", task_id, f"name a task of project {project!r}"
+            ) from None
         if isinstance(task, str) and not task.strip():
             return str(record.meta.get("objective") or record.content)
         return task

@@ -65,12 +65,13 @@ def _ids(meta_ids: object, n: int) -> list[str | None]:
     return [str(ids[i]) if i < len(ids) and ids[i] else None for i in range(n)]
 
 
-def latest_handoffs(store: Store, task_ids: Sequence[str]) -> dict[str, Record]:
-    """task id -> its newest handoff record (a handoff replies to its task)."""
+def latest_handoffs(store: Store, project: str, task_ids: Sequence[str]) -> dict[str, Record]:
+    """task id -> its newest handoff record of the task's own `project` (a handoff replies to
+    its task); newest in the store's insertion order, which no writer's created_at can move."""
     found: dict[str, Record] = {}
-    for r in store.replies_to(list(task_ids), None):
+    for r in store.replies_to(project, list(task_ids), None):
         if r.kind == "handoff" and r.reply_to is not None:
-            found[r.reply_to] = r  # replies_to is oldest first: the last one wins
+            found[r.reply_to] = r  # replies_to is in insertion order: the last one wins
     return found
 
 

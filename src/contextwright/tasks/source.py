@@ -37,6 +37,7 @@ class ComputedSource:
         if not task_id:
             return []
         computed = self.board.computed_context(
+            ctx.project,
             str(task_id),
             ctx.options.get("complexity"),
             agent=ctx.agent,

@@ -88,7 +88,7 @@ def get_record(
     agent: Annotated[str | None, Query(description="read as this agent (visibility)")] = None,
 ) -> dict[str, Any]:
     ctx.access.require_agent(agent, "record")
-    return visible(ctx, ctx.engine.get(record_id), agent).to_dict()
+    return visible(ctx, ctx.engine.get(ctx.project, record_id), agent).to_dict()
 
 
 @router.get("/v1/projects/{project}/records")

@@ -35,8 +35,8 @@ class CompleteIn(BaseModel):
 
 
 def own_task(ctx: ProjectDep, task_id: str) -> Record:
-    task = ctx.engine.tasks.get(task_id)
-    if task.project != ctx.project or not ctx.access.sees(task):
+    task = ctx.engine.tasks.get(ctx.project, task_id)
+    if not ctx.access.sees(task):
         raise NotFound("task", task_id)
     return task
 
@@ -60,7 +60,7 @@ def list_tasks(
 @router.get("/v1/projects/{project}/tasks/{task_id}")
 def get_task(ctx: ProjectDep, task_id: str) -> dict[str, Any]:
     task = own_task(ctx, task_id)
-    handoff = ctx.engine.tasks.handoff(task.id)
+    handoff = ctx.engine.tasks.handoff(ctx.project, task.id)
     out = task.to_dict()
     out["handoff"] = (
         handoff.to_dict() if handoff is not None and hasattr(handoff, "to_dict") else None
@@ -73,7 +73,7 @@ def complete_task(ctx: ProjectDep, task_id: str, body: CompleteIn) -> dict[str, 
     # The handoff is a record authored by `by`: an agent-scoped key must name one of its agents.
     ctx.access.require_as(body.by, "by")
     own_task(ctx, task_id)
-    done = ctx.engine.tasks.complete(task_id, body.handoff, by=body.by)
+    done = ctx.engine.tasks.complete(ctx.project, task_id, body.handoff, by=body.by)
     return {
         "task": done.task.to_dict(),
         "handoff": done.handoff.to_dict(),
@@ -92,7 +92,7 @@ def computed_context(
     """The knowledge query: patterns, gotchas, decisions and dependency handoffs for a task."""
     ctx.access.require_agent(agent, "task context")
     own_task(ctx, task_id)
-    computed = ctx.engine.tasks.computed_context(task_id, complexity, agent=agent)
+    computed = ctx.engine.tasks.computed_context(ctx.project, task_id, complexity, agent=agent)
     out = computed.to_dict()
     out["markdown"] = computed.render(ctx.engine.tasks.template)
     return out
