@@ -320,3 +320,31 @@ def test_a_key_scoped_to_one_agent(page: object, tmp_path: Path) -> None:
     finally:
         engine.close()
     assert errors == []
+
+
+def test_api_docs_render_with_the_network_blocked(page: object, base: str) -> None:
+    """/docs was blank offline (Swagger UI from a CDN): with every request to anything but this
+    server refused, the page still shows the API's title and its routes, and it asked for
+    nothing outside."""
+    from playwright.sync_api import Page, Route, expect
+
+    assert isinstance(page, Page) and page.context.browser is not None
+    context = page.context.browser.new_context(viewport={"width": 1360, "height": 900})
+    outside: list[str] = []
+
+    def only_this_server(route: Route) -> None:
+        if route.request.url.startswith(base + "/"):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_this_server)
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(base + "/docs")
+    expect(pg.locator(".swagger-ui .info .title")).to_contain_text("contextwright")
+    expect(pg.locator(".opblock-summary-path").first).to_be_visible()
+    context.close()
+    assert outside == [] and errors == []
