@@ -4,11 +4,14 @@ with UPDATE_SCREENSHOTS=1)."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from contextwright import Engine
@@ -124,11 +127,14 @@ def page(base: str) -> Iterator[object]:
         browser.close()
 
 
-def assemble(pg: object, agent: str, task: str, budget: int, session: str = "") -> str:
+def assemble(
+    pg: object, agent: str, task: str, budget: int, session: str = "", fmt: str = "openai"
+) -> str:
     from playwright.sync_api import Page
 
     assert isinstance(pg, Page)
     before = pg.evaluate("document.body.dataset.trace || ''")
+    pg.select_option("#format", fmt)
     pg.fill("#project", "acme")
     pg.fill("#agent", agent)
     pg.fill("#task", task)
@@ -263,6 +269,152 @@ def test_browse_records_with_filters(page: object) -> None:
     page.screenshot(path=str(IMG / "inspector-records.png"))
 
 
+JWT_DECISION = "Sessions use short-lived JWTs (15 min) with refresh tokens in httpOnly cookies."
+
+
+def test_clicking_an_item_opens_its_record_score_and_reasons(page: object) -> None:
+    """Clicking an item did nothing. Now a window item opens its record (all of it, every
+    field) with its decision, full score, every score component and every reason; so does a row
+    of Kept & dropped, dropped ones included, and a row of Records."""
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    trace_id = assemble(page, "bob", "fix the login bug where users are logged out", 3000)
+    page.click("#tabs button[data-tab=window]")
+    page.locator("#sections li", has_text="short-lived JWTs").first.click()
+    dialog = page.locator("#detail")
+    expect(dialog).to_be_visible()
+    expect(dialog.locator("pre.content")).to_have_text(JWT_DECISION)
+    expect(dialog.locator(".record")).to_contain_text("carol")
+    expect(dialog.locator(".record")).to_contain_text("decision")
+    expect(dialog).to_contain_text("kept")
+    trace = httpx.get(
+        f"{page.url.split('/inspector')[0]}/v1/projects/acme/traces/{trace_id}"
+    ).json()
+    item = next(i for i in trace["items"] if JWT_DECISION[:40] in i["preview"])
+    shown = dialog.locator("table.components tr")
+    assert shown.count() == len(item["components"]) > 0
+    for name, value in item["components"].items():
+        cell = dialog.locator(f"tr[data-component='{name}'] td").nth(1)
+        assert float(cell.inner_text()) == value
+    expect(dialog.locator(".reasons-list li")).to_have_count(len(item["reasons"]))
+    score = dialog.locator("table.kv tr", has_text="score").locator("td")
+    assert float(score.inner_text()) == item["score"]
+    page.screenshot(path=str(IMG / "inspector-detail.png"))
+    page.click("#detail-close")
+    expect(dialog).to_be_hidden()
+
+    assemble(page, "bob", "fix the login bug where users are logged out", 400)
+    page.click("#tabs button[data-tab=items]")
+    page.check("input[name=decision][value=dropped]")
+    row = page.locator("#items tbody tr.dropped").first
+    reason = row.locator("td").nth(7).inner_text()
+    row.click()
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text("dropped")
+    expect(dialog).to_contain_text(reason)
+    page.click("#detail-close")
+    page.check("input[name=decision][value=all]")
+
+    page.click("#tabs button[data-tab=records]")
+    page.fill("#rf-agent", "bob")
+    page.fill("#rf-kind", "decision")
+    page.click("#browse")
+    page.locator("#records tbody tr").first.click()
+    expect(dialog.locator("pre.content")).to_have_text(JWT_DECISION)
+    page.click("#detail-close")
+    page.fill("#rf-kind", "")
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai", "markdown"])
+def test_payload_view_shows_exactly_what_would_be_sent(page: object, base: str, fmt: str) -> None:
+    """The Payload tab shows the Assembly's payload as it would be sent: the same JSON (or text)
+    that the HTTP API answers for the same request."""
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    task = "fix the login bug where users are logged out"
+    assemble(page, "bob", task, 6000, fmt=fmt)
+    page.click("#tabs button[data-tab=payload]")
+    expect(page.locator("#payload-info")).to_contain_text(fmt)
+    shown = page.locator("#payload").inner_text()
+    body = {"agent": "bob", "task": task, "format": fmt, "budget": 6000}
+    want = httpx.post(f"{base}/v1/projects/acme/assemble", json=body).json()["payload"]
+    if fmt == "markdown":
+        assert shown.strip() == want.strip()
+    else:
+        assert json.loads(shown) == want
+    if fmt == "anthropic":
+        assert set(want) == {"system", "messages"} and want["messages"][0]["role"] == "user"
+        page.screenshot(path=str(IMG / "inspector-payload.png"))
+    page.click("#tabs button[data-tab=window]")
+
+
+def test_a_stored_trace_opens_in_the_window_tab(page: object) -> None:
+    """Any stored trace opens in the Window tab (its kept items by section, its gauge, its
+    items and sources in the other tabs); its payload, not stored, is recomputed by a replay.
+    The picker shows each trace's time to the millisecond and its task."""
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    old = assemble(page, "carol", "review the refresh token rotation", 2000)
+    newer = assemble(page, "bob", "fix the login bug", 900)
+    page.fill("#agent", "")  # every trace, not only bob's
+    page.click("#refresh-traces-window")
+    page.wait_for_selector(f"#trace-open option[value='{old}']", state="attached")
+    options = page.eval_on_selector_all(
+        "#trace-open option", "os => os.map(o => [o.value, o.text])"
+    )
+    labels = dict(options)
+    assert re.search(
+        r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} · carol · review the refresh", labels[old]
+    )
+    assert len(set(labels.values())) == len(labels)  # no two traces look the same
+    assert newer in labels
+    page.select_option("#trace-open", old)
+    page.click("#open-trace")
+    expect(page.locator("#window-source")).to_contain_text(f"Stored trace {old}")
+    expect(page.locator("#window-source")).to_contain_text("review the refresh token rotation")
+    assert page.evaluate("document.body.dataset.trace") == old
+    expect(page.locator("#gauge-text")).to_contain_text("/ 2000 tokens")
+    expect(page.locator("#sections")).to_contain_text("(preview)")
+    expect(page.locator("#replay-of")).to_have_text(old)
+    page.screenshot(path=str(IMG / "inspector-stored-trace.png"))
+    page.locator("#sections li").first.click()
+    expect(page.locator("#detail")).to_be_visible()
+    page.click("#detail-close")
+    page.click("#tabs button[data-tab=payload]")
+    expect(page.locator("#payload-info")).to_contain_text("stored without its payload")
+    page.click("#payload-recompute")
+    expect(page.locator("#payload-info")).to_contain_text("Recomputed by replay")
+    assert json.loads(page.locator("#payload").inner_text())[0]["role"] == "system"
+    page.click("#tabs button[data-tab=window]")
+
+
+def test_an_error_greys_the_stale_window(page: object) -> None:
+    """After a failed request the old window stayed on screen under the banner, as if it were
+    the answer. Now it is greyed and labelled stale until a request succeeds."""
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    assemble(page, "bob", "fix the login bug", 2000)
+    expect(page.locator("#stale-note")).to_be_hidden()
+    page.fill("#agent", "nobody-here")
+    page.click("#assemble")
+    expect(page.locator("#error")).to_contain_text("404")
+    expect(page.locator("#stale-note")).to_be_visible()
+    assert page.evaluate("document.body.dataset.stale") == "1"
+    expect(page.locator("#sections")).to_have_css("opacity", "0.35")
+    page.click("#tabs button[data-tab=payload]")
+    expect(page.locator("#payload")).to_have_css("opacity", "0.35")
+    page.click("#tabs button[data-tab=window]")
+    page.screenshot(path=str(IMG / "inspector-stale.png"))
+    assemble(page, "bob", "fix the login bug", 2000)
+    expect(page.locator("#stale-note")).to_be_hidden()
+    expect(page.locator("#sections")).to_have_css("opacity", "1")
+    expect(page.locator("#error")).to_be_hidden()
+
+
 def test_a_key_scoped_to_one_agent(page: object, tmp_path: Path) -> None:
     """With a key for acme's bob only, the inspector's requests all still work as bob (projects,
     agents, assemble, gauge, traces, compare, replay, records), it lists only bob's traces, and
@@ -320,3 +472,31 @@ def test_a_key_scoped_to_one_agent(page: object, tmp_path: Path) -> None:
     finally:
         engine.close()
     assert errors == []
+
+
+def test_api_docs_render_with_the_network_blocked(page: object, base: str) -> None:
+    """/docs was blank offline (Swagger UI from a CDN): with every request to anything but this
+    server refused, the page still shows the API's title and its routes, and it asked for
+    nothing outside."""
+    from playwright.sync_api import Page, Route, expect
+
+    assert isinstance(page, Page) and page.context.browser is not None
+    context = page.context.browser.new_context(viewport={"width": 1360, "height": 900})
+    outside: list[str] = []
+
+    def only_this_server(route: Route) -> None:
+        if route.request.url.startswith(base + "/"):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_this_server)
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(base + "/docs")
+    expect(pg.locator(".swagger-ui .info .title")).to_contain_text("contextwright")
+    expect(pg.locator(".opblock-summary-path").first).to_be_visible()
+    context.close()
+    assert outside == [] and errors == []

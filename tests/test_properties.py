@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from contextwright import Assembly, Budget, BudgetError, Engine
 from contextwright.candidates import SECTION_RANK
 from contextwright.records import build_record
-from contextwright.render import heading_cost
+from contextwright.render import heading_cost, tool_id
 from contextwright.stores import open_store
 from contextwright.tokens import default_counter
 from exact import exact_tokens
@@ -208,8 +208,7 @@ def test_visibility_is_never_leaked(
         hidden = [d for d in batch if not visible[d["id"]]]
         rendered = repr(result.messages) + repr(result.payload) + result.text
         for d in hidden:
-            call_id = f"call_{d['id'][-12:]}"
-            assert call_id not in rendered
+            assert tool_id(d["id"]) not in rendered
 
 
 @pytest.mark.parametrize("kind", STORE_KINDS)

@@ -99,13 +99,13 @@ def test_openai_structure_and_tool_pairs() -> None:
     assert m[2]["role"] == "assistant" and m[2]["content"] is None
     (call,) = m[2]["tool_calls"]
     assert call == {
-        "id": "call_abc",
+        "id": "call_call1",  # from the record id, not meta's call_id (two records may share one)
         "type": "function",
         "function": {"name": "grep", "arguments": json.dumps({"pattern": "auth"})},
     }
     assert m[3] == {
         "role": "tool",
-        "tool_call_id": "call_abc",
+        "tool_call_id": "call_call1",
         "content": "src/auth.py:12: def login()",
     }
     assert m[4] == {"role": "assistant", "content": "Found it in auth.py."}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,29 @@ def test_openapi_and_docs(api: tuple[httpx.Client, Engine]) -> None:
         "/health",
     } <= paths
     assert "swagger" in client.get("/docs").text.lower()
+
+
+ASSET_REF = re.compile(r"""(?:src|href|url)\s*[:=(]\s*['"]([^'"]+)['"]""")
+
+
+def test_docs_page_loads_only_local_assets(api: tuple[httpx.Client, Engine]) -> None:
+    """/docs was a blank page offline: Swagger UI came from a CDN. Every script, style and icon
+    the page names is now one of this server's paths, and each answers 200. /redoc (its logo
+    comes from a CDN) is not served."""
+    client, _ = api
+    page = "/docs"
+    assert httpx.get(str(client.base_url) + "/redoc").status_code == 404
+    r = httpx.get(str(client.base_url) + page)  # no key: the docs are public, as /openapi.json
+    assert r.status_code == 200 and "text/html" in r.headers["content-type"]
+    refs = ASSET_REF.findall(r.text)
+    assert "/openapi.json" in refs
+    assert any(ref.endswith(".js") for ref in refs)
+    for ref in refs:
+        assert ref.startswith("/") and not ref.startswith("//"), f"{page} loads {ref}"
+        got = httpx.get(str(client.base_url) + ref)
+        assert got.status_code == 200, ref
+    assert "http://" not in r.text.replace(str(client.base_url), "")
+    assert "https://" not in r.text
 
 
 def test_records_add_get_list_with_filters(api: tuple[httpx.Client, Engine]) -> None:

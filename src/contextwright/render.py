@@ -5,7 +5,8 @@ OpenAI chat: one system message with every section but history, then history as 
 published rule for chat models: 3 tokens per message, 1 more per `name`, 3 to prime the reply.
 Anthropic: `system` plus alternating user/assistant messages with tool_use/tool_result blocks; its
 tokenizer is not public, so the model registry's margin covers the difference. Markdown: one text.
-A tool call and its result are one packing unit, so no format ever sees one without the other.
+A tool call and its result are one packing unit, so no format ever sees one without the other;
+their shared id comes from the call's record id (`tool_id`) and fits both providers' rules.
 
 Content is data (docs/assembly.md): the window's own lines (header, section headings, day lines,
 item prefixes with author and kind) start at the start of a line; a record's text never does. Its
@@ -16,6 +17,7 @@ first line follows its item's prefix, and every further line is indented under t
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -44,6 +46,10 @@ TOOL_CALL_OVERHEAD = 8  # OpenAI does not publish this; measured against reporte
 ANTHROPIC_PER_MESSAGE = 4
 ANTHROPIC_PER_BLOCK = 10
 NO_RESULT = "[no result recorded]"
+# Anthropic: the user turn put first when the history starts with the agent's own turn or call (the
+# Messages API requires a user turn first), and the one turn of a window with no history.
+OPENING_TURN = "[conversation so far]"
+NO_CONVERSATION = "[no conversation yet]"
 
 
 # Every character that some reader takes for a line break (str.splitlines' set): each one starts
@@ -137,8 +143,27 @@ def section_heading(section: str) -> str:
     return f"\n## {TITLES[section]}\n"
 
 
+# The id of a tool call in a payload must suit both providers: Anthropic requires tool_use ids to
+# match ^[a-zA-Z0-9_-]+$, and OpenAI refuses tool call ids over 40 characters. It comes from the
+# record id only (not a provider id kept in meta, which two records may share): the same record
+# gets the same id in every call and format, so a provider's prompt cache sees the same prefix.
+TOOL_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,40}")
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_-]{1,35}")  # "call_" + it fits in 40
+
+
+@functools.lru_cache(maxsize=4096)
+def tool_id(record_id: str) -> str:
+    """The payload id of the tool call stored as `record_id`: `call_<id>` when the id is plain
+    (every id the engine makes is), else `hash_` and 128 bits of its SHA-256. The two prefixes
+    differ, so a plain id can never meet a hashed one: distinct records get distinct ids."""
+    if _PLAIN_ID.fullmatch(record_id):
+        return "call_" + record_id
+    digest = hashlib.sha256(record_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return "hash_" + digest[:32]
+
+
 def tool_call_id(call: Record) -> str:
-    return str(call.meta.get("call_id") or f"call_{call.id[-12:]}")
+    return tool_id(call.id)
 
 
 def tool_call_parts(call: Record) -> tuple[str, str]:
@@ -148,6 +173,16 @@ def tool_call_parts(call: Record) -> tuple[str, str]:
     if args is None:
         return name, json.dumps({"input": call.content})
     return name, args if isinstance(args, str) else json.dumps(args, sort_keys=True)
+
+
+def tool_input(args: str) -> dict[str, Any]:
+    """A tool_use block's `input`, which Anthropic requires to be an object: JSON arguments that
+    parse to an object are it; anything else is wrapped as `{"input": ...}`."""
+    try:
+        parsed = json.loads(args)
+    except ValueError:
+        return {"input": args}
+    return parsed if isinstance(parsed, dict) else {"input": parsed}
 
 
 def is_own(record: Record, agent: str) -> bool:
@@ -263,11 +298,8 @@ def _anthropic_messages(items: Sequence[Item], agent: str) -> list[dict[str, Any
         if recs and recs[0].kind == "tool_call":
             call = recs[0]
             name, args = tool_call_parts(call)
-            try:
-                parsed = json.loads(args)
-            except ValueError:
-                parsed = {"input": args}
-            use_id = "toolu_" + tool_call_id(call)
+            parsed = tool_input(args)
+            use_id = tool_call_id(call)
             turns.append(
                 ("assistant", {"type": "tool_use", "id": use_id, "name": name, "input": parsed})
             )
@@ -286,15 +318,12 @@ def _anthropic_messages(items: Sequence[Item], agent: str) -> list[dict[str, Any
             messages[-1]["content"].append(block)
         else:
             messages.append({"role": role, "content": [block]})
-    # The Messages API takes no empty list and must start with a user turn; fixed_cost budgets it.
+    # The Messages API takes no empty list and must start with a user turn (docs/assembly.md,
+    # "Formats"); fixed_cost budgets this one turn.
     if not messages:
-        messages.append(
-            {"role": "user", "content": [{"type": "text", "text": "[no conversation yet]"}]}
-        )
+        messages.append({"role": "user", "content": [{"type": "text", "text": NO_CONVERSATION}]})
     elif messages[0]["role"] != "user":
-        messages.insert(
-            0, {"role": "user", "content": [{"type": "text", "text": "[conversation so far]"}]}
-        )
+        messages.insert(0, {"role": "user", "content": [{"type": "text", "text": OPENING_TURN}]})
     return messages
 
 

@@ -2,7 +2,8 @@
 
     app = create_app(Engine.open("sqlite:///team.db"), Settings(api_keys={"k3y-acme": ["acme"]}))
 
-OpenAPI at /openapi.json, docs at /docs, the inspector at /inspector/, metrics at /metrics.
+OpenAPI at /openapi.json, docs at /docs (no CDN: docs.py), the inspector at /inspector/,
+metrics at /metrics.
 Sync routes run in the server's thread pool, where the engine's own pool runs the sources.
 """
 
@@ -19,7 +20,7 @@ from fastapi.staticfiles import StaticFiles
 from .. import __version__
 from ..engine import Engine
 from ..settings import Settings
-from . import problems
+from . import docs, problems
 from .limits import BodyLimit
 from .metrics import Metrics, RequestCounter
 from .routes import agents, assemble, health, records, traces
@@ -46,11 +47,14 @@ def create_app(engine: Engine, settings: Settings | None = None) -> FastAPI:
         title="contextwright",
         version=__version__,
         description="Context windows computed from records, with a trace of why.",
+        docs_url=None,  # docs.install serves /docs without a CDN; ReDoc's page needs one
+        redoc_url=None,
     )
     app.state.engine = engine
     app.state.settings = settings
     app.state.metrics = Metrics(lambda: engine.store.count())
     problems.install(app)
+    docs.install(app)
 
     for module in (records, agents, assemble, traces, health):
         app.include_router(module.router)

@@ -48,9 +48,31 @@ function showError(err) {
   box.textContent = err.message || String(err);
 }
 
-async function run(fn) {
+// A failed assemble or open leaves the last window on screen: it is greyed and labelled stale
+// (body[data-stale]) until a request succeeds, so that it is never taken for the answer.
+function markStale(stale) {
+  if (stale) document.body.dataset.stale = "1";
+  else delete document.body.dataset.stale;
+  $("#stale-note").hidden = !stale;
+}
+
+async function run(fn, { window = false } = {}) {
   showError(null);
-  try { await fn(); } catch (err) { showError(err); }
+  try {
+    await fn();
+    if (window) markStale(false);
+  } catch (err) {
+    showError(err);
+    if (window && state.trace) markStale(true);
+  }
+}
+
+// Local time to the millisecond: two traces made in the same second must not look the same.
+function fmtTime(ts) {
+  const d = new Date(ts * 1000);
+  const p = (n, w = 2) => String(n).padStart(w, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ` +
+    `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
 }
 
 const P = () => encodeURIComponent($("#project").value.trim());
@@ -116,14 +138,15 @@ function renderSections(result) {
     if (!items.length) continue;
     const pct = result.available ? (100 * tokens / result.available).toFixed(1) : "0";
     const list = el("ol", { class: "items" }, items.map((it) =>
-      el("li", { "data-key": it.key },
+      el("li", { "data-key": it.key, class: "clickable", title: "open its record, score and reasons", onclick: () => run(() => openDetail(it.key)) },
         el("div", { class: "item-head" },
           el("span", { class: "tok" }, `${it.tokens} tok`),
           el("span", { class: "badge" }, it.kind),
           it.author ? el("span", { class: "muted" }, it.author) : null,
           it.day ? el("span", { class: "muted" }, `under ${it.day}`) : null,
           el("span", { class: "muted" }, `via ${it.sources.join(", ")} · score ${it.score}`),
-          it.truncated ? el("span", { class: "badge truncated" }, `truncated −${it.omitted_tokens}`) : null),
+          it.truncated ? el("span", { class: "badge truncated" }, it.omitted_tokens ? `truncated −${it.omitted_tokens}` : "truncated") : null,
+          result.stored ? el("span", { class: "muted" }, "(preview)") : null),
         el("pre", {}, it.text),
         el("div", { class: "reasons" }, it.reasons.join(" · ")))));
     box.append(el("details", { class: "section", open: true, "data-section": name },
@@ -147,7 +170,7 @@ function renderItems() {
   const rows = trace.items.filter((i) => want === "all" || i.decision === want);
   $("#items-count").textContent = `${rows.length} of ${trace.items.length} candidates`;
   $("#items tbody").replaceChildren(...rows.map((i) =>
-    el("tr", { class: i.decision },
+    el("tr", { class: i.decision + " clickable", "data-key": i.key, onclick: () => run(() => openDetail(i.key)) },
       el("td", {}, el("span", { class: "badge " + i.decision }, i.decision)),
       el("td", {}, i.section), el("td", {}, i.sources.join(", ")), el("td", {}, i.kind),
       el("td", { class: "num" }, i.tokens), el("td", { class: "num" }, i.score),
@@ -211,9 +234,10 @@ async function loadTraces() {
   const q = agent ? `?agent=${encodeURIComponent(agent)}&limit=50` : "?limit=50";
   const data = await api("GET", `/v1/projects/${P()}/traces${q}`);
   const opts = () => data.traces.map((t) => el("option", { value: t.id },
-    `${new Date(t.created_at * 1000).toLocaleTimeString()} · ${t.agent} · ${t.tokens}/${t.available} · ${t.task.slice(0, 40)}`));
+    `${fmtTime(t.created_at)} · ${t.agent} · ${t.task ? t.task.slice(0, 60) : "(no task)"} · ${t.tokens}/${t.available}`));
   $("#trace-a").replaceChildren(...opts());
   $("#trace-b").replaceChildren(...opts());
+  $("#trace-open").replaceChildren(...opts());
   if (data.traces.length > 1) $("#trace-a").selectedIndex = 1;
 }
 
@@ -242,7 +266,7 @@ async function browse() {
     ["session", "#rf-session"], ["status", "#rf-status"], ["limit", "#rf-limit"]];
   for (const [k, sel] of pairs) { const v = $(sel).value.trim(); if (v) q.set(k, v); }
   const data = await api("GET", `/v1/projects/${P()}/records?${q}`);
-  $("#records tbody").replaceChildren(...data.records.map((r) => el("tr", { class: r.visibility },
+  $("#records tbody").replaceChildren(...data.records.map((r) => el("tr", { class: r.visibility + " clickable", "data-id": r.id, onclick: () => showRecords(`Record ${r.id}`, [], [r]) },
     el("td", {}, new Date(r.created_at * 1000).toLocaleString()), el("td", { class: "mono" }, r.id),
     el("td", {}, r.author), el("td", {}, r.kind), el("td", {}, r.visibility), el("td", {}, r.to.join(", ")),
     el("td", {}, r.tags.join(", ")), el("td", {}, r.status || ""), el("td", { class: "num" }, r.tokens),
@@ -263,14 +287,139 @@ async function assemble() {
   const result = await api("POST", `/v1/projects/${P()}/assemble?trace=true`, body);
   state.result = result;
   state.trace = result.trace;
+  showTrace(result, `Assembled just now: trace ${result.trace_id} · ${result.format}`);
+  await renderSessionGauge();
+  await loadTraces();
+}
+
+// -- one window on screen: a fresh assembly, or a stored trace ---------------------------------
+
+function showTrace(result, source) {
+  markStale(false);
   $("#replay-of").textContent = result.trace_id;
+  $("#window-source").textContent = source;
   renderGauge(result);
   renderSections(result);
   renderItems();
   renderSources();
+  renderPayload();
   document.body.dataset.trace = result.trace_id;
-  await renderSessionGauge();
-  await loadTraces();
+}
+
+// A stored trace keeps each candidate's fate, score, reasons and the first 160 characters of
+// its text, not the rendered window: its kept items are shown as the window, by section.
+function traceAsResult(t) {
+  const sections = {};
+  for (const i of t.items) {
+    if (i.decision === "dropped") continue;
+    (sections[i.section] ||= []).push({ ...i, text: i.preview, truncated: i.decision === "truncated", day: null });
+  }
+  const b = t.budget || {};
+  return {
+    stored: true, trace_id: t.id, format: (t.request || {}).format, sections, tokens: t.tokens,
+    available: b.available, warnings: t.warnings || [], payload: null,
+    breakdown: { sections: t.sections, tokens: t.tokens, available: b.available, window: b.window, reserve: b.reserve },
+  };
+}
+
+async function openTrace() {
+  const id = $("#trace-open").value;
+  if (!id) throw new Error("no stored trace to open: assemble first, or press Refresh traces");
+  const t = await api("GET", `/v1/projects/${P()}/traces/${encodeURIComponent(id)}`);
+  state.trace = t;
+  state.result = null;
+  state.agent = t.agent;
+  const task = (t.request || {}).task;
+  showTrace(traceAsResult(t),
+    `Stored trace ${t.id} · ${t.agent} · ${fmtTime(t.created_at)} · ${task ? "task: " + task : "no task"} · item texts are the trace's previews`);
+  $("#session-gauge").replaceChildren();
+}
+
+// -- payload ---------------------------------------------------------------------------------
+
+function payloadText(payload) {
+  return typeof payload === "string" ? payload : JSON.stringify(payload, null, 2);
+}
+
+const SHAPE = { openai: "the messages list", anthropic: "system and messages", markdown: "one text" };
+
+function renderPayload() {
+  const r = state.result;
+  const box = $("#payload");
+  $("#payload-recompute").hidden = true;
+  if (r) {
+    $("#payload-info").textContent =
+      `Exactly what the model call would send (${r.format}: ${SHAPE[r.format]}), ${r.tokens} tokens · trace ${r.trace_id}`;
+    box.textContent = payloadText(r.payload);
+  } else if (state.trace) {
+    $("#payload-info").textContent =
+      `Trace ${state.trace.id} is stored without its payload. Recompute it: a replay of its request against the store as it is now.`;
+    $("#payload-recompute").hidden = false;
+    box.textContent = "";
+  }
+}
+
+async function recomputePayload() {
+  const t = state.trace;
+  const out = await api("POST", `/v1/projects/${P()}/traces/${t.id}/replay`, {});
+  $("#payload-info").textContent =
+    `Recomputed by replay (trace ${out.trace_id}) of ${t.id}, ${out.format}: ${SHAPE[out.format]}, ${out.tokens} tokens`;
+  $("#payload").textContent = payloadText(out.payload);
+}
+
+// -- an item's detail: its records, full score and reasons -----------------------------------
+
+function kv(rows) {
+  return el("table", { class: "kv" }, el("tbody", {}, rows.map(([k, v]) =>
+    el("tr", {}, el("th", {}, k), el("td", {}, v)))));
+}
+
+async function openDetail(key) {
+  const item = state.trace && state.trace.items.find((i) => i.key === key);
+  if (!item) throw new Error(`item ${key} is not in the current trace`);
+  const comps = Object.entries(item.components || {});
+  const parts = [
+    kv([
+      ["decision", el("span", { class: "badge " + item.decision }, item.decision)],
+      ["why", item.reason || ""],
+      ["section", item.section], ["kind", item.kind], ["author", item.author || ""],
+      ["sources", (item.sources || []).join(", ")], ["tokens", String(item.tokens)],
+      ["score", String(item.score)],
+    ]),
+    el("h3", {}, "Score components"),
+    comps.length
+      ? el("table", { class: "components" }, el("tbody", {}, comps.map(([k, v]) =>
+        el("tr", { "data-component": k }, el("td", { class: "mono" }, k), el("td", { class: "num" }, String(v))))))
+      : el("p", { class: "muted" }, "none (an item the engine adds itself)"),
+    el("h3", {}, "Reasons"),
+    el("ul", { class: "reasons-list" }, (item.reasons || []).map((r) => el("li", {}, r))),
+  ];
+  const records = [];
+  const agent = state.agent || $("#agent").value.trim();
+  for (const id of item.record_ids || []) {
+    records.push(await api("GET", `/v1/projects/${P()}/records/${encodeURIComponent(id)}?agent=${encodeURIComponent(agent)}`));
+  }
+  showRecords(`${item.kind} · ${item.decision}`, parts, records);
+  $("#detail").dataset.key = key;
+}
+
+function showRecords(title, parts, records) {
+  const body = $("#detail-body");
+  body.replaceChildren(...parts);
+  body.append(el("h3", {}, records.length ? `Record${records.length > 1 ? "s" : ""}` : "No record: the engine wrote this item"));
+  for (const r of records) {
+    body.append(el("div", { class: "record", "data-id": r.id },
+      kv([
+        ["id", el("code", {}, r.id)], ["created", fmtTime(r.created_at)], ["author", r.author],
+        ["kind", r.kind], ["visibility", r.visibility], ["to", r.to.join(", ")],
+        ["tags", r.tags.join(", ")], ["status", r.status || ""], ["session", r.session || ""],
+        ["reply to", r.reply_to || ""], ["tokens", String(r.tokens)],
+      ]),
+      el("pre", { class: "content" }, r.content)));
+  }
+  $("#detail").dataset.key = "";
+  $("#detail-title").textContent = title;
+  if (!$("#detail").open) $("#detail").showModal();
 }
 
 function selectTab(name) {
@@ -282,16 +431,27 @@ function init() {
   $("#apikey").value = localStorage.getItem("cw-key") || "";
   $("#apikey").addEventListener("change", () => { localStorage.setItem("cw-key", $("#apikey").value); run(async () => { await loadProjects(); await loadAgents(); }); });
   for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => selectTab(b.dataset.tab));
-  $("#ask").addEventListener("submit", (e) => { e.preventDefault(); run(assemble); });
+  $("#ask").addEventListener("submit", (e) => { e.preventDefault(); run(assemble, { window: true }); });
+  $("#open-trace").addEventListener("click", () => run(openTrace, { window: true }));
+  $("#payload-recompute").addEventListener("click", () => run(recomputePayload));
+  $("#detail-close").addEventListener("click", () => $("#detail").close());
   $("#project").addEventListener("change", () => run(loadAgents));
   for (const r of document.querySelectorAll("input[name=decision]")) r.addEventListener("change", renderItems);
   $("#compare").addEventListener("click", () => run(compare));
   $("#refresh-traces").addEventListener("click", () => run(loadTraces));
+  $("#refresh-traces-window").addEventListener("click", () => run(loadTraces));
   $("#replay").addEventListener("click", () => run(replay));
   $("#record-filters").addEventListener("submit", (e) => { e.preventDefault(); run(browse); });
   const params = new URLSearchParams(location.search);
   for (const k of ["project", "agent", "task", "budget"]) if (params.get(k)) $("#" + k).value = params.get(k);
-  run(async () => { await loadProjects(); await loadAgents(); document.body.dataset.ready = "1"; });
+  run(async () => {
+    await loadProjects();
+    await loadAgents();
+    // The stored-trace picker is filled at once when it can be; a key that may list no traces
+    // is told so when it asks (Refresh traces), not before it has done anything.
+    await loadTraces().catch(() => {});
+    document.body.dataset.ready = "1";
+  });
 }
 
 init();
