@@ -52,7 +52,9 @@ class Store(Protocol):
     url: str
 
     def add_many(self, records: Sequence[Record]) -> list[Record]:
-        """Store all in one transaction; an id already stored is returned as stored (idempotent)."""
+        """Store all in one transaction; an id already stored is returned as stored (idempotent).
+        A record this call stores is returned as given, the very object: that is how a caller
+        tells new records from existing ones (Engine.add_batch)."""
 
     def get_many(self, ids: Sequence[str]) -> list[Record]: ...
 
