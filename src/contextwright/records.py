@@ -242,13 +242,13 @@ def display_name_problem(value: str) -> str | None:
     """Why `value` cannot be a display name (author, recipient, agent), or None if it can."""
     if not value or len(value) > MAX_NAME_CHARS:
         return f"must have 1-{MAX_NAME_CHARS} characters"
+    for ch in value:
+        if ch in _BIDI_CONTROLS or unicodedata.category(ch) in _BAD_NAME_CATEGORIES:
+            return f"contains the control character U+{ord(ch):04X}"
     if not value.strip():
         return "is only whitespace"
     if value != value.strip():
         return "starts or ends with whitespace"
-    for ch in value:
-        if ch in _BIDI_CONTROLS or unicodedata.category(ch) in _BAD_NAME_CATEGORIES:
-            return f"contains the control character U+{ord(ch):04X}"
     return None
 
 
@@ -322,14 +322,14 @@ def _names(data: Mapping[str, Any], key: str, *, agents: bool = False) -> tuple[
         raise ValidationError(key, f"{len(value)} items", f"give at most {MAX_LIST_ITEMS} items")
     out: dict[str, None] = {}
     for i, item in enumerate(value):
-        if not isinstance(item, str) or not item or len(item) > MAX_NAME_CHARS:
+        if agents:
+            check_display_name(f"{key}[{i}]", item)
+        elif not isinstance(item, str) or not item or len(item) > MAX_NAME_CHARS:
             raise ValidationError(
                 f"{key}[{i}]",
                 item,
                 f"each item must be a non-empty string of at most {MAX_NAME_CHARS} characters",
             )
-        if agents:
-            check_display_name(f"{key}[{i}]", item)
         out.setdefault(item, None)
     return tuple(out)
 
