@@ -188,7 +188,8 @@ def test_trace_show_reads_only_the_given_project_and_agent(db: str) -> None:
 
 def test_errors_are_one_line(db: str, tmp_path: Path) -> None:
     one_line_error(run(db, "trace", "show", "-p", "acme", "NOPE"), "trace 'NOPE' does not exist")
-    one_line_error(run(db, "add", "-p", "acme", "-a", "bad name", "x"), "author")
+    one_line_error(run(db, "add", "-p", "acme", "-a", " Ada", "x"), "author", "whitespace")
+    one_line_error(run(db, "add", "-p", "bad name", "-a", "Ada Lovelace", "x"), "project")
     one_line_error(run(db, "assemble", "-p", "acme", "-a", "ghost", "-t", "x"), "ghost")
     one_line_error(run(db, "assemble", "-p", "acme", "-a", "bob", "-b", "lots"), "--budget")
     one_line_error(

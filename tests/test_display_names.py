@@ -27,14 +27,25 @@ from contextwright.settings import Settings
 from servers import running
 
 ADA, GRACE = "Ada Lovelace", "Grace Hopper"
-NAMES = [ADA, GRACE, "أحمد الخطيب", "דנה לוי", "Zoë O'Brien-Smith", "李小龙", "🦊 Fox", "team/reviewer"]
+NAMES = [
+    ADA,
+    GRACE,
+    "أحمد الخطيب",
+    "דנה לוי",
+    "Zoë O'Brien-Smith",
+    "李小龙",
+    "🦊 Fox",
+    "team/reviewer",
+]
 
 
 def test_display_names_through_the_engine(engine: Engine) -> None:
     """Authored, addressed privately, filtered and assembled as a display name, on every store."""
     for name in NAMES:
         engine.register_agent("chat", name)
-    engine.add(project="chat", author=ADA, content="The analytical engine weaves algebraic patterns")
+    engine.add(
+        project="chat", author=ADA, content="The analytical engine weaves algebraic patterns"
+    )
     engine.add(
         project="chat",
         author=ADA,
@@ -233,7 +244,7 @@ def test_a_second_project_counts_only_what_the_store_took(engine: Engine, tmp_pa
     assert other.stored + len(other.skipped) == 5
     assert all(n.reason for n in other.skipped)
     if other.skipped:
-        assert f"stored 0 new records of 5 rows in -; skipped 5" in other.summary()
+        assert "stored 0 new records of 5 rows; skipped 5; refused 0" in other.summary()
 
 
 def test_import_refuses_bad_rows_naming_each(engine: Engine, tmp_path: Path) -> None:
@@ -257,7 +268,10 @@ def test_import_refuses_bad_rows_naming_each(engine: Engine, tmp_path: Path) -> 
 
     report = import_file(engine, path, "jsonl", "chat", skip_invalid=True)
     assert report.stored == 2 == engine.store.count("chat")
-    assert [(n.row, n.field) for n in report.refused] == [("line 2", "author"), ("line 3", "content")]
+    assert [(n.row, n.field) for n in report.refused] == [
+        ("line 2", "author"),
+        ("line 3", "content"),
+    ]
     assert "refused 1:" in report.summary() and "line 3" in report.summary()
 
 

@@ -181,16 +181,19 @@ def read_locomo(path: Path, project: str) -> Iterator[Row]:
                 if not text.strip():
                     continue
                 dia = str(turn.get("dia_id") or f"D{n}:{ti + 1}")
-                yield f"samples[{si}].session_{n}[{ti}]", {
-                    "project": target,
-                    "id": _slug(f"{sample_id}:{dia}", f"{sample_id}-{n}-{ti}"),
-                    "session": f"{sample_id}:session_{n}",
-                    "author": _person(turn.get("speaker"), "speaker"),
-                    "kind": "message",
-                    "content": text,
-                    "created_at": start + ti * 30.0,
-                    "meta": {"dia_id": dia, "sample_id": sample_id},
-                }
+                yield (
+                    f"samples[{si}].session_{n}[{ti}]",
+                    {
+                        "project": target,
+                        "id": _slug(f"{sample_id}:{dia}", f"{sample_id}-{n}-{ti}"),
+                        "session": f"{sample_id}:session_{n}",
+                        "author": _person(turn.get("speaker"), "speaker"),
+                        "kind": "message",
+                        "content": text,
+                        "created_at": start + ti * 30.0,
+                        "meta": {"dia_id": dia, "sample_id": sample_id},
+                    },
+                )
             n += 1
 
 
@@ -262,10 +265,11 @@ class ImportReport:
 
     def summary(self, shown: int = 5) -> str:
         """Lines for a person: the counts, then each reason with its first rows."""
-        where = ", ".join(f"{p} ({n})" for p, n in sorted(self.projects.items())) or "-"
+        where = ", ".join(f"{p} ({n})" for p, n in sorted(self.projects.items()))
         lines = [
-            f"stored {self.stored} new records of {self.rows} rows in {where}; "
-            f"skipped {len(self.skipped)}; refused {len(self.refused)}"
+            f"stored {self.stored} new records of {self.rows} rows"
+            + (f" in {where}" if where else "")
+            + f"; skipped {len(self.skipped)}; refused {len(self.refused)}"
         ]
         for label, notes in (("skipped", self.skipped), ("refused", self.refused)):
             by_reason: dict[str, list[str]] = {}

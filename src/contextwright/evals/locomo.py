@@ -57,12 +57,13 @@ class Conversation:
 
     @property
     def project(self) -> str:
-        """The project the bench stores this conversation in: one per sample, named after its id
-        where the id is a valid identifier (a file's ids may hold spaces or any script)."""
-        slug = _UNSAFE.sub("-", self.sample_id).strip("-")[:120]
-        return slug if slug and slug[0].isalnum() and slug.isascii() else "conv-" + _digest(
-            self.sample_id
-        )
+        """The project the bench stores this conversation in: one per sample, its id where the
+        id is a valid identifier; else the id made safe plus a digest of it, so that two ids that
+        differ only in spaces or symbols ("Ada & Grace", "Ada Grace") stay apart."""
+        slug = _UNSAFE.sub("-", self.sample_id).strip("-")[:100]
+        if slug == self.sample_id and slug[:1].isalnum():
+            return slug
+        return f"{slug or 'conv'}-{_digest(self.sample_id)}"
 
     @property
     def end(self) -> float:
