@@ -323,3 +323,15 @@ def test_cli_import_prints_what_it_stored(tmp_path: Path) -> None:
         "reason": "already present with the same content",
         "id": "m1",
     }
+
+
+def test_a_multi_word_name_is_named_whole_or_by_its_given_name() -> None:
+    from contextwright.scoring import topic
+
+    people = [ADA, GRACE, "bob"]
+    assert topic("What did Ada say about the grace period?", people) == (
+        "What did say about the grace period?"
+    )
+    assert topic("what did grace   hopper's team ship next spring", people) == (
+        "what did team ship next spring"
+    )
