@@ -104,7 +104,7 @@ def test_import_jsonl_openai_and_locomo(db: str, tmp_path: Path) -> None:
     jsonl.write_text(
         "\n".join(json.dumps({"author": "a", "content": f"line {i}"}) for i in range(5)) + "\n"
     )
-    assert json.loads(ok(run(db, "import", str(jsonl), "-p", "acme", "--json")))["imported"] == 5
+    assert json.loads(ok(run(db, "import", str(jsonl), "-p", "acme", "--json")))["stored"] == 5
 
     chatgpt = [
         {
@@ -141,13 +141,13 @@ def test_import_jsonl_openai_and_locomo(db: str, tmp_path: Path) -> None:
     export = tmp_path / "conversations.json"
     export.write_text(json.dumps(chatgpt))
     out = ok(run(db, "import", str(export), "-p", "chat", "--format", "openai"))
-    assert "imported 4 records" in out
+    assert "stored 4 new records of 4 rows in chat (4)" in out
 
     sample = json.loads(LOCOMO.read_text())[:1]
     loco = tmp_path / "locomo.json"
     loco.write_text(json.dumps(sample))
     result = run(db, "import", str(loco), "-p", "loco", "--format", "locomo", "--json")
-    n = json.loads(ok(result))["imported"]
+    n = json.loads(ok(result))["stored"]
     assert n > 100 and "importing" in result.stderr  # the progress bar
     with Engine.open(db) as engine:
         assert engine.store.count("acme") == 5
@@ -159,7 +159,7 @@ def test_import_jsonl_openai_and_locomo(db: str, tmp_path: Path) -> None:
 def test_import_rejects_a_bad_file_and_stores_nothing(db: str, tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"author": "a", "content": "fine"}\n{"author": "a", "content": 7}\n')
-    one_line_error(run(db, "import", str(bad), "-p", "acme"), "item 2", "content")
+    one_line_error(run(db, "import", str(bad), "-p", "acme"), "line 2", "content")
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"author": "a", "content": "fine"}\n{not json\n')
     one_line_error(run(db, "import", str(broken), "-p", "acme"), "line 2")
@@ -188,7 +188,8 @@ def test_trace_show_reads_only_the_given_project_and_agent(db: str) -> None:
 
 def test_errors_are_one_line(db: str, tmp_path: Path) -> None:
     one_line_error(run(db, "trace", "show", "-p", "acme", "NOPE"), "trace 'NOPE' does not exist")
-    one_line_error(run(db, "add", "-p", "acme", "-a", "bad name", "x"), "author")
+    one_line_error(run(db, "add", "-p", "acme", "-a", " Ada", "x"), "author", "whitespace")
+    one_line_error(run(db, "add", "-p", "bad name", "-a", "Ada Lovelace", "x"), "project")
     one_line_error(run(db, "assemble", "-p", "acme", "-a", "ghost", "-t", "x"), "ghost")
     one_line_error(run(db, "assemble", "-p", "acme", "-a", "bob", "-b", "lots"), "--budget")
     one_line_error(

@@ -160,3 +160,71 @@ def test_other_bad_input(tmp_path: Path) -> None:
         run_recall(write(tmp_path, [bad_date]), [500], embedder=None)
     with pytest.raises(ValidationError):
         run_recall(write(tmp_path, {"not": "a list"}), [500], embedder=None)
+
+
+def real_chat() -> list[dict[str, Any]]:
+    """A small generated chat between two people with display names, in the LoCoMo format: short
+    bursts, emoji, right-to-left text, a shared photo's caption, a typo; and questions that name
+    the speakers by their given names."""
+    ada, grace = "Ada Lovelace", "Grace Hopper"
+    filler = [
+        "lol 😂", "ok ok", "brb", "👍", "haha yes", "sure thing", "omg", "see you 👋",
+        "מה נשמע?", "شكرا جزيلا", "right?", "hmm", "nice!!", "true", "cool cool", "k",
+    ]  # fmt: skip
+    facts = {
+        "D1:3": (ada, "I finally finished the notes on the analytical engne, all of them"),
+        "D2:5": (grace, "I found a moth stuck in relay 70 of the Mark II today"),
+        "D3:4": (ada, "Mum wants me to take up mathematics instead of poetry"),
+        "D3:9": (grace, "The team ships the first COBOL compiler next spring"),
+    }
+    conv: dict[str, Any] = {"speaker_a": ada, "speaker_b": grace}
+    for s in (1, 2, 3):
+        conv[f"session_{s}_date_time"] = f"{s + 1}:00 pm on {s + 7} May, 2023"
+        turns = []
+        for t in range(1, 13):
+            dia = f"D{s}:{t}"
+            speaker, text = facts.get(dia, ((ada, grace)[t % 2], filler[(s * 13 + t) % 16]))
+            turn = {"speaker": speaker, "dia_id": dia, "text": text}
+            if dia == "D2:8":
+                turn["blip_caption"] = "a photo of a brass gear on a wooden table"
+            turns.append(turn)
+        conv[f"session_{s}"] = turns
+    qa = [
+        {
+            "question": "What did Ada finish writing notes about?",
+            "evidence": ["D1:3"],
+            "category": 4,
+        },
+        {"question": "What did Grace find in the relay?", "evidence": ["D2:5"], "category": 4},
+        {"question": "What does Ada's mum want her to study?", "evidence": ["D3:4"], "category": 4},
+        {"question": "What will Grace Hopper's team ship?", "evidence": ["D3:9"], "category": 4},
+        {"question": "What did Ada share a photo of?", "evidence": ["D2:8"], "category": 1},
+    ]
+    return [{"sample_id": "Ada & Grace 💬", "conversation": conv, "qa": qa}]
+
+
+def test_bench_runs_on_a_chat_between_people_with_display_names(tmp_path: Path) -> None:
+    """The bench (`contextwright bench recall`) on speakers 'Ada Lovelace' and 'Grace Hopper':
+    it ran into a ValidationError at the first turn when authors had to be identifiers."""
+    from click.testing import CliRunner
+
+    from contextwright.cli import cli
+
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(real_chat(), ensure_ascii=False), "utf-8")
+    conv = load_locomo(path)[0]
+    assert set(conv.speakers) == {"Ada Lovelace", "Grace Hopper"}
+    assert conv.project.startswith("Ada-Grace-")  # the sample id made an identifier
+    result = CliRunner().invoke(
+        cli,
+        ["bench", "recall", "--path", str(path), "--budgets", "150,4000", "--embedder", "hash",
+         "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, (result.output, result.stderr)
+    report = json.loads(result.stdout)
+    rows = {(r["method"], r["budget"]): r for r in report["results"]}
+    assert all(r["questions"] == 5 for r in report["results"])
+    assert rows[("contextwright", 4000)]["turn_recall"] == 1.0
+    # At 150 tokens the window holds a few turns: the named speaker's words win over filler.
+    assert rows[("contextwright", 150)]["turn_recall"] >= 0.6
+    assert rows[("contextwright", 150)]["turn_recall"] > rows[("recency", 150)]["turn_recall"]

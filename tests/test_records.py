@@ -249,7 +249,7 @@ def _error(data: Any) -> ValidationError:
             "to",
             "recipient",
         ),
-        ({"project": "p", "author": "a", "content": "x", "to": "bob, carol"}, "to[0]", None),
+        ({"project": "p", "author": "a", "content": "x", "to": "bob, carol"}, "to", "list"),
         ({"project": "p", "author": "a", "content": "x", "to": 5}, "to", "must be a list"),
         ({"project": "p", "author": "a", "content": "x", "to": [""]}, "to[0]", "non-empty"),
         (

@@ -31,6 +31,7 @@ from .records import (
     STATUSES,
     Record,
     build_record,
+    check_display_name,
     check_json_text,
     check_name,
     check_text,
@@ -153,6 +154,11 @@ class Engine:
 
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[Record]:
         """Validate every item first, then store them all in one transaction, or none."""
+        return [stored for stored, _ in self.add_batch(items)]
+
+    def add_batch(self, items: Iterable[Mapping[str, Any]]) -> list[tuple[Record, bool]]:
+        """`add_many`, telling for each item whether this call stored it (True) or an existing
+        record with its id was returned as stored (False): what an import reports."""
         if isinstance(items, Mapping | str | bytes) or not isinstance(items, Iterable):
             raise ValidationError("records", items, "give a list of record objects")
         now = self.clock()
@@ -173,7 +179,8 @@ class Engine:
         self.counts.declare([r.project for r in built], now)
         stored = self.store.add_many(built)
         self.vectors.notify()
-        return stored
+        # A store returns a record it stored as given, the same object (ports.Store.add_many).
+        return [(s, s is b) for s, b in zip(stored, built, strict=True)]
 
     def _batch_counter(self, items: Sequence[Any]) -> Callable[[str], int]:
         """Token counts for a batch's contents in one call (tiktoken encodes a batch on several
@@ -242,7 +249,7 @@ class Engine:
         """Record a status change as a new fact (the record itself is never edited)."""
         if status not in STATUSES:
             raise ValidationError("status", status, f"use one of {', '.join(STATUSES)}")
-        check_name("by", by)
+        check_display_name("by", by)
         _check_texts(("note", note))
         record = self.get(project, record_id)
         self.store.set_status(project, record.id, status, by, self.clock(), note)
@@ -261,7 +268,7 @@ class Engine:
         profile: RoleProfile | Mapping[str, Any] | None = None,
     ) -> Agent:
         check_name("project", project)
-        check_name("agent", agent)
+        check_display_name("agent", agent)
         check_name("role", role)
         if profile is None:
             prof = profile_for(role)
@@ -446,7 +453,7 @@ class Engine:
         context (tasks/) and makes its objective the task text when `task` is empty."""
         t0 = time.perf_counter()
         check_name("project", project)
-        check_name("agent", agent)
+        check_display_name("agent", agent)
         if task_id is not None:
             task = self.tasks.task_text(project, task_id, task)
         if not isinstance(task, str):
@@ -656,10 +663,10 @@ def _viewers(agent: Viewers) -> frozenset[str] | None:
     if agent is None:
         return None
     if isinstance(agent, str):
-        return frozenset((check_name("agent", agent),))
+        return frozenset((check_display_name("agent", agent),))
     if not isinstance(agent, Collection):
         raise ValidationError("agent", agent, "give an agent's name, a list of names, or None")
-    return frozenset(check_name("agent", a) for a in agent)
+    return frozenset(check_display_name("agent", a) for a in agent)
 
 
 def _ms(a: float, b: float) -> float:

@@ -7,32 +7,49 @@ Three formats, each a generator of plain dicts (validated later by `build_record
   chat-completions style `{"messages": [{"role", "content"}]}` objects, one per conversation.
 - LoCoMo: the long-conversation benchmark's JSON (samples with `session_N` lists of turns).
 
-`import_file` stores them in batches of `batch` records, each batch all-or-nothing, and reports
-progress through a callback so the CLI can draw a bar without this module knowing about it.
+`import_file` checks every row, then stores them in batches of `batch` records, each batch
+all-or-nothing, and reports progress through a callback so the CLI can draw a bar without this
+module knowing about it. Its `ImportReport` counts what the store returned as new, lists every row
+it skipped (the id was already stored) and every row it refused, each with its place in the file
+and the reason: a count is never printed for records that were not stored.
+
+Authors come from the file as they are written ("Ada Lovelace", "أحمد", "🦊 fox"): display names
+(docs/records.md); only whitespace at their ends is trimmed. Projects and sessions are identifiers
+and are made safe for URLs.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ValidationError
-from .records import build_record
+from .records import Record, build_record, content_hash
 
 if TYPE_CHECKING:
     from .engine import Engine
 
 FORMATS = ("jsonl", "openai", "locomo")
 _SAFE = re.compile(r"[^A-Za-z0-9_.:/\-]+")
+# In a LoCoMo import's project name, the sample's id: one project per conversation.
+SAMPLE = "{sample}"
+Row = tuple[str, dict[str, Any]]  # (where in the file, the record's fields)
 
 
 def _slug(text: str, fallback: str) -> str:
     slug = _SAFE.sub("-", text.strip()).strip("-")[:120]
     return slug if slug and slug[0].isalnum() else fallback
+
+
+def _person(name: Any, fallback: str) -> str:
+    """A speaker's display name as the file writes it, without the whitespace at its ends."""
+    text = " ".join(str(name).split()) if name is not None else ""
+    return text or fallback
 
 
 def _load_json(path: Path) -> Any:
@@ -46,7 +63,7 @@ def _load_json(path: Path) -> Any:
         raise ValidationError("path", str(path), f"the file is not usable JSON ({exc})") from None
 
 
-def read_jsonl(path: Path, project: str) -> Iterator[dict[str, Any]]:
+def read_jsonl(path: Path, project: str) -> Iterator[Row]:
     with path.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():
@@ -60,7 +77,7 @@ def read_jsonl(path: Path, project: str) -> Iterator[dict[str, Any]]:
             if not isinstance(item, dict):
                 raise ValidationError(f"line {n}", item, "each line must be a record object")
             item.setdefault("project", project)
-            yield item
+            yield f"line {n}", item
 
 
 def _text_of(content: Any) -> str:
@@ -93,7 +110,7 @@ def _chatgpt_messages(conv: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list(reversed(chain))
 
 
-def read_openai(path: Path, project: str) -> Iterator[dict[str, Any]]:
+def read_openai(path: Path, project: str) -> Iterator[Row]:
     data = _load_json(path)
     convs = data if isinstance(data, list) else [data]
     for ci, conv in enumerate(convs):
@@ -126,7 +143,7 @@ def read_openai(path: Path, project: str) -> Iterator[dict[str, Any]]:
             item: dict[str, Any] = {
                 "project": project,
                 "session": session,
-                "author": _slug(str(msg.get("name") or role), role),
+                "author": _person(msg.get("name") or role, role),
                 "kind": "tool_result" if role == "tool" else "message",
                 "content": text,
                 "meta": {"role": role},
@@ -134,7 +151,7 @@ def read_openai(path: Path, project: str) -> Iterator[dict[str, Any]]:
             at = msg.get("create_time") or (base + mi if base else None)
             if isinstance(at, int | float):
                 item["created_at"] = float(at)
-            yield item
+            yield f"conversations[{ci}].messages[{mi}]", item
 
 
 def _locomo_time(text: Any) -> float | None:
@@ -147,7 +164,9 @@ def _locomo_time(text: Any) -> float | None:
     return dt.replace(tzinfo=UTC).timestamp()
 
 
-def read_locomo(path: Path, project: str) -> Iterator[dict[str, Any]]:
+def read_locomo(path: Path, project: str) -> Iterator[Row]:
+    """`project` may hold `{sample}`: each sample then goes to a project of its own, so one
+    conversation's window never holds another conversation's people."""
     data = _load_json(path)
     samples = data if isinstance(data, list) else [data]
     for si, sample in enumerate(samples):
@@ -155,6 +174,7 @@ def read_locomo(path: Path, project: str) -> Iterator[dict[str, Any]]:
         if not isinstance(conv, Mapping):
             raise ValidationError(f"samples[{si}].conversation", None, "give a LoCoMo sample")
         sample_id = _slug(str(sample.get("sample_id") or ""), f"sample-{si}")
+        target = project.replace(SAMPLE, sample_id)
         n = 1
         while f"session_{n}" in conv:
             start = _locomo_time(conv.get(f"session_{n}_date_time")) or float(n * 86400)
@@ -165,61 +185,165 @@ def read_locomo(path: Path, project: str) -> Iterator[dict[str, Any]]:
                 if not text.strip():
                     continue
                 dia = str(turn.get("dia_id") or f"D{n}:{ti + 1}")
-                yield {
-                    "project": project,
-                    "id": _slug(f"{sample_id}:{dia}", f"{sample_id}-{n}-{ti}"),
-                    "session": f"{sample_id}:session_{n}",
-                    "author": _slug(str(turn.get("speaker") or "speaker"), "speaker"),
-                    "kind": "message",
-                    "content": text,
-                    "created_at": start + ti * 30.0,
-                    "meta": {"dia_id": dia, "sample_id": sample_id},
-                }
+                yield (
+                    f"samples[{si}].session_{n}[{ti}]",
+                    {
+                        "project": target,
+                        "id": _slug(f"{sample_id}:{dia}", f"{sample_id}-{n}-{ti}"),
+                        "session": f"{sample_id}:session_{n}",
+                        "author": _person(turn.get("speaker"), "speaker"),
+                        "kind": "message",
+                        "content": text,
+                        "created_at": start + ti * 30.0,
+                        "meta": {"dia_id": dia, "sample_id": sample_id},
+                    },
+                )
             n += 1
 
 
-READERS: dict[str, Callable[[Path, str], Iterator[dict[str, Any]]]] = {
+READERS: dict[str, Callable[[Path, str], Iterator[Row]]] = {
     "jsonl": read_jsonl,
     "openai": read_openai,
     "locomo": read_locomo,
 }
 
 
-def read_file(path: str | Path, fmt: str, project: str) -> list[dict[str, Any]]:
+def read_rows(path: str | Path, fmt: str, project: str) -> list[Row]:
+    """The file's records as (where in the file, fields); a file that cannot be read at all
+    (not JSON, not the format) raises before anything is stored."""
     if fmt not in READERS:
         raise ValidationError("format", fmt, f"use one of {', '.join(FORMATS)}")
+    if SAMPLE in project and fmt != "locomo":
+        raise ValidationError(
+            "project", project, f"{SAMPLE} is for --format locomo; name one project"
+        )
     p = Path(path)
     if not p.is_file():
         raise ValidationError("path", str(path), "give an existing file")
     return list(READERS[fmt](p, project))
 
 
-def validate_rows(rows: list[dict[str, Any]]) -> None:
-    """Raise the first row's problem as `item N: field`, before anything is stored."""
-    for i, row in enumerate(rows):
+def read_file(path: str | Path, fmt: str, project: str) -> list[dict[str, Any]]:
+    return [fields for _, fields in read_rows(path, fmt, project)]
+
+
+@dataclass(frozen=True)
+class RowNote:
+    """One row of the file that was not stored: where it is, its id if any, and why."""
+
+    row: str
+    reason: str
+    id: str | None = None
+    field: str | None = None
+    value: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"row": self.row, "reason": self.reason}
+        if self.id is not None:
+            out["id"] = self.id
+        if self.field is not None:
+            out["field"] = self.field
+        return out
+
+
+@dataclass
+class ImportReport:
+    """What an import did: `stored` counts only the records the store took as new."""
+
+    rows: int = 0
+    stored: int = 0
+    projects: dict[str, int] = field(default_factory=dict)  # project -> records stored there
+    skipped: list[RowNote] = field(default_factory=list)
+    refused: list[RowNote] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "stored": self.stored,
+            "skipped": len(self.skipped),
+            "refused": len(self.refused),
+            "projects": dict(self.projects),
+            "skipped_rows": [n.to_dict() for n in self.skipped],
+            "refused_rows": [n.to_dict() for n in self.refused],
+        }
+
+    def summary(self, shown: int = 5) -> str:
+        """Lines for a person: the counts, then each reason with its first rows."""
+        where = ", ".join(f"{p} ({n})" for p, n in sorted(self.projects.items()))
+        lines = [
+            f"stored {self.stored} new records of {self.rows} rows"
+            + (f" in {where}" if where else "")
+            + f"; skipped {len(self.skipped)}; refused {len(self.refused)}"
+        ]
+        for label, notes in (("skipped", self.skipped), ("refused", self.refused)):
+            by_reason: dict[str, list[str]] = {}
+            for n in notes:
+                by_reason.setdefault(n.reason, []).append(n.row)
+            for reason, rows in by_reason.items():
+                more = f" and {len(rows) - shown} more" if len(rows) > shown else ""
+                lines.append(f"  {label} {len(rows)}: {reason} ({', '.join(rows[:shown])}{more})")
+        return "\n".join(lines)
+
+
+def check_rows(rows: Sequence[Row]) -> list[RowNote]:
+    """Every row that cannot be stored, with its place in the file and the reason."""
+    refused = []
+    for where, fields in rows:
         try:
-            build_record(row, len, now=0.0)
+            build_record(fields, len, now=0.0)
         except ValidationError as exc:
-            raise ValidationError(f"item {i + 1}: {exc.field}", exc.value, exc.fix) from None
+            refused.append(RowNote(where, exc.message, field=exc.field, value=exc.value))
+    return refused
 
 
-def store_rows(
+def _skip_reason(fields: Mapping[str, Any], stored: Record) -> str:
+    same = (
+        stored.project == fields.get("project")
+        and stored.author == fields.get("author")
+        and stored.content_hash == content_hash(str(fields.get("content", "")))
+    )
+    if same:
+        return "already present with the same content"
+    return "its id is already taken by another record (the stored one is kept)"
+
+
+def import_rows(
     engine: Engine,
-    rows: list[dict[str, Any]],
+    rows: Sequence[Row],
     *,
     batch: int = 500,
+    skip_invalid: bool = False,
     progress: Callable[[int], None] | None = None,
-) -> int:
-    """Validate every row first (a malformed file stores nothing), then store them in batches."""
-    validate_rows(rows)
-    stored = 0
-    for i in range(0, len(rows), batch):
-        chunk = rows[i : i + batch]
-        engine.add_many(chunk)
-        stored += len(chunk)
+) -> ImportReport:
+    """Check every row, then store them in batches. A row that cannot be stored refuses the whole
+    import (nothing stored), unless `skip_invalid`: then the others are stored and it is reported."""
+    report = ImportReport(rows=len(rows), refused=check_rows(rows))
+    if report.refused and not skip_invalid:
+        first = report.refused[0]
+        others = len(report.refused) - 1
+        more = f" ({others} more rows are refused too)" if others else ""
+        raise ValidationError(
+            f"{first.row}: {first.field}",
+            first.value,
+            f"{first.reason}. Nothing was stored{more}: fix the file, or import with "
+            "skip_invalid (--skip-invalid) to store the other rows",
+            problem="cannot be stored",
+        )
+    bad = {n.row for n in report.refused}
+    good = [(w, f) for w, f in rows if w not in bad]
+    for i in range(0, len(good), batch):
+        chunk = good[i : i + batch]
+        for (where, fields), (record, new) in zip(
+            chunk, engine.add_batch([f for _, f in chunk]), strict=True
+        ):
+            if new:
+                report.stored += 1
+                report.projects[record.project] = report.projects.get(record.project, 0) + 1
+            else:
+                report.skipped.append(RowNote(where, _skip_reason(fields, record), id=record.id))
         if progress is not None:
             progress(len(chunk))
-    return stored
+    return report
 
 
 def import_file(
@@ -229,6 +353,8 @@ def import_file(
     project: str,
     *,
     batch: int = 500,
+    skip_invalid: bool = False,
     progress: Callable[[int], None] | None = None,
-) -> int:
-    return store_rows(engine, read_file(path, fmt, project), batch=batch, progress=progress)
+) -> ImportReport:
+    rows = read_rows(path, fmt, project)
+    return import_rows(engine, rows, batch=batch, skip_invalid=skip_invalid, progress=progress)

@@ -59,7 +59,9 @@ class Store(Protocol):
         """Store all in one transaction. A (project, id) already stored with the same write
         (`same_write`) is returned as stored (idempotent); with another write the whole batch
         is refused with a ValidationError on `id`. `supersedes` marks a record of the writer's
-        own project only."""
+        own project only.
+        A record this call stores is returned as given, the very object: that is how a caller
+        tells new records from existing ones (Engine.add_batch)."""
 
     def get_many(self, project: str, ids: Sequence[str]) -> list[Record]: ...
 

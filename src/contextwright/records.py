@@ -12,6 +12,7 @@ import json
 import math
 import re
 import time
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, make_dataclass
 from typing import Any
@@ -48,9 +49,21 @@ MAX_NAME_CHARS = 200
 MAX_LIST_ITEMS = 256
 MAX_META_DEPTH = 32
 
+# Identifiers (project, session, milestone, ids): they go into URL paths, file names and keys.
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/\-]*$")
-# @name, @path/to/file.ts, @kv:key, @rec:ID; not e-mail addresses (a word character before @).
-MENTION_RE = re.compile(r"(?<![\w@])@([A-Za-z0-9_][\w.\-/:]*[\w/])|(?<![\w@])@([A-Za-z0-9_])")
+# Display names (author, `to`, agent, `by`) are what people are called: any script, spaces,
+# punctuation, emoji. Refused: what would break a rendered line or a comparison. Control characters
+# (a newline in an author line forges a new line), line and paragraph separators, lone surrogates
+# (no store can hold them as text), and the bidi embedding, override and isolate controls (they
+# reorder the text that follows the name on screen). Zero-width joiners stay: emoji need them.
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_BAD_NAME_CATEGORIES = frozenset(("Cc", "Cs", "Zl", "Zp"))
+# @name, @path/to/file.ts, @kv:key, @rec:ID, @Zoë, @"Ada Lovelace" (a display name with spaces);
+# not e-mail addresses (a word character before @).
+MENTION_RE = re.compile(
+    r'(?<![\w@])@"([^"\r\n]{1,200})"'
+    r"|(?<![\w@])@(\w[\w.\-/:]*[\w/])|(?<![\w@])@(\w)"
+)
 
 FIELDS = (
     "id",
@@ -247,7 +260,12 @@ def content_hash(text: str) -> str:
 def parse_mentions(text: str) -> tuple[str, ...]:
     seen: dict[str, None] = {}
     for match in MENTION_RE.finditer(text):
-        name = match.group(1) or match.group(2)
+        quoted = match.group(1)
+        if quoted is not None:
+            if quoted.strip() == quoted and display_name_problem(quoted) is None:
+                seen.setdefault(quoted, None)
+            continue
+        name = match.group(2) or match.group(3)
         seen.setdefault(name.rstrip(".:"), None)
     return tuple(seen)
 
@@ -280,6 +298,38 @@ def check_text(field: str, value: str) -> str:
 def _clip(value: str, limit: int = 200) -> str:
     """Long text in an error is cut (the message would otherwise carry it whole)."""
     return value if len(value) <= limit else value[:limit] + f"...<{len(value)} characters>"
+
+
+def display_name_problem(value: str) -> str | None:
+    """Why `value` cannot be a display name (author, recipient, agent), or None if it can."""
+    if not value or len(value) > MAX_NAME_CHARS:
+        return f"must have 1-{MAX_NAME_CHARS} characters"
+    for ch in value:
+        if ch in _BIDI_CONTROLS or unicodedata.category(ch) in _BAD_NAME_CATEGORIES:
+            return f"contains the control character U+{ord(ch):04X}"
+    if not value.strip():
+        return "is only whitespace"
+    if value != value.strip():
+        return "starts or ends with whitespace"
+    return None
+
+
+DISPLAY_NAME_FIX = (
+    f"give a non-empty name of at most {MAX_NAME_CHARS} characters: any script, spaces and "
+    "punctuation, no control characters, no space at either end (e.g. 'Ada Lovelace')"
+)
+
+
+def check_display_name(field: str, value: object) -> str:
+    """A display name argument (agent, author, `by`) of an API call; see `display_name_problem`."""
+    if not isinstance(value, str):
+        raise ValidationError(
+            field, value, DISPLAY_NAME_FIX, problem=f"must be a string, not {type(value).__name__}"
+        )
+    problem = display_name_problem(value)
+    if problem is not None:
+        raise ValidationError(field, value, DISPLAY_NAME_FIX, problem=problem)
+    return value
 
 
 def check_name(field: str, value: object) -> str:
@@ -337,6 +387,15 @@ def _names(data: Mapping[str, Any], key: str, *, agents: bool = False) -> tuple[
     if value is None:
         return ()
     if isinstance(value, str):
+        if agents and "," in value:
+            # "bob, carol" is far more often two recipients than one name with a comma.
+            raise ValidationError(
+                key,
+                value,
+                "give the recipients as a list, e.g. ['bob', 'carol'] (a name that holds a "
+                "comma goes in a list too: ['Lovelace, Ada'])",
+                problem="is one string with a comma",
+            )
         value = [value]
     if not isinstance(value, list | tuple):
         raise ValidationError(
@@ -349,19 +408,15 @@ def _names(data: Mapping[str, Any], key: str, *, agents: bool = False) -> tuple[
         raise ValidationError(key, f"{len(value)} items", f"give at most {MAX_LIST_ITEMS} items")
     out: dict[str, None] = {}
     for i, item in enumerate(value):
-        if not isinstance(item, str) or not item or len(item) > MAX_NAME_CHARS:
+        if agents:
+            check_display_name(f"{key}[{i}]", item)
+        elif not isinstance(item, str) or not item or len(item) > MAX_NAME_CHARS:
             raise ValidationError(
                 f"{key}[{i}]",
                 item,
                 f"each item must be a non-empty string of at most {MAX_NAME_CHARS} characters",
             )
         check_text(f"{key}[{i}]", item)
-        if agents and not _NAME_RE.match(item):
-            raise ValidationError(
-                f"{key}[{i}]",
-                item,
-                "name one agent per item, with letters, digits and _ . : / -",
-            )
         out.setdefault(item, None)
     return tuple(out)
 
@@ -418,7 +473,12 @@ def build_record(
             problem="is not a record field",
         )
     project = _name(data, "project", required=True, fix="name the project, e.g. project='acme'")
-    author = _name(data, "author", required=True, fix="name the agent or person who wrote it")
+    author = data.get("author")
+    if author is None:
+        raise ValidationError(
+            "author", None, "name the agent or person who wrote it", problem="is missing"
+        )
+    check_display_name("author", author)
     kind = data.get("kind", "message")
     if kind not in KINDS:
         raise ValidationError("kind", kind, f"use one of {', '.join(KINDS)}")

@@ -197,9 +197,19 @@ def _names_pattern(names: frozenset[str]) -> re.Pattern[str] | None:
     words = sorted((n for n in names if n.strip()), key=lambda n: (-len(n), n))
     if not words:
         return None
-    alt = "|".join(re.escape(n) for n in words)
+    alts = [r"\s+".join(map(re.escape, n.split())) for n in words]
+    # People are asked about by their given name ("what did Ada build?" of "Ada Lovelace"): the
+    # first word of a multi-word name counts too, capitalized as written, so that "Grace Hopper"
+    # is named by "Grace" and not by "grace period".
+    given = sorted({p[0] for n in words if len(p := n.split()) > 1 and _given_name(p[0])})
+    alts += [f"(?-i:{re.escape(g)})" for g in given]
+    alt = "|".join(alts)
     # Not inside a path or a file name (`docs/rex.md`): only a name as a word, or an @mention.
     return re.compile(rf"(?<![\w/.\\])(?:{alt})(?:['’]s)?(?![\w/\\]|\.\w)", re.IGNORECASE)
+
+
+def _given_name(word: str) -> bool:
+    return len(word) > 1 and word.isalpha() and not word[0].islower()  # caseless scripts too
 
 
 def topic(task: str, names: Iterable[str]) -> str:

@@ -10,7 +10,7 @@ import click
 
 from ..budget import Budget
 from ..errors import ValidationError
-from ..importers import FORMATS, read_file, store_rows, validate_rows
+from ..importers import FORMATS, SAMPLE, check_rows, import_rows, read_rows
 from ..records import KINDS, VISIBILITIES
 from ..render import FORMATS as RENDER_FORMATS
 from . import State, cli, emit, pass_state
@@ -63,7 +63,13 @@ def add(
 
 @cli.command("import")
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--project", "-p", required=True, help="Project to import into.")
+@click.option(
+    "--project",
+    "-p",
+    required=True,
+    help=f"Project to import into; with --format locomo, {SAMPLE} in it (e.g. 'loco-{SAMPLE}') "
+    "puts each sample in a project of its own.",
+)
 @click.option(
     "--format",
     "fmt",
@@ -73,17 +79,28 @@ def add(
     help="jsonl (one record per line), openai (chat export) or locomo.",
 )
 @click.option("--batch", default=500, show_default=True, type=click.IntRange(1, 10_000))
+@click.option(
+    "--skip-invalid",
+    is_flag=True,
+    help="Store the valid rows and report the others (default: a bad row stores nothing).",
+)
 @json_option
 @pass_state
-def import_(state: State, path: str, project: str, fmt: str, batch: int, as_json: bool) -> None:
-    """Import records from a file, with a progress bar. A malformed file stores nothing."""
-    rows = read_file(path, fmt, project)
-    validate_rows(rows)
+def import_(
+    state: State, path: str, project: str, fmt: str, batch: int, skip_invalid: bool, as_json: bool
+) -> None:
+    """Import records from a file, with a progress bar; report what was stored, skipped and
+    refused. A row that cannot be stored refuses the whole file unless --skip-invalid."""
+    rows = read_rows(path, fmt, project)
+    if not skip_invalid and check_rows(rows):
+        import_rows(state.engine, rows)  # raises before the bar is drawn, naming the first row
     with click.progressbar(
-        length=len(rows), label=f"importing {len(rows)} records", file=sys.stderr
+        length=len(rows), label=f"importing {len(rows)} rows", file=sys.stderr
     ) as bar:
-        stored = store_rows(state.engine, rows, batch=batch, progress=bar.update)
-    emit({"imported": stored, "project": project}, as_json, f"imported {stored} records")
+        report = import_rows(
+            state.engine, rows, batch=batch, skip_invalid=skip_invalid, progress=bar.update
+        )
+    emit(report.to_dict(), as_json, report.summary())
 
 
 def _budget(budget: str | None, model: str, reserve: int | None) -> Budget | None:

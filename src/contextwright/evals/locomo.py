@@ -8,6 +8,7 @@ missing field, before anything is stored.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -26,6 +27,7 @@ CATEGORIES = {
     5: "adversarial",
 }
 _DIA = re.compile(r"D\d+:\d+")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:\-]+")
 _DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y")
 
 
@@ -54,8 +56,22 @@ class Conversation:
     speakers: tuple[str, ...] = field(default_factory=tuple)
 
     @property
+    def project(self) -> str:
+        """The project the bench stores this conversation in: one per sample, its id where the
+        id is a valid identifier; else the id made safe plus a digest of it, so that two ids that
+        differ only in spaces or symbols ("Ada & Grace", "Ada Grace") stay apart."""
+        slug = _UNSAFE.sub("-", self.sample_id).strip("-")[:100]
+        if slug == self.sample_id and slug[:1].isalnum():
+            return slug
+        return f"{slug or 'conv'}-{_digest(self.sample_id)}"
+
+    @property
     def end(self) -> float:
         return max((t.created_at for t in self.turns), default=0.0)
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
 
 
 def parse_date(text: str) -> float:
@@ -129,7 +145,8 @@ def load_locomo(path: str | Path) -> list[Conversation]:
                 ) from exc
             for j, turn in enumerate(session):
                 tw = f"{where}.conversation.session_{n}[{j}]"
-                speaker = _need(turn, "speaker", tw, p, str)
+                # A display name as the file writes it; only the whitespace around it goes.
+                speaker = " ".join(_need(turn, "speaker", tw, p, str).split()) or "speaker"
                 dia_id = _need(turn, "dia_id", tw, p, str)
                 _need(turn, "text", tw, p, str)
                 # Turns keep their order: one second apart from the session's start.

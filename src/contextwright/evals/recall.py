@@ -99,7 +99,7 @@ def ingest(engine: Engine, conv: Conversation) -> dict[str, str]:
     """Store the conversation's turns; returns record id -> dia_id."""
     items = [
         {
-            "project": conv.sample_id,
+            "project": conv.project,
             "author": t.speaker,
             "kind": "message",
             "content": t.text,
@@ -110,7 +110,7 @@ def ingest(engine: Engine, conv: Conversation) -> dict[str, str]:
         for t in conv.turns
     ]
     records = engine.add_many(items)
-    engine.register_agent(conv.sample_id, AGENT, role="assistant")
+    engine.register_agent(conv.project, AGENT, role="assistant")
     return {r.id: str(r.meta["dia_id"]) for r in records}
 
 
@@ -207,11 +207,11 @@ def run_recall(
                     for b in budget_list:
                         for m in methods:
                             if m == "contextwright":
-                                ids = assembled_ids(engine, conv.sample_id, q.question, b)
+                                ids = assembled_ids(engine, conv.project, q.question, b)
                             elif m == "recency":
                                 ids = base.recency(q.question, b)
                             else:
-                                ids = base.bm25(conv.sample_id, q.question, b)
+                                ids = base.bm25(conv.project, q.question, b)
                             scores[(m, b)].add(q, {dia[i] for i in ids if i in dia})
                     done += 1
                     if progress:

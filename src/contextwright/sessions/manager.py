@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..budget import Budget
 from ..errors import NotFound, ValidationError
 from ..ports import Query, Summarizer
-from ..records import Record, check_json_text, check_name
+from ..records import Record, check_display_name, check_json_text, check_name
 from ..render import check_format
 from ..sources import session_view
 from ..summarizers.extractive import ExtractiveSummarizer
@@ -80,7 +80,7 @@ class SessionManager:
 
     def _state(self, project: str, agent: str, session: str) -> states.SessionState:
         check_name("project", project)
-        check_name("agent", agent)
+        check_display_name("agent", agent)
         check_name("session", session)
         return states.load(self.engine.store, project, agent, session, self.engine.clock())
 

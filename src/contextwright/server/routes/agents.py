@@ -12,6 +12,8 @@ from ..deps import CtxDep, ProjectDep
 
 router = APIRouter(tags=["agents"])
 AgentName = Annotated[str, Path(min_length=1, max_length=200)]
+# Agents are display names ("Ada Lovelace", "team/reviewer"): the last segment of the path takes
+# the rest of it, so a '/' in a name (sent as %2F, which the server decodes before routing) works.
 
 
 class AgentIn(BaseModel):
@@ -44,13 +46,13 @@ def list_agents(ctx: ProjectDep) -> dict[str, Any]:
     return {"agents": [agents[name].to_dict() for name in ctx.access.own_agents(agents)]}
 
 
-@router.get("/v1/projects/{project}/agents/{agent}")
+@router.get("/v1/projects/{project}/agents/{agent:path}")
 def get_agent(ctx: ProjectDep, agent: AgentName) -> dict[str, Any]:
     ctx.access.require_as(agent)
     return ctx.engine.agent(ctx.project, agent).to_dict()
 
 
-@router.put("/v1/projects/{project}/agents/{agent}")
+@router.put("/v1/projects/{project}/agents/{agent:path}")
 def register_agent(ctx: ProjectDep, agent: AgentName, body: AgentIn) -> dict[str, Any]:
     ctx.access.require_as(agent)
     return ctx.engine.register_agent(ctx.project, agent, body.role, body.profile).to_dict()
