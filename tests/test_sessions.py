@@ -11,6 +11,7 @@ from contextwright import Budget, ContextOverflow, Engine, ValidationError
 from contextwright.ports import Query
 from contextwright.render import count_openai
 from contextwright.sessions import SessionConfig
+from contextwright.sessions.layers import tools_tokens
 from contextwright.testing import ScriptedSummarizer
 
 P, A, S = "acme", "dev", "s1"
@@ -94,7 +95,13 @@ def test_breakdown_layers_add_up_and_files_are_flagged(engine: Engine, tmp_path:
         files=["big.py", "small.py"],
     )
     assert bd.layers["system"] > 0 and bd.layers["personalization"] > 0
-    assert bd.layers["history"] > 0 and bd.layers["tools"] > 0 and bd.layers["files"] > 0
+    assert bd.layers["history"] > 0 and bd.layers["tool_results"] > 0 and bd.layers["files"] > 0
+    # The spec's diagnostics count the system prompt, tool definitions and skills apart.
+    counter = engine.counter
+    assert bd.layers["system"] == counter.count(SYSTEM) + 1
+    assert bd.layers["skills"] == counter.count("Skill: write tests first.") + 1
+    assert bd.layers["tools"] == tools_tokens(tools, counter) > 0
+    assert bd.budget["system"] == bd.layers["system"] + bd.layers["tools"] + bd.layers["skills"]
     assert bd.budget["window"] == 8192 and bd.budget["reserved_response"] == 1024
     assert bd.budget["available_for_history_and_workspace"] < bd.budget["available"]
     flags = {f.path: f for f in bd.files}
