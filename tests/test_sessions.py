@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextwright import Budget, ContextOverflow, Engine, ValidationError
 from contextwright.ports import Query
@@ -240,15 +242,51 @@ def test_overflow_ladder_climbs_and_records_each_step(engine: Engine) -> None:
     assert [x["step"] for x in stored.notes["session"]["steps"]] == names
 
 
-def test_context_overflow_carries_the_breakdown(engine: Engine) -> None:
+def test_a_system_prompt_that_cannot_fit_raises_and_leaves_the_session_open(
+    engine: Engine,
+) -> None:
     s = engine.sessions
-    fill(engine, 2)
+    fill(engine, 8)
+    before = [r.id for r in s.live_records(P, A, S)]
+    count = engine.store.count(P)
     huge = "Rule: " + " ".join(f"rule{i}" for i in range(5_000))
     with pytest.raises(ContextOverflow) as e:
         s.window(P, A, S, budget=Budget(model="gpt-4", window=2_000), system=huge)
     assert e.value.error_type == "context_overflow"
-    assert "layers" in e.value.breakdown and e.value.breakdown["steps"]
-    assert [st["step"] for st in e.value.breakdown["steps"]][-1] == "session_reset"
+    assert "system prompt" in e.value.message and "shorten the system prompt" in e.value.message
+    assert e.value.breakdown["layers"]["system"] > 1_500 and e.value.breakdown["steps"] == []
+    # Nothing was compacted, flushed or reset: the caller's session is as it was, and open.
+    assert engine.store.count(P) == count
+    assert [r.id for r in s.live_records(P, A, S)] == before
+    s.append(P, A, S, "user", "Still here?")
+    # A provider's limit that the system prompt alone exceeds does not compact either.
+    error = {"error": {"message": "prompt is too long: 9000 tokens > 1000 maximum"}}
+    with pytest.raises(ContextOverflow):
+        s.handle_provider_error(
+            P, A, S, error, budget=Budget(model="gpt-4", window=8_192), system=huge[:20_000]
+        )
+    assert engine.store.count(P) == count + 1
+    assert s.window(P, A, S, budget=Budget(model="gpt-4", window=8_192)).session == S
+
+
+def test_the_ladder_resets_only_when_the_reset_would_fit(engine: Engine) -> None:
+    s = engine.sessions
+    system = "Rule: " + " ".join(f"rule{i}" for i in range(700))  # fits, with little room left
+    fill(engine, 2)
+    correction = "Actually, I meant: " + " ".join(f"thing{i}" for i in range(1_200))
+    s.append(P, A, S, "correction", correction)  # required, and too big for any window here
+    fill(engine, 6)
+    with pytest.raises(ContextOverflow) as e:
+        s.window(P, A, S, budget=Budget(model="gpt-4", window=2_000), system=system)
+    steps = e.value.breakdown["steps"]
+    assert steps[-1]["step"] == "session_reset" and "would not make it fit" in steps[-1]["skipped"]
+    assert "a session reset would not make it fit" in e.value.message
+    s.append(P, A, S, "user", "The session is still open.")
+    # With a small system prompt the transfer summary fits: the ladder resets, as the spec says.
+    s.config = SessionConfig(summary_tokens=64)
+    win = s.window(P, A, S, budget=Budget(model="gpt-4", window=2_000), system=SYSTEM)
+    assert win.reset is not None and win.session == win.reset.new_session != S
+    assert [st["step"] for st in win.steps][-1] == "session_reset"
 
 
 def test_provider_overflow_is_retargeted_to_the_reported_limit(engine: Engine) -> None:
@@ -293,3 +331,37 @@ def test_rendered_count_matches_provider_rule_and_calibration(engine: Engine) ->
     with pytest.raises(ValidationError):
         s.calibrate(win, {"completion_tokens": 5})
     assert engine.trace(P, win.assembly.trace.id).notes["session"]["calibration"]["samples"] == 2
+
+
+def test_compaction_never_grows_history(engine: Engine) -> None:
+    s = engine.sessions
+    for i in range(12):
+        s.append(P, A, S, "user" if i % 2 == 0 else "assistant", f"ok {i}")
+    before = [r.id for r in s.live_records(P, A, S)]
+    c = s.compact(P, A, S)
+    assert not c.compacted and c.tokens_after == c.tokens_before
+    assert c.skipped is not None and "kept them as they are" in c.skipped
+    assert c.to_dict()["skipped"] == c.skipped
+    assert [r.id for r in s.live_records(P, A, S)] == before
+    assert not engine.store.query(Query(P, A, kinds=("summary",), session=S, limit=5))
+    # The window's own compaction says so in its steps and its trace.
+    win = s.window(P, A, S, budget=150)
+    skipped = [st for st in win.steps if st.get("skipped")]
+    assert skipped and skipped[0]["step"] == "auto_compaction"
+    assert [r.id for r in s.live_records(P, A, S)] == before
+    assert engine.trace(P, win.assembly.trace.id).notes["session"]["steps"] == win.steps
+
+
+@settings(max_examples=25, deadline=None)
+@given(lengths=st.lists(st.integers(1, 120), min_size=1, max_size=24))
+def test_compaction_never_writes_a_longer_history(lengths: list[int]) -> None:
+    engine = Engine.open("memory://")
+    s = engine.sessions
+    for i, n in enumerate(lengths):
+        s.append(P, A, S, "user" if i % 2 == 0 else "assistant", " ".join(["page"] * n) + f" {i}")
+    c = s.compact(P, A, S, keep=4)
+    assert c.tokens_after <= c.tokens_before
+    if c.compacted:
+        replaced = sum(r.tokens for r in engine.store.get_many(c.replaced))
+        assert sum(x.tokens for x in c.summaries) < replaced
+    engine.close()

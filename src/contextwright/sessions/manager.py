@@ -40,8 +40,9 @@ from .layers import (
 from .overflow import parse_provider_error, retarget
 from .pruning import Pruned
 from .reset import Reset, run_reset
+from .scopes import Scope
 from .turns import SESSION_KINDS, Turn, build_turns
-from .window import Layers, SessionWindow, effective_budget, estimate
+from .window import Layers, SessionWindow, check_fixed, effective_budget, estimate
 from .window import build as build_window
 
 if TYPE_CHECKING:
@@ -268,8 +269,15 @@ class SessionManager:
             st = self._active(project, agent, session)
             return self._reset(st, new_session=new_session, reason=reason)
 
-    def _reset(self, st: states.SessionState, *, new_session: str | None, reason: str) -> Reset:
-        return run_reset(self, st, new_session=new_session, reason=reason)
+    def _reset(
+        self,
+        st: states.SessionState,
+        *,
+        new_session: str | None,
+        reason: str,
+        drafts: list[tuple[Scope, list[Turn], str]] | None = None,
+    ) -> Reset:
+        return run_reset(self, st, new_session=new_session, reason=reason, drafts=drafts)
 
     # -- windows --------------------------------------------------------------------------------
 
@@ -473,11 +481,20 @@ class SessionManager:
                 problem="is not a context overflow",
             )
         retargeted, step = retarget(self._budget(project, agent, budget), parsed, sent_tokens)
+        fmt = check_format(format)
         with self._lock(project, agent, session):
             st = self._active(project, agent, session)
+            # Before compacting: a limit the fixed layers cannot fit must leave the session alone.
+            layers = self._layers(system, tools, skills, files)
+            plan = self._plan(
+                st, layers, task, keep=self.config.keep_turns, purge=False, drop=False
+            )
+            check_fixed(self, plan, effective_budget(self, project, retargeted), fmt)
             c = self._compact(st, trigger="provider_overflow", keep=self.config.keep_turns)
             if c.compacted:
                 step["summary"] = c.summary.id if c.summary else None
+            elif c.skipped:
+                step["skipped"] = c.skipped
             win = self._window(
                 project,
                 agent,
