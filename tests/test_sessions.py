@@ -14,6 +14,7 @@ from contextwright.ports import Query
 from contextwright.render import count_openai
 from contextwright.sessions import SessionConfig
 from contextwright.sessions.layers import tools_tokens
+from contextwright.sessions.turns import SESSION_KINDS
 from contextwright.testing import ScriptedSummarizer
 
 P, A, S = "acme", "dev", "s1"
@@ -365,3 +366,71 @@ def test_compaction_never_writes_a_longer_history(lengths: list[int]) -> None:
         replaced = sum(r.tokens for r in engine.store.get_many(c.replaced))
         assert sum(x.tokens for x in c.summaries) < replaced
     engine.close()
+
+
+def test_undo_restores_the_window_before_compaction_exactly(engine: Engine) -> None:
+    s = engine.sessions
+    budget = Budget(model="gpt-4o", window=32_000)
+    fill(engine, 5)
+    s.append(P, A, S, "correction", "Actually, I meant page 9, not page 3.")
+    engine.add(
+        project=P, author=A, kind="note", session=S, visibility="private", content="my own note"
+    )
+    fill(engine, 4)
+
+    def window() -> list[dict[str, object]]:
+        win = s.window(P, A, S, budget=budget, system=SYSTEM)
+        assert not win.compactions  # the budget is wide: nothing compacts on its own
+        return win.messages
+
+    before = window()
+    first = s.compact(P, A, S, keep=4)
+    assert first.compacted and len(first.summaries) == 2  # the project's and the private one
+    assert window() != before
+    assert s.undo_compaction(P, A, S).restored == first.replaced
+    assert window() == before
+    # Two compactions, the second folding the first's summaries: undone newest first.
+    assert s.compact(P, A, S, keep=4).compacted
+    fill(engine, 3)
+    middle = window()
+    second = s.compact(P, A, S, keep=4)
+    assert second.compacted and window() != middle
+    # "What was lost": newest first, every replaced record with its kind, author and tokens.
+    reports = s.compactions(P, A, S)
+    assert [r.trigger for r in reports] == ["manual", "manual"]
+    newest = reports[0].to_dict()["summaries"]
+    replaced = {x["id"]: x for summary in newest for x in summary["replaced"]}
+    assert set(replaced) == set(second.replaced)
+    assert {x["kind"] for x in replaced.values()} >= {"summary", "message", "tool_call"}
+    assert all(x["tokens"] > 0 and x["author"] for x in replaced.values())
+    assert newest[0]["content"] == second.summaries[0].content and newest[0]["kept"]
+    # Another agent has no compaction to see or undo, and sees nothing of dev's.
+    assert s.compactions(P, "bob", S) == []
+    with pytest.raises(ValidationError) as e:
+        s.undo_compaction(P, "bob", S)
+    assert e.value.field == "session" and "compactions()" in e.value.fix
+    undone = s.undo_compaction(P, A, S)
+    assert undone.summaries == [x.id for x in second.summaries] and undone.remaining == 1
+    assert window() == middle
+    s.undo_compaction(P, A, S)
+    q = Query(P, A, kinds=SESSION_KINDS, session=S, limit=1_000, newest_first=False)
+    every = engine.store.query(q)
+    turns = [r.id for r in every if r.kind != "summary" and "command" not in r.tags]
+    assert [r.id for r in s.live_records(P, A, S)] == turns
+    assert s.compactions(P, A, S) == []
+    with pytest.raises(ValidationError):
+        s.undo_compaction(P, A, S)
+
+
+def test_undo_on_the_plain_assemble_path_too(engine: Engine) -> None:
+    s = engine.sessions
+    fill(engine, 8)
+    plain = engine.assemble(P, A, "", session=S, sources=["history"], budget=16_000).messages
+    s.compact(P, A, S, keep=4)
+    assert (
+        engine.assemble(P, A, "", session=S, sources=["history"], budget=16_000).messages != plain
+    )
+    s.undo_compaction(P, A, S)
+    assert (
+        engine.assemble(P, A, "", session=S, sources=["history"], budget=16_000).messages == plain
+    )

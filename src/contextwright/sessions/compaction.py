@@ -182,6 +182,15 @@ def run_compaction(
         replaced += [rid for t in group for rid in t.ids]
     at = {r.id: r.created_at for t in [*sel.summaries, *sel.replace] for r in t.records}
     now = engine.clock()
+    undo: dict[str, Any] = {
+        "at": now,
+        "trigger": trigger,
+        "summaries": [s.id for s in summaries],
+        "cutoff": st.cutoff,
+        "protected": list(st.protected),
+        "summary_ids": list(st.summary_ids),
+    }
+    hidden_before = dict(st.hidden)
     kept_records = [r for t in sel.kept for r in t.records]
     st.cutoff = min((r.created_at for r in kept_records), default=summaries[0].created_at)
     st.hide({rid: at[rid] for rid in replaced})
@@ -189,6 +198,11 @@ def run_compaction(
     st.summary_ids = [s.id for s in summaries]
     st.compactions += 1
     after = sum(s.tokens for s in summaries) + sum(t.tokens for t in [*sel.protected, *sel.kept])
+    undo["hidden_added"] = [i for i in st.hidden if i not in hidden_before]
+    undo["hidden_dropped"] = {i: t for i, t in hidden_before.items() if i not in st.hidden}
+    undo["tokens_before"], undo["tokens_after"] = before, after
+    st.undo.append(undo)
+    del st.undo[: -states.MAX_UNDO]
     st.note(
         {
             "event": "compaction",

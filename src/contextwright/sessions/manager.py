@@ -42,6 +42,7 @@ from .pruning import Pruned
 from .reset import Reset, run_reset
 from .scopes import Scope
 from .turns import SESSION_KINDS, Turn, build_turns
+from .undo import CompactionReport, Undo, reports, run_undo
 from .window import Layers, SessionWindow, check_fixed, effective_budget, estimate
 from .window import build as build_window
 
@@ -250,6 +251,17 @@ class SessionManager:
 
     def _compact(self, st: states.SessionState, *, trigger: str, keep: int) -> Compaction:
         return run_compaction(self, st, trigger=trigger, keep=keep)
+
+    def undo_compaction(self, project: str, agent: str, session: str) -> Undo:
+        """Undo `agent`'s newest compaction of the session: its summaries leave the view and the
+        records they replaced come back, so the window is the one before it."""
+        with self._lock(project, agent, session):
+            return run_undo(self, self._active(project, agent, session))
+
+    def compactions(self, project: str, agent: str, session: str) -> list[CompactionReport]:
+        """What `agent`'s compactions of the session replaced (ids, kinds, authors, tokens) and
+        what their summaries kept, newest first: those that can still be undone."""
+        return reports(self, self._state(project, agent, session))
 
     # -- reset ----------------------------------------------------------------------------------
 
