@@ -216,6 +216,13 @@ def test_session_commands(db: str) -> None:
         ok(run(db, "session", "compact", "-p", "acme", "-a", "dev", "s1", "--json"))
     )
     assert compacted["replaced"] > 0
+    listed = json.loads(
+        ok(run(db, "session", "compactions", "-p", "acme", "-a", "dev", "s1", "--json"))
+    )
+    assert listed["compactions"][0]["summaries"][0]["id"] == compacted["summary_id"]
+    undone = json.loads(ok(run(db, "session", "undo", "-p", "acme", "-a", "dev", "s1", "--json")))
+    assert undone["summaries"] == [compacted["summary_id"]] and undone["remaining"] == 0
+    one_line_error(run(db, "session", "undo", "-p", "acme", "-a", "dev", "s1"), "no compaction")
     reset = ok(run(db, "session", "reset", "-p", "acme", "-a", "dev", "s1", "--new-session", "s2"))
     assert "s2" in reset
     one_line_error(

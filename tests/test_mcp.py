@@ -94,10 +94,13 @@ async def _exercise(client: Client, task_id: str) -> None:
     )
     assert unknown.is_error and "nobody" in unknown.content[0].text
 
+    detail = "the login flow checks the token, refreshes it and logs out on expiry. " * 20
     for i in range(10):
+        # Long enough that a summary is shorter: compaction never grows history.
+        content = f"turn {i} on auth: {detail}"
         await client.call_tool(
             "post_message",
-            {"project": "acme", "author": "bob", "session": "s1", "content": f"turn {i} on auth"},
+            {"project": "acme", "author": "bob", "session": "s1", "content": content},
         )
     gauge = _data(
         await client.call_tool(
@@ -111,6 +114,11 @@ async def _exercise(client: Client, task_id: str) -> None:
         )
     )
     assert compacted["replaced"] > 0 and compacted["summary"]
+    args = {"project": "acme", "agent": "bob", "session": "s1"}
+    undone = _data(await client.call_tool("undo_compaction", args))
+    assert undone["summaries"] == [compacted["summary_id"]]
+    nothing = await client.call_tool("undo_compaction", args)
+    assert nothing.is_error and "no compaction to undo" in nothing.content[0].text
 
     done = _data(
         await client.call_tool(

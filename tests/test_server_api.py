@@ -203,6 +203,28 @@ def test_sessions_append_gauge_compact_reset(api: tuple[httpx.Client, Engine]) -
         "/v1/projects/acme/sessions/s1/gauge", params={"agent": "dev", "budget": 2000}
     ).json()
     assert after["used"] < g["used"]
+    # What the compaction replaced, then its undo: the gauge is back where it was.
+    listed = client.get("/v1/projects/acme/sessions/s1/compactions", params={"agent": "dev"})
+    assert listed.status_code == 200, listed.text
+    (report,) = listed.json()["compactions"]
+    (summary,) = report["summaries"]
+    assert summary["id"] == done["summary_id"] and len(summary["replaced"]) == done["replaced"]
+    assert {x["kind"] for x in summary["replaced"]} == {"message"} and summary["kept"]
+    undo = client.post("/v1/projects/acme/sessions/s1/compact/undo", json={"agent": "dev"})
+    assert undo.status_code == 200 and undo.json()["summaries"] == [done["summary_id"]]
+    back = client.get(
+        "/v1/projects/acme/sessions/s1/gauge", params={"agent": "dev", "budget": 2000}
+    ).json()
+    assert back["used"] == g["used"]
+    again = client.post("/v1/projects/acme/sessions/s1/compact/undo", json={"agent": "dev"})
+    assert again.status_code == 422 and "no compaction to undo" in again.text
+    bad = client.post("/v1/projects/acme/sessions/s1/compact/undo", json={"agent": 3})
+    assert bad.status_code == 422 and "agent" in bad.text
+    missing = client.get("/v1/projects/acme/sessions/s1/compactions")
+    assert missing.status_code == 422 and "agent" in missing.text
+    assert client.post("/v1/projects/acme/sessions/s1/compact", json={"agent": "dev"}).json()[
+        "summary_id"
+    ]
     reset = client.post(
         "/v1/projects/acme/sessions/s1/reset", json={"agent": "dev", "new_session": "s2"}
     )

@@ -15,7 +15,7 @@ from contextwright.sessions import (
     parse_provider_error,
 )
 from contextwright.sessions.compaction import format_summary, select
-from contextwright.sessions.pruning import prune_result
+from contextwright.sessions.pruning import prune_result, truncate_middle
 from contextwright.tokens import default_counter
 
 COUNTER = default_counter()
@@ -202,3 +202,34 @@ def test_extractive_summary_stays_within_its_bound(texts: list[str], bound: int)
     out = s.summarize(texts, max_tokens=bound)
     assert COUNTER.count(out) <= bound
     assert out == s.summarize(texts, max_tokens=bound)
+
+
+def test_a_capped_test_log_keeps_its_head_and_its_verdict() -> None:
+    lines = [f"tests/test_{i}.py::test_case_{i} PASSED" for i in range(1_200)]
+    log = "\n".join(["============ test session starts ============", *lines])
+    log += "\n============ 1200 passed in 12.31s ============"
+    call, res = pair("shell", {"cmd": "pytest"}, log)
+    assert res.tokens > 16_000
+    out = prune_result(call, res, stale=False, purge=False, cap=8_000, counter=COUNTER)
+    assert out.how == "truncated" and out.tokens <= 8_000
+    assert out.text.startswith("============ test session starts ============\n")
+    assert out.text.endswith("============ 1200 passed in 12.31s ============")
+    head, sep, tail = out.text.partition(f"\n[truncated, {out.omitted} tokens omitted]\n")
+    assert sep and log.startswith(head) and log.endswith(tail)
+    assert out.omitted == COUNTER.count(log[len(head) : len(log) - len(tail)])
+    assert out.omitted > 7_000
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(min_size=1, max_size=1_500), cap=st.integers(16, 300))
+def test_truncate_middle_keeps_a_head_and_a_tail_within_the_cap(text: str, cap: int) -> None:
+    out, tokens, omitted = truncate_middle(text, cap, COUNTER)
+    assert tokens == COUNTER.count(out)
+    if COUNTER.count(text) <= cap:
+        assert (out, omitted) == (text, 0)
+        return
+    assert tokens <= cap
+    head, sep, tail = out.partition(f"\n[truncated, {omitted} tokens omitted]\n")
+    assert sep and text.startswith(head) and text.endswith(tail)
+    assert len(head) + len(tail) <= len(text)
+    assert omitted == COUNTER.count(text[len(head) : len(text) - len(tail)])

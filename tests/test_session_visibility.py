@@ -8,6 +8,7 @@ import json
 import tempfile
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,10 @@ def text_of(value: Any) -> str:
 
 def scene(engine: Engine, project: str = P) -> dict[str, str]:
     """Alice's session s1: project turns, her private note, Bob's direct message to her, then
-    enough project turns that both fall out of the keep window."""
+    enough project turns that both fall out of the keep window. Summaries are bounded tightly
+    enough that compacting saves tokens (compaction keeps turns a summary would not shorten)."""
     s = engine.sessions
+    s.config = replace(s.config, summary_tokens=64)
     for agent in ("alice", "bob", "carol", "dave"):
         engine.register_agent(project, agent)
     ids = {}
@@ -61,7 +64,14 @@ def scene(engine: Engine, project: str = P) -> dict[str, str]:
     ).id
     for i in range(3, 9):
         s.append(project, "alice", S, "user", f"Please build page {i} with the footer.")
-        s.append(project, "alice", S, "assistant", f"Built page {i}; it is at src/page{i}.tsx.")
+        s.append(
+            project,
+            "alice",
+            S,
+            "assistant",
+            f"Built page {i}; it is at src/page{i}.tsx, with a sticky footer, three columns of "
+            "links, a newsletter form and the copyright line, all in the dark theme.",
+        )
     return ids
 
 
@@ -188,6 +198,7 @@ def test_compaction_is_idempotent_with_several_scopes(engine: Engine) -> None:
 
 @pytest.fixture
 def http(sqlite_engine: Engine, tmp_path: Path) -> Iterator[httpx.Client]:
+    sqlite_engine.sessions.config = SessionConfig(summary_tokens=64)
     app = create_app(sqlite_engine, Settings(db=f"sqlite:///{tmp_path / 'x.db'}", api_keys=KEYS))
     with running(app) as base, httpx.Client(base_url=base, headers=auth(ACME_KEY)) as client:
         yield client
@@ -204,8 +215,9 @@ def test_compact_route_keeps_scopes(http: httpx.Client) -> None:
 
     for agent in ("bob", "carol"):
         assert http.put(f"{base}/agents/{agent}", json={}).status_code == 200
+    detail = "with a sticky footer, three columns of links, a newsletter form and a dark theme"
     for i in range(3):
-        turn("alice", "user", f"Please build page {i}.")
+        turn("alice", "user", f"Please build page {i}, {detail}.")
     for fields in (
         {"author": "alice", "visibility": "private", "content": f"my api token is {PRIVATE}"},
         {"author": "bob", "visibility": "direct", "to": ["alice"], "content": f"code {DIRECT}"},
@@ -213,7 +225,7 @@ def test_compact_route_keeps_scopes(http: httpx.Client) -> None:
         r = http.post(f"{base}/records", json={"kind": "note", "session": "s9", **fields})
         assert r.status_code == 201, r.text
     for i in range(3, 10):
-        turn("alice", "user", f"Please build page {i}.")
+        turn("alice", "user", f"Please build page {i}, {detail}.")
     done = http.post(f"{base}/sessions/s9/compact", json={"agent": "alice", "keep": 4})
     assert done.status_code == 200, done.text
     carol = {

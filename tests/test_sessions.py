@@ -6,11 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextwright import Budget, ContextOverflow, Engine, ValidationError
 from contextwright.ports import Query
 from contextwright.render import count_openai
 from contextwright.sessions import SessionConfig
+from contextwright.sessions.layers import tools_tokens
+from contextwright.sessions.turns import SESSION_KINDS
 from contextwright.testing import ScriptedSummarizer
 
 P, A, S = "acme", "dev", "s1"
@@ -94,7 +98,13 @@ def test_breakdown_layers_add_up_and_files_are_flagged(engine: Engine, tmp_path:
         files=["big.py", "small.py"],
     )
     assert bd.layers["system"] > 0 and bd.layers["personalization"] > 0
-    assert bd.layers["history"] > 0 and bd.layers["tools"] > 0 and bd.layers["files"] > 0
+    assert bd.layers["history"] > 0 and bd.layers["tool_results"] > 0 and bd.layers["files"] > 0
+    # The spec's diagnostics count the system prompt, tool definitions and skills apart.
+    counter = engine.counter
+    assert bd.layers["system"] == counter.count(SYSTEM) + 1
+    assert bd.layers["skills"] == counter.count("Skill: write tests first.") + 1
+    assert bd.layers["tools"] == tools_tokens(tools, counter) > 0
+    assert bd.budget["system"] == bd.layers["system"] + bd.layers["tools"] + bd.layers["skills"]
     assert bd.budget["window"] == 8192 and bd.budget["reserved_response"] == 1024
     assert bd.budget["available_for_history_and_workspace"] < bd.budget["available"]
     flags = {f.path: f for f in bd.files}
@@ -233,15 +243,51 @@ def test_overflow_ladder_climbs_and_records_each_step(engine: Engine) -> None:
     assert [x["step"] for x in stored.notes["session"]["steps"]] == names
 
 
-def test_context_overflow_carries_the_breakdown(engine: Engine) -> None:
+def test_a_system_prompt_that_cannot_fit_raises_and_leaves_the_session_open(
+    engine: Engine,
+) -> None:
     s = engine.sessions
-    fill(engine, 2)
+    fill(engine, 8)
+    before = [r.id for r in s.live_records(P, A, S)]
+    count = engine.store.count(P)
     huge = "Rule: " + " ".join(f"rule{i}" for i in range(5_000))
     with pytest.raises(ContextOverflow) as e:
         s.window(P, A, S, budget=Budget(model="gpt-4", window=2_000), system=huge)
     assert e.value.error_type == "context_overflow"
-    assert "layers" in e.value.breakdown and e.value.breakdown["steps"]
-    assert [st["step"] for st in e.value.breakdown["steps"]][-1] == "session_reset"
+    assert "system prompt" in e.value.message and "shorten the system prompt" in e.value.message
+    assert e.value.breakdown["layers"]["system"] > 1_500 and e.value.breakdown["steps"] == []
+    # Nothing was compacted, flushed or reset: the caller's session is as it was, and open.
+    assert engine.store.count(P) == count
+    assert [r.id for r in s.live_records(P, A, S)] == before
+    s.append(P, A, S, "user", "Still here?")
+    # A provider's limit that the system prompt alone exceeds does not compact either.
+    error = {"error": {"message": "prompt is too long: 9000 tokens > 1000 maximum"}}
+    with pytest.raises(ContextOverflow):
+        s.handle_provider_error(
+            P, A, S, error, budget=Budget(model="gpt-4", window=8_192), system=huge[:20_000]
+        )
+    assert engine.store.count(P) == count + 1
+    assert s.window(P, A, S, budget=Budget(model="gpt-4", window=8_192)).session == S
+
+
+def test_the_ladder_resets_only_when_the_reset_would_fit(engine: Engine) -> None:
+    s = engine.sessions
+    system = "Rule: " + " ".join(f"rule{i}" for i in range(700))  # fits, with little room left
+    fill(engine, 2)
+    correction = "Actually, I meant: " + " ".join(f"thing{i}" for i in range(1_200))
+    s.append(P, A, S, "correction", correction)  # required, and too big for any window here
+    fill(engine, 6)
+    with pytest.raises(ContextOverflow) as e:
+        s.window(P, A, S, budget=Budget(model="gpt-4", window=2_000), system=system)
+    steps = e.value.breakdown["steps"]
+    assert steps[-1]["step"] == "session_reset" and "would not make it fit" in steps[-1]["skipped"]
+    assert "a session reset would not make it fit" in e.value.message
+    s.append(P, A, S, "user", "The session is still open.")
+    # With a small system prompt the transfer summary fits: the ladder resets, as the spec says.
+    s.config = SessionConfig(summary_tokens=64)
+    win = s.window(P, A, S, budget=Budget(model="gpt-4", window=2_000), system=SYSTEM)
+    assert win.reset is not None and win.session == win.reset.new_session != S
+    assert [st["step"] for st in win.steps][-1] == "session_reset"
 
 
 def test_provider_overflow_is_retargeted_to_the_reported_limit(engine: Engine) -> None:
@@ -286,3 +332,105 @@ def test_rendered_count_matches_provider_rule_and_calibration(engine: Engine) ->
     with pytest.raises(ValidationError):
         s.calibrate(win, {"completion_tokens": 5})
     assert engine.trace(P, win.assembly.trace.id).notes["session"]["calibration"]["samples"] == 2
+
+
+def test_compaction_never_grows_history(engine: Engine) -> None:
+    s = engine.sessions
+    for i in range(12):
+        s.append(P, A, S, "user" if i % 2 == 0 else "assistant", f"ok {i}")
+    before = [r.id for r in s.live_records(P, A, S)]
+    c = s.compact(P, A, S)
+    assert not c.compacted and c.tokens_after == c.tokens_before
+    assert c.skipped is not None and "kept them as they are" in c.skipped
+    assert c.to_dict()["skipped"] == c.skipped
+    assert [r.id for r in s.live_records(P, A, S)] == before
+    assert not engine.store.query(Query(P, A, kinds=("summary",), session=S, limit=5))
+    # The window's own compaction says so in its steps and its trace.
+    win = s.window(P, A, S, budget=150)
+    skipped = [st for st in win.steps if st.get("skipped")]
+    assert skipped and skipped[0]["step"] == "auto_compaction"
+    assert [r.id for r in s.live_records(P, A, S)] == before
+    assert engine.trace(P, win.assembly.trace.id).notes["session"]["steps"] == win.steps
+
+
+@settings(max_examples=25, deadline=None)
+@given(lengths=st.lists(st.integers(1, 120), min_size=1, max_size=24))
+def test_compaction_never_writes_a_longer_history(lengths: list[int]) -> None:
+    engine = Engine.open("memory://")
+    s = engine.sessions
+    for i, n in enumerate(lengths):
+        s.append(P, A, S, "user" if i % 2 == 0 else "assistant", " ".join(["page"] * n) + f" {i}")
+    c = s.compact(P, A, S, keep=4)
+    assert c.tokens_after <= c.tokens_before
+    if c.compacted:
+        replaced = sum(r.tokens for r in engine.store.get_many(c.replaced))
+        assert sum(x.tokens for x in c.summaries) < replaced
+    engine.close()
+
+
+def test_undo_restores_the_window_before_compaction_exactly(engine: Engine) -> None:
+    s = engine.sessions
+    budget = Budget(model="gpt-4o", window=32_000)
+    fill(engine, 5)
+    s.append(P, A, S, "correction", "Actually, I meant page 9, not page 3.")
+    engine.add(
+        project=P, author=A, kind="note", session=S, visibility="private", content="my own note"
+    )
+    fill(engine, 4)
+
+    def window() -> list[dict[str, object]]:
+        win = s.window(P, A, S, budget=budget, system=SYSTEM)
+        assert not win.compactions  # the budget is wide: nothing compacts on its own
+        return win.messages
+
+    before = window()
+    first = s.compact(P, A, S, keep=4)
+    assert first.compacted and len(first.summaries) == 2  # the project's and the private one
+    assert window() != before
+    assert s.undo_compaction(P, A, S).restored == first.replaced
+    assert window() == before
+    # Two compactions, the second folding the first's summaries: undone newest first.
+    assert s.compact(P, A, S, keep=4).compacted
+    fill(engine, 3)
+    middle = window()
+    second = s.compact(P, A, S, keep=4)
+    assert second.compacted and window() != middle
+    # "What was lost": newest first, every replaced record with its kind, author and tokens.
+    reports = s.compactions(P, A, S)
+    assert [r.trigger for r in reports] == ["manual", "manual"]
+    newest = reports[0].to_dict()["summaries"]
+    replaced = {x["id"]: x for summary in newest for x in summary["replaced"]}
+    assert set(replaced) == set(second.replaced)
+    assert {x["kind"] for x in replaced.values()} >= {"summary", "message", "tool_call"}
+    assert all(x["tokens"] > 0 and x["author"] for x in replaced.values())
+    assert newest[0]["content"] == second.summaries[0].content and newest[0]["kept"]
+    # Another agent has no compaction to see or undo, and sees nothing of dev's.
+    assert s.compactions(P, "bob", S) == []
+    with pytest.raises(ValidationError) as e:
+        s.undo_compaction(P, "bob", S)
+    assert e.value.field == "session" and "compactions()" in e.value.fix
+    undone = s.undo_compaction(P, A, S)
+    assert undone.summaries == [x.id for x in second.summaries] and undone.remaining == 1
+    assert window() == middle
+    s.undo_compaction(P, A, S)
+    q = Query(P, A, kinds=SESSION_KINDS, session=S, limit=1_000, newest_first=False)
+    every = engine.store.query(q)
+    turns = [r.id for r in every if r.kind != "summary" and "command" not in r.tags]
+    assert [r.id for r in s.live_records(P, A, S)] == turns
+    assert s.compactions(P, A, S) == []
+    with pytest.raises(ValidationError):
+        s.undo_compaction(P, A, S)
+
+
+def test_undo_on_the_plain_assemble_path_too(engine: Engine) -> None:
+    s = engine.sessions
+    fill(engine, 8)
+    plain = engine.assemble(P, A, "", session=S, sources=["history"], budget=16_000).messages
+    s.compact(P, A, S, keep=4)
+    assert (
+        engine.assemble(P, A, "", session=S, sources=["history"], budget=16_000).messages != plain
+    )
+    s.undo_compaction(P, A, S)
+    assert (
+        engine.assemble(P, A, "", session=S, sources=["history"], budget=16_000).messages == plain
+    )

@@ -33,6 +33,7 @@ TOOLS = (
     "complete_task",
     "compact_session",
     "session_gauge",
+    "undo_compaction",
 )
 
 
@@ -133,6 +134,11 @@ def build_server(engine: Engine, name: str = "contextwright") -> Any:
     @_errors_as_tool_errors
     def compact_session(project: str, agent: str, session: str) -> dict[str, Any]:
         return _plain(engine.sessions.compact(project, agent, session))
+
+    @tool(description="Undo an agent's newest compaction of a session: its turns come back.")
+    @_errors_as_tool_errors
+    def undo_compaction(project: str, agent: str, session: str) -> dict[str, Any]:
+        return engine.sessions.undo_compaction(project, agent, session).to_dict()
 
     @server.resource(
         "trace://{project}/{agent}/{trace_id}",

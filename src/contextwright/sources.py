@@ -175,12 +175,15 @@ SESSION_SUMMARY_TAG = "session-summary"  # written by compaction and reset (sess
 
 def session_view(records: Sequence[Record], agent: str) -> list[Record]:
     """An agent's view of a session's records: its own session summaries stand in for what they
-    replace (`meta.replaces`), and another agent's session summaries stay out. One agent's
-    compaction thus changes only that agent's view; no record changes status for it
-    (docs/compaction.md)."""
+    replace (`meta.replaces`) until the compaction is undone (the summary is then `cancelled`),
+    and another agent's session summaries stay out. One agent's compaction thus changes only
+    that agent's view; no record changes status for it (docs/compaction.md)."""
     summaries = [r for r in records if r.kind == "summary" and SESSION_SUMMARY_TAG in r.tags]
-    hidden = {i for r in summaries if r.author == agent for i in _replaces(r)}
-    hidden.update(r.id for r in summaries if r.author != agent)
+    undone = {r.id for r in summaries if r.status == "cancelled"}  # stands in for nothing
+    hidden = {
+        i for r in summaries if r.author == agent and r.id not in undone for i in _replaces(r)
+    }
+    hidden.update(r.id for r in summaries if r.author != agent or r.id in undone)
     return [r for r in records if r.status != "compacted" and r.id not in hidden]
 
 

@@ -26,7 +26,7 @@ def with_session_args(fn: Any) -> Any:
 
 @cli.group()
 def session() -> None:
-    """An agent's running session: gauge, compact, reset."""
+    """An agent's running session: gauge, compact (undo, list compactions), reset."""
 
 
 @session.command("gauge")
@@ -56,9 +56,42 @@ def session_compact(
     emit(
         data,
         as_json,
-        f"compacted {data.get('replaced', 0)} records: {data.get('tokens_before')} -> "
+        done.skipped
+        or f"compacted {data.get('replaced', 0)} records: {data.get('tokens_before')} -> "
         f"{data.get('tokens_after')} tokens (summary {data.get('summary_id')})",
     )
+
+
+@session.command("undo")
+@with_session_args
+@json_option
+@pass_state
+def session_undo(state: State, project: str, agent: str, session: str, as_json: bool) -> None:
+    """Undo the newest compaction: the window is the one before it."""
+    done = state.engine.sessions.undo_compaction(project, agent, session)
+    emit(
+        done.to_dict(),
+        as_json,
+        f"restored {len(done.restored)} records; {done.remaining} compactions left to undo",
+    )
+
+
+@session.command("compactions")
+@with_session_args
+@json_option
+@pass_state
+def session_compactions(
+    state: State, project: str, agent: str, session: str, as_json: bool
+) -> None:
+    """What each compaction replaced and what its summaries kept, newest first."""
+    done = [c.to_dict() for c in state.engine.sessions.compactions(project, agent, session)]
+    lines = [
+        f"{c['trigger']}: {s['id']} ({s['scope']}, {s['tokens']} tokens) replaced "
+        f"{len(s['replaced'])} records ({s['replaced_tokens']} tokens)"
+        for c in done
+        for s in c["summaries"]
+    ]
+    emit({"compactions": done}, as_json, "\n".join(lines) or "no compactions to show")
 
 
 @session.command("reset")

@@ -14,6 +14,7 @@ from .overflow import LADDER, ProviderOverflow, parse_provider_error
 from .pruning import is_evidence, one_line
 from .reset import Reset
 from .turns import Turn, build_turns, is_correction, is_instruction
+from .undo import CompactionReport, Undo
 from .window import SessionWindow
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "Breakdown",
     "Calibration",
     "Compaction",
+    "CompactionReport",
     "FileReport",
     "Gauge",
     "MemoryFlush",
@@ -31,6 +33,7 @@ __all__ = [
     "SessionManager",
     "SessionWindow",
     "Turn",
+    "Undo",
     "build_turns",
     "is_correction",
     "is_evidence",

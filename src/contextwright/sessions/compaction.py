@@ -11,6 +11,9 @@ direct summary to the same agents. Each is a `summary` record whose `meta.replac
 records it replaces. The replacement applies to the compacting agent's view only (its session
 state hides those ids; `sources.session_view` lets only the author's summaries stand in): no
 record's status changes, so every other agent's view of the session is as it was.
+
+Compaction never grows history: when the summaries would take as many tokens as the turns they
+replace (a dozen short turns), nothing is written and `Compaction.skipped` says why.
 """
 
 from __future__ import annotations
@@ -94,6 +97,7 @@ class Compaction:
     tokens_before: int = 0
     tokens_after: int = 0
     summarizer: str = ""
+    skipped: str | None = None  # why the turns were kept as they are, when they were
 
     @property
     def summary(self) -> Record | None:
@@ -118,6 +122,7 @@ class Compaction:
             "tokens_before": self.tokens_before,
             "tokens_after": self.tokens_after,
             "summarizer": self.summarizer,
+            "skipped": self.skipped,
         }
 
 
@@ -150,13 +155,42 @@ def run_compaction(
             trigger, st.session, kept=kept_ids, tokens_before=before, tokens_after=before
         )
     flush = mgr._flush(st, [*sel.replace, *sel.protected])
+    groups = scopes.group([*sel.summaries, *sel.replace])
+    drafts = [_compose(mgr, st, scope, group) for scope, group in groups]
+    # A summary that is not shorter than what it replaces only loses detail: keep the turns.
+    replaced_tokens = sum(t.tokens for _, group in groups for t in group)
+    summary_tokens = sum(engine.counter.count(d) for d in drafts)
+    if summary_tokens >= replaced_tokens:
+        n = sum(1 for _, group in groups for t in group if not t.is_summary)
+        return Compaction(
+            trigger,
+            st.session,
+            kept=kept_ids,
+            flush=flush,
+            tokens_before=before,
+            tokens_after=before,
+            summarizer=mgr.summarizer.name,
+            skipped=(
+                f"summarizing {n} turns ({replaced_tokens} tokens) would take {summary_tokens} "
+                "tokens; kept them as they are"
+            ),
+        )
     summaries: list[Record] = []
     replaced: list[str] = []
-    for scope, group in scopes.group([*sel.summaries, *sel.replace]):
-        summaries.append(_summarize(mgr, st, scope, group, trigger, sel))
+    for (scope, group), content in zip(groups, drafts, strict=True):
+        summaries.append(_write(mgr, st, scope, group, content, trigger, sel))
         replaced += [rid for t in group for rid in t.ids]
     at = {r.id: r.created_at for t in [*sel.summaries, *sel.replace] for r in t.records}
     now = engine.clock()
+    undo: dict[str, Any] = {
+        "at": now,
+        "trigger": trigger,
+        "summaries": [s.id for s in summaries],
+        "cutoff": st.cutoff,
+        "protected": list(st.protected),
+        "summary_ids": list(st.summary_ids),
+    }
+    hidden_before = dict(st.hidden)
     kept_records = [r for t in sel.kept for r in t.records]
     st.cutoff = min((r.created_at for r in kept_records), default=summaries[0].created_at)
     st.hide({rid: at[rid] for rid in replaced})
@@ -164,6 +198,11 @@ def run_compaction(
     st.summary_ids = [s.id for s in summaries]
     st.compactions += 1
     after = sum(s.tokens for s in summaries) + sum(t.tokens for t in [*sel.protected, *sel.kept])
+    undo["hidden_added"] = [i for i in st.hidden if i not in hidden_before]
+    undo["hidden_dropped"] = {i: t for i, t in hidden_before.items() if i not in st.hidden}
+    undo["tokens_before"], undo["tokens_after"] = before, after
+    st.undo.append(undo)
+    del st.undo[: -states.MAX_UNDO]
     st.note(
         {
             "event": "compaction",
@@ -191,18 +230,12 @@ def run_compaction(
     )
 
 
-def _summarize(
-    mgr: SessionManager,
-    st: states.SessionState,
-    scope: scopes.Scope,
-    group: Sequence[Turn],
-    trigger: str,
-    sel: Selection,
-) -> Record:
-    """One summary of one scope's turns (its earlier summaries first), readable by that scope."""
+def _compose(
+    mgr: SessionManager, st: states.SessionState, scope: scopes.Scope, group: Sequence[Turn]
+) -> str:
+    """The text of one scope's summary (its earlier summaries first), within its bound."""
     engine = mgr.engine
-    previous = [t for t in group if t.is_summary]
-    texts = [t.head.content for t in previous]
+    texts = [t.head.content for t in group if t.is_summary]
     texts += [
         turn_text(t, st.agent, one_line(t.head, t.result) if t.is_tool else None)
         for t in group
@@ -215,9 +248,22 @@ def _summarize(
     bound = mgr.config.summary_tokens + 16
     if engine.counter.count(content) > bound:
         content = truncate_text(content, bound, engine.counter)[0]
+    return content
+
+
+def _write(
+    mgr: SessionManager,
+    st: states.SessionState,
+    scope: scopes.Scope,
+    group: Sequence[Turn],
+    content: str,
+    trigger: str,
+    sel: Selection,
+) -> Record:
+    """One scope's summary as a record readable by exactly that scope."""
     replaced = [rid for t in group for rid in t.ids]
-    previous_ids = [t.key for t in previous]
-    return engine.add(
+    previous_ids = [t.key for t in group if t.is_summary]
+    return mgr.engine.add(
         project=st.project,
         author=st.agent,
         kind="summary",

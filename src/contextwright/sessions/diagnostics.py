@@ -1,7 +1,8 @@
 """Diagnostics an operator reads to know when a session needs compaction.
 
 The budget breakdown (spec 2, section 2): the model window, the reserved response, the system
-prompt and personalization, and what is left for history and workspace. Then tokens per layer, a
+prompt with tools and skills, personalization, and what is left for history and workspace. Then
+tokens per layer (the system prompt, tool definitions and skills each their own), a
 per-file flag when a workspace file was cut or left out, the session gauge (used against the
 limit), and the compaction hint when history passes the threshold (70% by default) of what history
 and workspace may use. Every number comes from the rendered window, so the parts add up to the
@@ -98,12 +99,13 @@ def breakdown(asm: Assembly, plan: Plan, *, threshold: float) -> Breakdown:
             layer = layer_of(item)
             layers[layer] += item.tokens
             in_window[item.candidate.key] = (item.tokens, item.truncated)
-    layers["system"] += plan.tools_tokens
-    counted = sum(v for k, v in layers.items() if k != "overhead") - plan.tools_tokens
+    layers["tools"] = plan.tools_tokens  # beside the messages, not in them
+    counted = sum(v for k, v in layers.items() if k not in ("overhead", "tools"))
     layers["overhead"] = max(asm.tokens - counted, 0)
     window = int(asm.trace.budget.get("window") or 0)
     reserve = int(asm.trace.budget.get("reserve") or 0) - plan.tools_tokens
-    fixed = layers["system"] + layers["personalization"] + layers["overhead"] + layers["task"]
+    system = layers["system"] + layers["tools"] + layers["skills"]
+    fixed = system + layers["personalization"] + layers["overhead"] + layers["task"]
     history_available = max(asm.available + plan.tools_tokens - fixed, 0)
     files = []
     for layer, group in (("personalization", plan.personal), ("files", plan.files)):
@@ -124,7 +126,7 @@ def breakdown(asm: Assembly, plan: Plan, *, threshold: float) -> Breakdown:
         used=asm.tokens + plan.tools_tokens,
         limit=asm.available + plan.tools_tokens,
         window=window,
-        history=layers["history"] + layers["tools"],
+        history=layers["history"] + layers["tool_results"],
         history_available=history_available,
         threshold=threshold,
     )
@@ -132,7 +134,7 @@ def breakdown(asm: Assembly, plan: Plan, *, threshold: float) -> Breakdown:
         "window": window,
         "reserved_response": reserve,
         "available": asm.available + plan.tools_tokens,
-        "system": layers["system"],
+        "system": system,  # the spec's "system prompt + tools + skills"
         "personalization": layers["personalization"],
         "available_for_history_and_workspace": history_available,
     }

@@ -2,9 +2,11 @@
 
 Spec 2 names five layers: the system prompt (rules, tool definitions, skill instructions),
 personalization (soul.md, user.md, memory.md), conversation history, tool calls and results, and
-workspace files. Each becomes candidates with a recognisable key (`system:`, `skill:`,
-`personal:`, `file:`, or a record id for history), so that the same packer and renderer build the
-window and the diagnostics can say how many tokens each layer took. `SessionSource` hands a
+workspace files; its diagnostics count the system prompt, tool definitions and skills apart. Each
+becomes candidates with a recognisable key (`system:`, `skill:`, `personal:`, `file:`, or a record
+id for history), so that the same packer and renderer build the window and the diagnostics can
+say how many tokens each layer took. Tool definitions are no candidate: they travel in the
+request's `tools` field and are counted and reserved beside the window. `SessionSource` hands a
 prepared plan's candidates to `engine.assemble`; it is silent in every other assemble call.
 """
 
@@ -27,7 +29,18 @@ from .pruning import Pruned, prune_result
 from .turns import Turn
 
 PERSONAL_FILES = ("soul.md", "user.md", "memory.md")
-LAYERS = ("system", "personalization", "history", "tools", "files", "retrieved", "task", "overhead")
+LAYERS = (
+    "system",
+    "tools",  # tool definitions (the request's `tools` field)
+    "skills",
+    "personalization",
+    "history",
+    "tool_results",  # tool calls with their results
+    "files",
+    "retrieved",
+    "task",
+    "overhead",
+)
 PLAN_LIMIT = "session_plan"  # the assemble `limits` key that switches SessionSource on
 
 
@@ -286,8 +299,10 @@ class SessionSource:
 def layer_of(item: Item) -> str:
     c = item.candidate
     prefix = c.key.split(":", 1)[0] if ":" in c.key else ""
-    if prefix in ("system", "skill"):
+    if prefix == "system":
         return "system"
+    if prefix == "skill":
+        return "skills"
     if prefix == "personal":
         return "personalization"
     if prefix == "file":
@@ -296,7 +311,7 @@ def layer_of(item: Item) -> str:
         return "task"
     if c.section == "history":
         return (
-            "tools"
+            "tool_results"
             if c.records and c.records[0].kind in ("tool_call", "tool_result")
             else "history"
         )

@@ -40,8 +40,10 @@ from .layers import (
 from .overflow import parse_provider_error, retarget
 from .pruning import Pruned
 from .reset import Reset, run_reset
+from .scopes import Scope
 from .turns import SESSION_KINDS, Turn, build_turns
-from .window import Layers, SessionWindow, effective_budget, estimate
+from .undo import CompactionReport, Undo, reports, run_undo
+from .window import Layers, SessionWindow, check_fixed, effective_budget, estimate
 from .window import build as build_window
 
 if TYPE_CHECKING:
@@ -250,6 +252,17 @@ class SessionManager:
     def _compact(self, st: states.SessionState, *, trigger: str, keep: int) -> Compaction:
         return run_compaction(self, st, trigger=trigger, keep=keep)
 
+    def undo_compaction(self, project: str, agent: str, session: str) -> Undo:
+        """Undo `agent`'s newest compaction of the session: its summaries leave the view and the
+        records they replaced come back, so the window is the one before it."""
+        with self._lock(project, agent, session):
+            return run_undo(self, self._active(project, agent, session))
+
+    def compactions(self, project: str, agent: str, session: str) -> list[CompactionReport]:
+        """What `agent`'s compactions of the session replaced (ids, kinds, authors, tokens) and
+        what their summaries kept, newest first: those that can still be undone."""
+        return reports(self, self._state(project, agent, session))
+
     # -- reset ----------------------------------------------------------------------------------
 
     def reset(
@@ -269,8 +282,15 @@ class SessionManager:
             st = self._active(project, agent, session)
             return self._reset(st, new_session=new_session, reason=reason)
 
-    def _reset(self, st: states.SessionState, *, new_session: str | None, reason: str) -> Reset:
-        return run_reset(self, st, new_session=new_session, reason=reason)
+    def _reset(
+        self,
+        st: states.SessionState,
+        *,
+        new_session: str | None,
+        reason: str,
+        drafts: list[tuple[Scope, list[Turn], str]] | None = None,
+    ) -> Reset:
+        return run_reset(self, st, new_session=new_session, reason=reason, drafts=drafts)
 
     # -- windows --------------------------------------------------------------------------------
 
@@ -479,11 +499,20 @@ class SessionManager:
                 problem="is not a context overflow",
             )
         retargeted, step = retarget(self._budget(project, agent, budget), parsed, sent_tokens)
+        fmt = check_format(format)
         with self._lock(project, agent, session):
             st = self._active(project, agent, session)
+            # Before compacting: a limit the fixed layers cannot fit must leave the session alone.
+            layers = self._layers(system, tools, skills, files)
+            plan = self._plan(
+                st, layers, task, keep=self.config.keep_turns, purge=False, drop=False
+            )
+            check_fixed(self, plan, effective_budget(self, project, retargeted), fmt)
             c = self._compact(st, trigger="provider_overflow", keep=self.config.keep_turns)
             if c.compacted:
                 step["summary"] = c.summary.id if c.summary else None
+            elif c.skipped:
+                step["skipped"] = c.skipped
             win = self._window(
                 project,
                 agent,

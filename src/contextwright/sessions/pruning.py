@@ -1,7 +1,8 @@
 """Tool-result hygiene: tool outputs are the largest thing in a long session, so they are cut first.
 
 Three rules, all pure (no I/O) and applied to the window only (the stored record stays whole):
-- a result over the cap is cut, with `[truncated, N tokens omitted]`;
+- a result over the cap keeps its head and its tail, with `[truncated, N tokens omitted]` between
+  (a run's verdict, "1200 passed" or the final error, is at its end);
 - a result older than the keep window becomes one line derived from the call and the result,
   e.g. `[tool: read_file("src/app.ts") → 247 lines, TypeScript]`;
 - verification evidence (test output, build logs, screenshots) is never turned into a line.
@@ -15,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from ..packing import truncate_text
+from ..packing import marker
 from ..ports import Tokenizer
 from ..records import Record
 from ..render import tool_call_parts
@@ -147,6 +148,66 @@ def one_line(call: Record, result: Record | None) -> str:
     return f"[tool: {name}({shown}) → {describe_result(arg, result)}]"
 
 
+def truncate_middle(text: str, max_tokens: int, counter: Tokenizer) -> tuple[str, int, int]:
+    """Cut `text` to at most `max_tokens` tokens (marker included) by leaving out its middle:
+    the head says what ran, the tail how it ended. Cuts fall on line breaks when one lies near
+    the cut (else on a space). Returns (text, its tokens, tokens omitted)."""
+    ids = counter.encode(text)
+    total = len(ids)
+    if total <= max_tokens:
+        return text, total, 0
+    room = max(max_tokens - counter.count(_middle_marker(total)), 2)
+    head = _cut_head(text, counter.decode(ids[: room // 2]))
+    tail = _cut_tail(text, counter.decode(ids[total - (room - room // 2) :]))
+    while True:
+        omitted = counter.count(text[len(head) : len(text) - len(tail)])
+        out = head + _middle_marker(omitted) + tail
+        tokens = counter.count(out)
+        if tokens <= max_tokens or not (head or tail):
+            return out, tokens, omitted
+        # A cut mid-token can re-tokenize longer: shave a word off the longer end until it fits.
+        if len(head) >= len(tail):
+            space = head.rfind(" ")
+            head = head[:space].rstrip() if space > 0 else ""
+        else:
+            space = tail.find(" ")
+            tail = tail[space + 1 :].lstrip() if space >= 0 else ""
+
+
+def _middle_marker(omitted: int) -> str:
+    return "\n" + marker(omitted).strip() + "\n"
+
+
+def _cut_head(text: str, head: str) -> str:
+    """The longest prefix of `text` within `head` that ends at a line break in its last half (else a
+    space), never half a character."""
+    head = head.rstrip("\ufffd")
+    if not text.startswith(head):  # a decode that is not a prefix: keep what matches
+        n = 0
+        while n < len(head) and head[n] == text[n]:
+            n += 1
+        head = head[:n]
+    cut = head.rfind("\n")
+    if cut < len(head) // 2:
+        cut = head.rfind(" ")
+    return head[: cut if cut >= len(head) // 2 else len(head)].rstrip()
+
+
+def _cut_tail(text: str, tail: str) -> str:
+    """The longest suffix of `text` within `tail` that starts after a line break in its first half
+    (else a space), never half a character."""
+    tail = tail.lstrip("\ufffd")
+    if not text.endswith(tail):
+        n = 0
+        while n < len(tail) and tail[-1 - n] == text[-1 - n]:
+            n += 1
+        tail = tail[len(tail) - n :]
+    cut = tail.find("\n")
+    if cut < 0 or cut > len(tail) // 2:
+        cut = tail.find(" ")
+    return tail[cut + 1 if 0 <= cut <= len(tail) // 2 else 0 :].lstrip()
+
+
 @dataclass(frozen=True)
 class Pruned:
     """What the window shows for one tool result, and why."""
@@ -173,6 +234,6 @@ def prune_result(
         line = one_line(call, result)
         return Pruned(line, counter.count(line), "one_line")
     if result.tokens > cap:
-        text, tokens, omitted = truncate_text(result.content, cap, counter)
+        text, tokens, omitted = truncate_middle(result.content, cap, counter)
         return Pruned(text, tokens, "truncated", omitted)
     return Pruned(result.content, result.tokens, "verbatim")

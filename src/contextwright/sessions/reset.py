@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
 from ..ids import new_id
+from ..packing import truncate_text
 from ..records import Record
 from ..sources import SESSION_SUMMARY_TAG
 from . import scopes
@@ -70,8 +71,35 @@ class Reset:
         }
 
 
+def draft_transfers(
+    mgr: SessionManager, st: states.SessionState, turns: Sequence[Turn]
+) -> list[tuple[scopes.Scope, list[Turn], str]]:
+    """The transfer summaries a reset would write, one per scope, without writing anything: the
+    overflow ladder asks whether they would fit before it closes a session."""
+    counter = mgr.engine.counter
+    bound = mgr.config.summary_tokens + 16
+    out = []
+    for scope, group in scopes.group(turns) or [(scopes.PROJECT, [])]:
+        bullets = mgr.summarizer.summarize(
+            transfer_texts(group, st.agent),
+            max_tokens=mgr.config.summary_tokens,
+            instructions=SUMMARY_INSTRUCTIONS,
+        )
+        base = TRANSFER_HEADING.format(session=st.session)
+        content = format_summary(bullets, heading(base, scope, st.agent))
+        if counter.count(content) > bound:
+            content = truncate_text(content, bound, counter)[0]
+        out.append((scope, group, content))
+    return out
+
+
 def run_reset(
-    mgr: SessionManager, st: states.SessionState, *, new_session: str | None, reason: str
+    mgr: SessionManager,
+    st: states.SessionState,
+    *,
+    new_session: str | None,
+    reason: str,
+    drafts: list[tuple[scopes.Scope, list[Turn], str]] | None = None,
 ) -> Reset:
     engine = mgr.engine
     new = new_session or f"s{new_id()}"
@@ -80,22 +108,15 @@ def run_reset(
         raise ValidationError("new_session", new, "give an id that no session uses yet")
     turns = build_turns(mgr._live(st))
     mgr._flush(st, turns)
-    groups = scopes.group(turns) or [(scopes.PROJECT, [])]
     transfers = []
-    for scope, group in groups:
-        bullets = mgr.summarizer.summarize(
-            transfer_texts(group, st.agent),
-            max_tokens=mgr.config.summary_tokens,
-            instructions=SUMMARY_INSTRUCTIONS,
-        )
-        base = TRANSFER_HEADING.format(session=st.session)
+    for scope, group, content in drafts if drafts is not None else draft_transfers(mgr, st, turns):
         transfers.append(
             engine.add(
                 project=st.project,
                 author=st.agent,
                 kind="summary",
                 session=new,
-                content=format_summary(bullets, heading(base, scope, st.agent)),
+                content=content,
                 tags=[SESSION_SUMMARY_TAG, "transfer"],
                 # Only the summaries of this scope: a reference is no wider than its record.
                 refs=[t.key for t in group if t.is_summary],

@@ -15,6 +15,7 @@ from ..ports import Store
 
 COLLECTION = "sessions"
 MAX_LOG = 50
+MAX_UNDO = 20  # compactions that can be undone (and inspected), newest last
 
 
 @dataclass
@@ -35,6 +36,8 @@ class SessionState:
     next_session: str | None = None
     previous_session: str | None = None
     log: list[dict[str, Any]] = field(default_factory=list)
+    # What each recent compaction changed in this state, so that it can be undone exactly.
+    undo: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def doc_id(self) -> str:

@@ -5,6 +5,10 @@ plan's required candidates (system prompt, skills, the summary, corrections, pin
 and the last N turns) must all be kept whole; if one is not, the next rung of the ladder runs
 (emergency compaction, tool-result purge, file drop, session reset) and the window is built
 again. Each rung is recorded in the breakdown and in the trace (`trace.notes["session"]`).
+
+A window that cannot fit raises `ContextOverflow` without closing the session: the fixed layers
+(system prompt, skills, tool definitions) are checked before any step, since no compaction or
+reset can shrink them, and the reset rung runs only when its transfer summaries would fit.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from .compaction import Compaction
 from .diagnostics import Breakdown, Gauge, breakdown
 from .layers import PLAN_LIMIT, Plan, WorkspaceFile
 from .overflow import EMERGENCY_KEEP, LADDER
-from .reset import Reset
+from .reset import Reset, draft_transfers
 from .state import SessionState
 
 if TYPE_CHECKING:
@@ -138,6 +142,97 @@ def _inner_budget(plan: Plan, bud: Budget, fmt: str, mgr: SessionManager) -> Bud
     return Budget(model=bud.model, window=bud.window, reserve=reserve, section_caps=caps)
 
 
+def fixed_layers(mgr: SessionManager, plan: Plan, fmt: str) -> dict[str, int]:
+    """Tokens of the layers no recovery step can shrink: the caller's system prompt, skills and
+    tool definitions, and the format's envelope around them."""
+    counter = mgr.engine.counter
+    out = {"system": 0, "skills": 0, "tools": plan.tools_tokens, "overhead": 0}
+    for c in plan.candidates:
+        if c.key == "system:rules":
+            out["system"] += unit_cost(c, fmt, plan.agent, counter)
+        elif c.key.startswith("skill:"):
+            out["skills"] += unit_cost(c, fmt, plan.agent, counter)
+    out["overhead"] = fixed_cost(plan.agent, fmt, counter)
+    if out["system"] or out["skills"]:
+        out["overhead"] += heading_cost("state", counter)
+    return out
+
+
+def message_room(bud: Budget, tools: int) -> int:
+    """Tokens the messages may use once the reserve and the tool definitions are set aside."""
+    assert bud.window is not None and bud.reserve is not None
+    if bud.reserve + tools >= bud.window:
+        return 0
+    return Budget(model=bud.model, window=bud.window, reserve=bud.reserve + tools).available
+
+
+def _fixed_text(need: dict[str, int]) -> str:
+    return (
+        f"the system prompt ({need['system']:,} tokens), skills ({need['skills']:,}) and tool "
+        f"definitions ({need['tools']:,})"
+    )
+
+
+def _fix(bud: Budget) -> str:
+    return (
+        "shorten the system prompt or the skills, send fewer tools, or give a larger budget "
+        f"(now {bud.window:,} tokens with {bud.reserve:,} reserved for the response); "
+        "the session was left as it was"
+    )
+
+
+def check_fixed(mgr: SessionManager, plan: Plan, bud: Budget, fmt: str) -> None:
+    """Raise before any step when the fixed layers alone overflow: compacting or resetting the
+    session could not help, and would only close it."""
+    need = fixed_layers(mgr, plan, fmt)
+    room = message_room(bud, plan.tools_tokens)
+    messages = need["system"] + need["skills"] + need["overhead"]
+    if messages <= room and room > 0:
+        return
+    raise ContextOverflow(
+        f"{_fixed_text(need)} need {messages + need['tools']:,} tokens of the "
+        f"{bud.window:,}-token window, which leaves {room:,} for messages after the reserve and "
+        f"the tools; no compaction or reset can shrink them: {_fix(bud)}",
+        breakdown={
+            "layers": need,
+            "budget": {
+                "window": bud.window or 0,
+                "reserved_response": bud.reserve or 0,
+                "available_for_messages": room,
+            },
+            "steps": [],
+        },
+    )
+
+
+def _reset_would_fit(
+    mgr: SessionManager, plan: Plan, asm: Assembly, bud: Budget, fmt: str, drafts: list[str]
+) -> tuple[bool, str]:
+    """Whether the new session's window would fit: its fixed layers, the transfer summaries, and
+    the pinned records other sources put in this window (they are not the session's, so they
+    come back after a reset). Also the sentence that says what would not."""
+    counter = mgr.engine.counter
+    need = fixed_layers(mgr, plan, fmt)
+    envelope = 12 + counter.count(plan.agent)  # a history message's, in the widest format
+    transfers = sum(counter.count(d) + envelope for d in drafts)
+    ours = {c.key for c in plan.candidates} | {"task"}
+    pinned = sum(
+        i.tokens
+        for items in asm.sections.values()
+        for i in items
+        if i.candidate.pinned and i.candidate.key not in ours
+    )
+    total = need["system"] + need["skills"] + need["overhead"] + transfers + pinned
+    total += heading_cost("history", counter)
+    room = message_room(bud, plan.tools_tokens)
+    why = (
+        f"a session reset would not make it fit either: {_fixed_text(need)} and the transfer "
+        f"summary ({transfers:,}) would need {total + need['tools']:,} tokens, and the window "
+        f"leaves {room:,} for messages"
+    )
+    return total <= room, why
+
+
 def estimate(mgr: SessionManager, plan: Plan, bud: Budget, fmt: str) -> Gauge:
     """The gauge from the plan alone (no assemble, no writes): session layers only."""
     costs = _costs(plan, fmt, mgr)
@@ -202,8 +297,12 @@ def build(
     reset: Reset | None = None
     keep, purge, drop = cfg.keep_turns, False, False
     plan = mgr._plan(st, layers, task, keep=keep, purge=purge, drop=drop)
+    if auto:
+        check_fixed(mgr, plan, bud, fmt)
+    skipped = False  # a compaction that kept the turns would keep them again: do not retry
     if auto and estimate(mgr, plan, bud, fmt).compaction_hint:
         c = mgr._compact(st, trigger="auto", keep=keep)
+        skipped = c.skipped is not None
         if c.compacted:
             compactions.append(c)
             steps.append(
@@ -214,9 +313,11 @@ def build(
                 }
             )
             plan = mgr._plan(st, layers, task, keep=keep, purge=purge, drop=drop)
+        elif c.skipped:
+            steps.append({"step": "auto_compaction", "skipped": c.skipped})
     asm = assemble(mgr, plan, bud, fmt, task)
     missing, dropped = problems(asm, plan)
-    if auto and not missing and dropped:
+    if auto and not missing and dropped and not skipped:
         c = mgr._compact(st, trigger="auto", keep=keep)
         if c.compacted:
             compactions.append(c)
@@ -230,6 +331,8 @@ def build(
             plan = mgr._plan(st, layers, task, keep=keep, purge=purge, drop=drop)
             asm = assemble(mgr, plan, bud, fmt, task)
             missing, dropped = problems(asm, plan)
+        elif c.skipped:
+            steps.append({"step": "auto_compaction", "skipped": c.skipped})
     for rung in LADDER:
         if not missing or not auto:
             break
@@ -240,12 +343,25 @@ def build(
             if c.compacted:
                 compactions.append(c)
                 step["summary"] = c.summary.id if c.summary else None
+            elif c.skipped:
+                step["skipped"] = c.skipped
         elif rung == "purge_tool_results":
             purge = True
         elif rung == "drop_files":
             drop = True
         else:
-            reset = mgr._reset(st, new_session=None, reason="context overflow")
+            drafts = draft_transfers(mgr, st, plan.turns)
+            fits, why = _reset_would_fit(mgr, plan, asm, bud, fmt, [d for _, _, d in drafts])
+            if not fits:
+                plan.steps = [*steps, {**step, "skipped": why}]
+                bd = breakdown(asm, plan, threshold=cfg.threshold)
+                raise ContextOverflow(
+                    f"the window for {st.agent} in session {st.session} overflows after "
+                    f"emergency compaction, the tool-result purge and dropping files (left out: "
+                    f"{', '.join(missing[:5])}); {why}: {_fix(bud)}",
+                    breakdown=bd.to_dict(),
+                )
+            reset = mgr._reset(st, new_session=None, reason="context overflow", drafts=drafts)
             st = mgr._state(st.project, st.agent, reset.new_session)
             step["new_session"] = reset.new_session
         steps.append(step)

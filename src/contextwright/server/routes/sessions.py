@@ -1,4 +1,4 @@
-"""Sessions (engine.sessions): append a turn, gauge, compact, reset."""
+"""Sessions (engine.sessions): append a turn, gauge, compact (and undo, and inspect), reset."""
 
 from __future__ import annotations
 
@@ -87,3 +87,27 @@ def reset(ctx: ProjectDep, session: SessionName, body: ResetIn) -> dict[str, Any
         ctx.project, body.agent, session, new_session=body.new_session, reason=body.reason
     )
     return dict(done.to_dict())
+
+
+class UndoIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    agent: str
+
+
+@router.post("/v1/projects/{project}/sessions/{session}/compact/undo")
+def undo_compaction(ctx: ProjectDep, session: SessionName, body: UndoIn) -> dict[str, Any]:
+    ctx.access.require_as(body.agent)
+    return ctx.engine.sessions.undo_compaction(ctx.project, body.agent, session).to_dict()
+
+
+@router.get("/v1/projects/{project}/sessions/{session}/compactions")
+def compactions(
+    ctx: ProjectDep,
+    session: SessionName,
+    agent: Annotated[str, Query(min_length=1, max_length=200)],
+) -> dict[str, Any]:
+    """What the agent's compactions replaced and what their summaries kept, newest first."""
+    ctx.access.require_as(agent)
+    done = ctx.engine.sessions.compactions(ctx.project, agent, session)
+    return {"compactions": [c.to_dict() for c in done]}
