@@ -4,8 +4,6 @@ Every model call gets a context window computed from scratch out of independent 
 a token budget by section priority, with a trace of what went in and why.
 """
 
-# First: `compiled` loads the mypyc build of the hot path, if it matches the sources.
-from . import compiled as compiled
 from .assembly import Assembly
 from .budget import Budget
 from .candidates import SECTIONS, Candidate, Item
