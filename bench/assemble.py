@@ -59,9 +59,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from contextwright import Budget, Engine, compiled
+from contextwright import Budget, Engine
 from contextwright.ports import Query
-from contextwright.stores import sqlite_bm25
 from contextwright.stores.sqlite import SQLiteStore, store_files
 from contextwright.tokens import TokenCounter
 
@@ -581,13 +580,6 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "sqlite": __import__("sqlite3").sqlite_version,
         "platform": platform.platform(),
-        # The mypyc build of the hot path (make compile) or the sources (docs/compiled.md).
-        "compiled": compiled.ACTIVE,
-        "compiled_reason": compiled.REASON,
-        # The C kernel of a vector search's Hamming distances, or numpy (docs/compiled.md).
-        "hamming_kernel": compiled.kernel("hamming") is not None,
-        # The full-text ranking's bm25 with the lengths kept in memory (stores/sqlite_bm25.py).
-        "fts_kernel": sqlite_bm25.available(),
     }
 
 
@@ -597,7 +589,6 @@ def _print(report: dict[str, Any]) -> None:
         f"machine: {m['nproc']} cpu · {m['cpu']} (family {m['cpu_family']}, model "
         f"{m['cpu_model']}) · python {m['python']} · sqlite {m['sqlite']}"
     )
-    print(f"code: {m['compiled_reason']}")
     head = (
         f"{'records':>8} {'p50 ms':>8} {'p99 ms':>8} {'seen p50':>9} {'loop p50':>9} "
         f"{'idle p50':>9} "

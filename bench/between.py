@@ -100,7 +100,6 @@ def main() -> None:
         return
     m = report["machine"]
     print(f"machine: {m['nproc']} cpu · {m['cpu']} · python {m['python']} · sqlite {m['sqlite']}")
-    print(f"code: {m['compiled_reason']}")
     print(f"{'before the call':<24} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}")
     labels = {
         "back_to_back": "nothing (back to back)",

@@ -30,9 +30,7 @@ def _hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_cache: Path
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     for key in list(os.environ):
-        # CONTEXTWRIGHT_PURE is the run's own choice (`make test` runs some tests with it), and
-        # subprocesses that tests start inherit it.
-        if key.startswith("CONTEXTWRIGHT_") and key != "CONTEXTWRIGHT_PURE":
+        if key.startswith("CONTEXTWRIGHT_"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("CONTEXTWRIGHT_CACHE", str(model_cache))
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -67,13 +66,6 @@ def test_assemble_bench_reports_both_workloads_and_the_baselines(tmp_path: Path)
     # The RSS split: the process's own memory, and the store's pages mapped (docs/stores.md).
     assert 0 < r["rss_anon_mb"] <= r["peak_rss_mb"] and 0 <= r["rss_file_mb"] <= r["peak_rss_mb"]
     assert report["machine"]["nproc"] >= 1
-    from contextwright import compiled
-
-    files, why = compiled.check()  # the bench runs in a process of its own, with this environment
-    assert report["machine"]["compiled"] is (files is not None)
-    assert report["machine"]["compiled_reason"] == why
-    assert report["machine"]["hamming_kernel"] is (compiled.kernel("hamming") is not None)
-    assert report["machine"]["fts_kernel"] is (compiled.kernel("fts") is not None)
     assert r["frozen_objects"] == 0  # nothing frozen without --settle-heap
 
 
@@ -162,36 +154,6 @@ def test_between_bench_reports_each_wait_before_the_call(tmp_path: Path) -> None
     assert bad.returncode == 2 and "--sessions must be at least 1" in bad.stderr
 
 
-def test_compiled_bench_pairs_the_build_with_the_sources(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each pair is one process on the build and one from source, whatever this process runs;
-    without a current build it stops and says so (docs/compiled.md)."""
-    from contextwright import compiled
-
-    args = ["--records", "300", "--calls", "4", "--pairs", "2", "--dir", str(tmp_path)]
-    monkeypatch.delenv("CONTEXTWRIGHT_PURE", raising=False)
-    files, _ = compiled.check()
-    if files is None:  # no current build (or a pure run): both sides would be the sources
-        out = subprocess.run(
-            [sys.executable, str(BENCH / "compiled.py"), *args, "--json"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=tmp_path,
-        )
-        assert out.returncode != 0 and "make compile" in out.stderr
-        return
-    report = _run("compiled.py", *args, cwd=tmp_path)
-    assert report["records"] == 300 and len(report["pairs"]) == 2
-    for pair in report["pairs"]:
-        assert pair["compiled"]["compiled"] is True and pair["source"]["compiled"] is False
-        for side in pair.values():
-            assert min(side["cold_p50"], side["seen_p50"], side["cpu_p50"]) > 0
-    for key in ("cold", "seen", "cpu"):
-        assert len(report["ratio"][key]) == 2 and report["median_ratio"][key] > 0
-
-
 def test_assemble_bench_counts_the_full_collections_only() -> None:
     """`FullCollections` (bench/assemble.py) records each full collection of the cyclic GC while
     it is on, and nothing for the younger generations or once it is off."""
@@ -234,85 +196,3 @@ def test_assemble_bench_names_the_first_cpus_family_and_model(tmp_path: Path) ->
     gone = assemble.cpu_info(str(tmp_path / "missing"))
     assert set(gone.values()) == {"unknown"} and len(gone) == 4
     assert set(assemble.machine()) >= {"cpu", "cpu_family", "cpu_model", "cpu_stepping"}
-
-
-def test_instructions_bench_reads_valgrinds_counts() -> None:
-    """bench/instructions.py's parsing of valgrind's total and of callgrind_annotate's lines (the
-    run itself needs valgrind and minutes: docs/benchmarks.md quotes it)."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import instructions
-    finally:
-        sys.path.remove(str(BENCH))
-    assert (
-        instructions.total_instructions("==7== Events    : Ir\n==7== Collected : 4,216,765,617\n")
-        == 4_216_765_617
-    )
-    annotated = (
-        "416,256,720 ( 9.87%)  /x/Python/ceval.c:_PyEval_EvalFrameDefault [/usr/lib/libpython3.11.so.1.0]\n"
-        "122,176,222 ( 2.90%)  ???:sqlite3VdbeExec [/usr/lib/x86_64-linux-gnu/libsqlite3.so.0.8.6]\n"
-        " 20,000,000 ( 0.50%)  /x/Objects/dictobject.c:_Py_dict_lookup [/usr/lib/libpython3.11.so.1.0]\n"
-        "4,216,765,617 (100.0%)  PROGRAM TOTALS\n"
-    )
-    assert instructions.by_library(annotated) == {
-        "libpython3.11.so.1.0": 436_256_720,
-        "libsqlite3.so.0.8.6": 122_176_222,
-    }
-    with pytest.raises(SystemExit, match="no total"):
-        instructions.total_instructions("valgrind: command not found")
-
-
-def test_instructions_bench_says_what_is_missing(tmp_path: Path) -> None:
-    def run(*args: str, path: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, str(BENCH / "instructions.py"), *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=tmp_path,
-            env={**os.environ, "PATH": path},
-        )
-
-    bad = run("--calls", "0", path=os.environ["PATH"])
-    assert bad.returncode != 0 and "--calls=0" in bad.stderr
-    no_valgrind = run("--records", "50", "--calls", "1", "--dir", str(tmp_path), path=str(tmp_path))
-    assert no_valgrind.returncode != 0 and "valgrind is not installed" in no_valgrind.stderr
-
-
-def test_vector_index_bench_compares_the_store_with_sqlite_vec(tmp_path: Path) -> None:
-    """bench/vector_index.py times the store's search and three sqlite-vec searches on the same
-    vectors and says how much of the exact top k each returns: float32 vec0 is exact."""
-    report = _run(
-        "vector_index.py",
-        "--rows",
-        "600",
-        "--queries",
-        "6",
-        "--k",
-        "5",
-        "--dir",
-        str(tmp_path),
-        cwd=tmp_path,
-    )
-    searches = ["store", "vec0 float32", "vec0 int8", "vec0 bit + rerank"]
-    assert list(report["search_ms"]) == searches and list(report["agreement"]) == searches
-    for name in searches:
-        assert _positive(report["search_ms"][name]), name
-        assert 0.0 <= report["agreement"][name] <= 1.0, name
-    assert report["agreement"]["vec0 float32"] == 1.0
-    assert report["agreement"]["store"] >= 0.8  # 600 rows: every row ranked, int8 cosines
-    assert report["rows"] == 600 and report["k"] == 5
-    assert all(mb > 0 for mb in report["file_mb"].values())
-
-
-def test_vector_index_bench_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without sqlite-vec the bench stops with the pip command, not a traceback."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import vector_index
-    finally:
-        sys.path.remove(str(BENCH))
-    monkeypatch.setitem(sys.modules, "sqlite_vec", None)  # import sqlite_vec -> ImportError
-    with pytest.raises(SystemExit) as stopped:
-        vector_index.sqlite_vec_connection(":memory:")
-    assert "pip install -e '.[bench]'" in str(stopped.value.code)

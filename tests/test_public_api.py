@@ -1,6 +1,7 @@
 """The public API is what `contextwright.__all__` lists, and nothing else is promised.
 
 Adding a name is a decision: add it here in the same change. Removing or renaming one breaks users.
+What a custom store or source needs is in it: the extension tests below use nothing else.
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ PUBLIC = {
     "Candidate",
     "ContextOverflow",
     "ContextwrightError",
+    "Embedder",
     "Engine",
     "Handoff",
-    "Item",
+    "Hit",
     "MissingExtra",
-    "ModelSpec",
     "NotFound",
     "Query",
     "Record",
@@ -46,15 +47,18 @@ PUBLIC = {
     "RuleSet",
     "ScoringConfig",
     "SessionConfig",
-    "SessionManager",
+    "Settings",
+    "Source",
+    "SourceContext",
+    "Store",
     "StoreError",
-    "TaskBoard",
+    "Summarizer",
     "TokenCounter",
     "Trace",
     "ValidationError",
     "check_rules",
-    "diff_traces",
     "load_rules",
+    "open_store",
     "register_model",
 }
 
@@ -72,6 +76,70 @@ def test_every_public_name_is_importable_and_documented() -> None:
         obj = getattr(contextwright, name)
         if inspect.isclass(obj) or inspect.isfunction(obj):
             assert obj.__module__.startswith("contextwright."), name
+
+
+def test_star_import_gives_the_public_names_only() -> None:
+    namespace: dict[str, object] = {}
+    exec("from contextwright import *", namespace)
+    assert set(namespace) - {"__builtins__"} == PUBLIC
+
+
+def test_a_custom_source_needs_only_public_names(tmp_path: Path) -> None:
+    """A source of one's own, written against `contextwright` alone: its candidate is packed
+    into its section and named in the trace."""
+
+    class Pinboard:
+        name = "pinboard"
+
+        def run(self, ctx: contextwright.SourceContext) -> list[contextwright.Candidate]:
+            text = f"- Board note for @{ctx.agent}: deploys freeze on Friday"
+            return [
+                contextwright.Candidate(
+                    key="pinboard:1",
+                    section="constraints",
+                    source=self.name,
+                    text=text,
+                    tokens=ctx.counter.count(text),
+                    pinned=True,
+                    reasons=["on the board"],
+                )
+            ]
+
+    source: contextwright.Source = Pinboard()
+    assert "constraints" in contextwright.SECTIONS
+    store: contextwright.Store = contextwright.open_store(f"sqlite:///{tmp_path / 'x.db'}")
+    engine = Engine(store=store, sources=[source])
+    engine.add(project="p", author="ann", content="the release is next week")
+    result = engine.assemble(project="p", agent="ann", task="plan the release", budget=2000)
+    assert "deploys freeze on Friday" in result.text
+    assert [run["name"] for run in result.trace.to_dict()["sources"]] == ["pinboard"]
+    engine.close()
+
+
+def test_a_custom_store_needs_only_public_names() -> None:
+    """The Store port's types are public: a store that wraps another one runs with `Record`,
+    `Query` and `Hit` from `contextwright`, and the engine ranks through its `search_text`."""
+
+    class Counting:
+        def __init__(self, inner: contextwright.Store) -> None:
+            self.inner, self.searches = inner, 0
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.inner, name)
+
+        def search_text(
+            self, project: str, agent: str | None, text: str, limit: int
+        ) -> list[contextwright.Hit]:
+            self.searches += 1
+            return self.inner.search_text(project, agent, text, limit)
+
+    store = Counting(contextwright.open_store("memory://"))
+    engine = Engine(store=store)
+    stored = engine.add(project="p", author="ann", content="the cache is warmed at boot")
+    assert isinstance(stored, contextwright.Record)
+    assert [r.id for r in store.query(contextwright.Query(project="p", agent=None))] == [stored.id]
+    engine.assemble(project="p", agent="ann", task="why is the cache warm", budget=2000)
+    assert store.searches >= 1
 
 
 def test_one_exception_tree() -> None:

@@ -95,13 +95,11 @@ def test_defaults_for_a_minimal_record() -> None:
     assert len(r.id) == 26
 
 
-def test_meta_none_is_an_empty_object_compiled_or_not() -> None:
-    """The compiled build writes __init__ out and the interpreted one takes dataclass's: both give
-    `{}` for an explicit `meta=None` (make test runs this file both ways)."""
-    r = Record("i", "p", "a", "message", "hi", FIXED, 1, "h", meta=None)
-    assert r.meta == {}
-    assert r.to_dict()["meta"] == {}
-    assert Record("i", "p", "a", "message", "hi", FIXED, 1, "h").meta == {}
+def test_meta_defaults_to_an_empty_object_of_its_own() -> None:
+    a = Record("i", "p", "a", "message", "hi", FIXED, 1, "h")
+    b = Record("i", "p", "a", "message", "hi", FIXED, 1, "h")
+    assert a.meta == {} and a.to_dict()["meta"] == {}
+    assert a.meta is not b.meta
     assert Record("i", "p", "a", "message", "hi", FIXED, 1, "h", meta={"k": 1}).meta == {"k": 1}
 
 
@@ -383,10 +381,9 @@ _SAMPLES: dict[type, dict[str, Any]] = {
 
 
 @pytest.mark.parametrize("cls", list(_SAMPLES))
-def test_written_out_inits_take_every_declared_field(cls: type) -> None:
-    """Record, Candidate, Item and Decision write their own __init__ (fast when compiled): it must
-    take every field the class declares, by name and in order, and default as declared, with a
-    fresh dict or list for each object."""
+def test_data_classes_take_every_declared_field(cls: type) -> None:
+    """Record, Candidate, Item and Decision take every field they declare, by name and in order,
+    and default as declared, with a fresh dict or list for each object."""
     declared = dataclasses.fields(cls)
     values = _SAMPLES[cls]
     assert [f.name for f in declared] == list(values), "give the new field a sample above"
@@ -421,8 +418,7 @@ def test_with_status_changes_the_status_alone() -> None:
 
 
 def test_records_and_candidates_pickle_and_copy() -> None:
-    """Compiled, these classes cannot be rebuilt field by field: they pickle and copy as their
-    constructor's arguments (`records.init_args`)."""
+    """Slotted (and, for Record, frozen) dataclasses: they pickle and copy field for field."""
     r = build_record(full_record(), default_counter().count)
     for again in (pickle.loads(pickle.dumps(r)), copy.copy(r), copy.deepcopy(r)):
         assert again == r
@@ -448,6 +444,6 @@ def test_records_and_candidates_pickle_and_copy() -> None:
     ids=lambda o: type(o).__name__,
 )
 def test_frozen_configs_pickle_and_copy(obj: Any) -> None:
-    """The frozen classes of the compiled modules pickle and copy, compiled as from source."""
+    """The frozen, slotted config classes pickle and copy."""
     for again in (pickle.loads(pickle.dumps(obj)), copy.copy(obj), copy.deepcopy(obj)):
         assert again == obj

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextwright import Candidate, Engine, Item, ValidationError
-from contextwright.candidates import SECTIONS
+from contextwright import Candidate, Engine, ValidationError
+from contextwright.candidates import SECTIONS, Item
 from contextwright.records import Record, build_record
 from contextwright.render import (
     DATA_NOTE,

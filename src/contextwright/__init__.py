@@ -2,13 +2,16 @@
 
 Every model call gets a context window computed from scratch out of independent records, packed into
 a token budget by section priority, with a trace of what went in and why.
+
+The public API is what `__all__` lists, imported from here: the engine and its results, records,
+budgets, the errors, the configuration objects, and the ports a custom store, source, summarizer
+or embedder implements. Every other name, and every module path below this package, is internal
+and may change without notice.
 """
 
-# First: `compiled` loads the mypyc build of the hot path, if it matches the sources.
-from . import compiled as compiled
 from .assembly import Assembly
 from .budget import Budget
-from .candidates import SECTIONS, Candidate, Item
+from .candidates import SECTIONS, Candidate
 from .engine import Engine
 from .errors import (
     BudgetError,
@@ -20,15 +23,17 @@ from .errors import (
     StoreError,
     ValidationError,
 )
-from .ports import Query
+from .ports import Embedder, Hit, Query, Store, Summarizer
 from .records import KINDS, Record
-from .replay import diff_traces
 from .roles import Agent, RoleProfile
 from .rules import RuleSet, check_rules, load_rules
 from .scoring import ScoringConfig
-from .sessions import SessionConfig, SessionManager
-from .tasks import Handoff, TaskBoard
-from .tokens import MODELS, ModelSpec, TokenCounter, register_model
+from .sessions import SessionConfig
+from .settings import Settings
+from .sources import Source, SourceContext
+from .stores import open_store
+from .tasks import Handoff
+from .tokens import MODELS, TokenCounter, register_model
 from .trace import Trace
 
 __all__ = [
@@ -42,11 +47,11 @@ __all__ = [
     "Candidate",
     "ContextOverflow",
     "ContextwrightError",
+    "Embedder",
     "Engine",
     "Handoff",
-    "Item",
+    "Hit",
     "MissingExtra",
-    "ModelSpec",
     "NotFound",
     "Query",
     "Record",
@@ -55,15 +60,18 @@ __all__ = [
     "RuleSet",
     "ScoringConfig",
     "SessionConfig",
-    "SessionManager",
+    "Settings",
+    "Source",
+    "SourceContext",
+    "Store",
     "StoreError",
-    "TaskBoard",
+    "Summarizer",
     "TokenCounter",
     "Trace",
     "ValidationError",
     "check_rules",
-    "diff_traces",
     "load_rules",
+    "open_store",
     "register_model",
 ]
 __version__ = "0.1.0"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from .ports import Tokenizer
-from .records import Record, init_args
+from .records import Record
 
 SECTIONS = (
     "state",
@@ -46,46 +46,6 @@ class Candidate:
     # a synthetic item, which keep their text as it is.
     dated_line: bool = False
 
-    # Written out for the compiled build (docs/compiled.md): plain stores into the object there,
-    # where the generated __init__ sets each field through the class's descriptors (a call builds
-    # ~180 candidates). Same fields, order and defaults as declared above.
-    def __init__(
-        self,
-        key: str,
-        section: str,
-        source: str,
-        text: str,
-        records: tuple[Record, ...] = (),
-        score: float = 0.0,
-        components: dict[str, float] | None = None,
-        reasons: list[str] | None = None,
-        pinned: bool = False,
-        tokens: int = 0,
-        created_at: float = 0.0,
-        content_hash: str = "",
-        sources: list[str] | None = None,
-        beside: str | None = None,
-        dated_line: bool = False,
-    ) -> None:
-        self.key = key
-        self.section = section
-        self.source = source
-        self.text = text
-        self.records = records
-        self.score = score
-        self.components = {} if components is None else components
-        self.reasons = [] if reasons is None else reasons
-        self.pinned = pinned
-        self.tokens = tokens
-        self.created_at = created_at
-        self.content_hash = content_hash
-        self.sources = [] if sources is None else sources
-        self.beside = beside
-        self.dated_line = dated_line
-
-    def __reduce__(self) -> tuple[type[Candidate], tuple[Any, ...]]:
-        return Candidate, init_args(self)
-
     @property
     def record(self) -> Record | None:
         return self.records[0] if self.records else None
@@ -93,12 +53,6 @@ class Candidate:
     @property
     def record_ids(self) -> list[str]:
         return [r.id for r in self.records]
-
-
-# Hot paths build candidates positionally, in this order (sources.record_candidate, cache.py).
-FIELDS = ("key", "section", "source", "text", "records", "score", "components", "reasons",
-          "pinned", "tokens", "created_at", "content_hash", "sources", "beside", "dated_line")  # fmt: skip
-assert tuple(f.name for f in fields(Candidate)) == FIELDS, "update the positional constructors"
 
 
 # Candidates as the source cache keeps them (cache.py), column by column: a tuple per field, the
@@ -138,10 +92,22 @@ def thaw(f: Frozen) -> list[Candidate]:
     at = 0
     for i, n in enumerate(counts):
         c = Candidate(
-            keys[i], sections[i], srcs[i], texts[i], records[at : at + n], scores[i],
-            dict(comps[i]), list(reasons[i]), pinned[i], tokens[i], created[i], hashes[i],
-            list(sources[i]), beside[i], dated_line[i],
-        )  # fmt: skip
+            key=keys[i],
+            section=sections[i],
+            source=srcs[i],
+            text=texts[i],
+            records=records[at : at + n],
+            score=scores[i],
+            components=dict(comps[i]),
+            reasons=list(reasons[i]),
+            pinned=pinned[i],
+            tokens=tokens[i],
+            created_at=created[i],
+            content_hash=hashes[i],
+            sources=list(sources[i]),
+            beside=beside[i],
+            dated_line=dated_line[i],
+        )
         out.append(c)
         at += n
     return out
@@ -158,25 +124,6 @@ class Item:
     omitted: int = 0
     # The day this item is shown under (render.DATED_SECTIONS), or None.
     day: str | None = None
-
-    def __init__(  # written out, as Candidate's
-        self,
-        candidate: Candidate,
-        text: str,
-        tokens: int,
-        truncated: bool = False,
-        omitted: int = 0,
-        day: str | None = None,
-    ) -> None:
-        self.candidate = candidate
-        self.text = text
-        self.tokens = tokens
-        self.truncated = truncated
-        self.omitted = omitted
-        self.day = day
-
-    def __reduce__(self) -> tuple[type[Item], tuple[Any, ...]]:
-        return Item, init_args(self)
 
     def to_dict(self) -> dict[str, Any]:
         c = self.candidate

@@ -13,26 +13,22 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from .candidates import Candidate
 from .ports import Query
-from .records import Record, init_args
+from .records import Record
 from .scoring import ScoringConfig
 from .sources import KNOWLEDGE_AT, SourceContext, record_candidate
 
 SPREAD_SECTIONS = ("knowledge", "suggestions")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LocalityConfig:
     top: int = 10  # strongest matches: they vote for their sessions and fetch their neighbours
     sessions: int = 6  # sessions lifted
     session_weight: float = 0.3  # lift of a record in the best session, in relevance units
     neighbour_weight: float = 0.2  # share of the best neighbour's relevance
-
-    def __reduce__(self) -> tuple[type[LocalityConfig], tuple[Any, ...]]:
-        return LocalityConfig, init_args(self)  # compiled, a frozen class pickles no other way
 
 
 def spread(

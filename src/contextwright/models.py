@@ -3,8 +3,8 @@
 Counts are cl100k (tokens.py). Models whose own tokenizer is not shipped offline (o200k for
 GPT-4o/4.1) or not public at all (Claude, Llama 3, Mistral through cl100k) carry a stated safety
 margin: the usable budget is divided by (1 + margin) so that our count can only over-estimate
-theirs. Callers' values are checked here (this module stays interpreted when the hot path is
-compiled: compiled.py), so a wrong type is a ValidationError that names the field.
+theirs. Callers' values are checked here, so a wrong type is a ValidationError that names the
+field.
 """
 
 from __future__ import annotations

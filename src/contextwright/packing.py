@@ -12,12 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from .candidates import SECTIONS, Candidate, Item
 from .errors import BudgetError
 from .ports import Tokenizer
-from .records import init_args
 from .render import DATED_SECTIONS, day_heading, fixed_cost, heading_cost, quoted, unit_cost
 from .scoring import day_label, item_prefix
 
@@ -32,18 +30,6 @@ class Decision:
     reason: str
     tokens: int
     truncated: bool = False
-
-    def __init__(  # written out, as Candidate's (candidates.py)
-        self, candidate: Candidate, kept: bool, reason: str, tokens: int, truncated: bool = False
-    ) -> None:
-        self.candidate = candidate
-        self.kept = kept
-        self.reason = reason
-        self.tokens = tokens
-        self.truncated = truncated
-
-    def __reduce__(self) -> tuple[type[Decision], tuple[Any, ...]]:
-        return Decision, init_args(self)
 
 
 @dataclass

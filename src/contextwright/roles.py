@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ValidationError
-from .records import init_args
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RoleProfile:
     name: str
     # Weight per record kind, 0..1; kinds not named get `default_kind_weight`.
@@ -22,9 +21,6 @@ class RoleProfile:
     default_model: str = "gpt-4o"
     default_window: int = 8_000
     complexity: str = "normal"
-
-    def __reduce__(self) -> tuple[type[RoleProfile], tuple[Any, ...]]:
-        return RoleProfile, init_args(self)  # compiled, a frozen class pickles no other way
 
     def kind_weight(self, kind: str) -> float:
         return float(self.kind_weights.get(kind, self.default_kind_weight))
@@ -165,14 +161,11 @@ ROLE_PROFILES: dict[str, RoleProfile] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Agent:
     id: str
     role: str = "default"
     profile: RoleProfile = field(default_factory=lambda: ROLE_PROFILES["default"])
-
-    def __reduce__(self) -> tuple[type[Agent], tuple[Any, ...]]:
-        return Agent, init_args(self)  # compiled, a frozen class pickles no other way
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "role": self.role, "profile": self.profile.to_dict()}

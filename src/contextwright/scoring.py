@@ -27,11 +27,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
 
 from .candidates import Candidate
 from .errors import ValidationError
-from .records import Record, init_args
+from .records import Record
 from .roles import RoleProfile
 from .stores._rows import query_terms
 
@@ -41,7 +40,7 @@ FUSIONS = ("sum", "rrf", "max")
 MULTIPLIERS = ("role_source",)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ScoringConfig:
     half_life_days: float = 3.0
     weights: Mapping[str, float] = field(
@@ -68,9 +67,6 @@ class ScoringConfig:
     )
     rrf_k: int = 60
 
-    def __reduce__(self) -> tuple[type[ScoringConfig], tuple[Any, ...]]:
-        return ScoringConfig, init_args(self)  # compiled, a frozen class pickles no other way
-
     def __post_init__(self) -> None:
         if not (
             isinstance(self.half_life_days, int | float)
@@ -96,9 +92,7 @@ def recency(created_at: float, now: float, half_life_days: float) -> float:
 
 
 def score(c: Candidate, config: ScoringConfig) -> float:
-    given = config.weights
-    # Typed as a dict, so that compiled each read is a C call, not a call of a bound method.
-    weights: dict[str, float] = given if isinstance(given, dict) else dict(given)
+    weights = config.weights
     comps = c.components
     total = 0.0  # the sum of the components in their order, as `sum` adds them
     for name, value in comps.items():

@@ -102,24 +102,21 @@ def record_candidate(
     else:
         prefix = item_prefix(r)
         text, tokens = f"{prefix} {r.content}", ctx.counter.count(prefix) + r.tokens + 1
-    # Positional (candidates.FIELDS): every record of every source comes through here.
     # `components` is this call's own dict already (keyword arguments).
     return Candidate(
-        r.id,  # key
-        section,
-        source,
-        text,
-        (r,),  # records
-        0.0,  # score
-        components,
-        [reason],  # reasons
-        r.pinned,
-        tokens,
-        r.created_at,
-        r.content_hash,
-        [source],  # sources
-        None,  # beside
-        section != "history",  # dated_line
+        key=r.id,
+        section=section,
+        source=source,
+        text=text,
+        records=(r,),
+        components=components,
+        reasons=[reason],
+        pinned=r.pinned,
+        tokens=tokens,
+        created_at=r.created_at,
+        content_hash=r.content_hash,
+        sources=[source],
+        dated_line=section != "history",
     )
 
 

@@ -73,7 +73,7 @@ def run_undo(mgr: SessionManager, st: states.SessionState) -> Undo:
     entry = st.undo.pop()
     engine = mgr.engine
     for sid in entry["summaries"]:
-        engine.set_status(sid, UNDONE, by=st.agent, note="compaction undone")
+        engine.set_status(st.project, sid, UNDONE, by=st.agent, note="compaction undone")
     st.cutoff = entry["cutoff"]
     st.protected = list(entry["protected"])
     st.summary_ids = list(entry["summary_ids"])
@@ -84,7 +84,7 @@ def run_undo(mgr: SessionManager, st: states.SessionState) -> Undo:
     mgr._save(st)
     restored = [
         rid
-        for s in engine.store.get_many(entry["summaries"])
+        for s in engine.store.get_many(st.project, entry["summaries"])
         for rid in s.meta.get("replaces", [])
         if isinstance(rid, str)
     ]
@@ -97,11 +97,7 @@ def reports(mgr: SessionManager, st: states.SessionState) -> list[CompactionRepo
 
     def visible(ids: list[str]) -> dict[str, Any]:
         # get_many reads by id without a visibility filter: apply it here.
-        return {
-            r.id: r
-            for r in store.get_many(ids)
-            if r.project == st.project and r.visible_to(st.agent)
-        }
+        return {r.id: r for r in store.get_many(st.project, ids) if r.visible_to(st.agent)}
 
     entries = list(reversed(st.undo))
     summaries = visible([sid for e in entries for sid in e["summaries"]])

@@ -6,7 +6,6 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import fields
 from itertools import islice
 from typing import Any
 
@@ -240,60 +239,29 @@ def _names(value: Any) -> tuple[str, ...]:
 
 
 def row_to_record(row: Any) -> Record:
-    # Positional (in Record's field order, checked below): a fifth faster than keywords, and
-    # every read of every source goes through here.
     meta = row[19]
     return Record(
-        row[0],  # id
-        row[1],  # project
-        row[4],  # author
-        row[5],  # kind
-        row[16],  # content
-        float(row[15]),  # created_at
-        int(row[17]),  # tokens
-        row[18],  # content_hash
-        row[2],  # milestone
-        row[3],  # session
-        _names(row[6]),  # to
-        row[7],  # visibility
-        _names(row[8]),  # mentions
-        _names(row[9]),  # tags
-        _names(row[10]),  # refs
-        row[11],  # status
-        row[12],  # supersedes
-        row[13],  # reply_to
-        bool(row[14]),  # pinned
-        ({} if meta == "{}" else json.loads(meta)) if isinstance(meta, str) else (meta or {}),
+        id=row[0],
+        project=row[1],
+        milestone=row[2],
+        session=row[3],
+        author=row[4],
+        kind=row[5],
+        to=_names(row[6]),
+        visibility=row[7],
+        mentions=_names(row[8]),
+        tags=_names(row[9]),
+        refs=_names(row[10]),
+        status=row[11],
+        supersedes=row[12],
+        reply_to=row[13],
+        pinned=bool(row[14]),
+        created_at=float(row[15]),
+        content=row[16],
+        tokens=int(row[17]),
+        content_hash=row[18],
+        meta=({} if meta == "{}" else json.loads(meta)) if isinstance(meta, str) else (meta or {}),
     )
-
-
-_ORDER = [
-    "id", "project", "author", "kind", "content", "created_at", "tokens", "content_hash",
-    "milestone", "session", "to", "visibility", "mentions", "tags", "refs", "status",
-    "supersedes", "reply_to", "pinned", "meta",
-]  # fmt: skip
-assert [f.name for f in fields(Record)] == _ORDER, "update row_to_record to Record's fields"
-
-
-def _gc_untracker() -> Callable[[Any], None] | None:
-    """CPython's `PyObject_GC_UnTrack`, or None where there is none (another Python).
-
-    The records a `RecordCache` keeps live long and can be in no reference cycle: a Record is
-    frozen and holds strings, numbers, tuples of strings and a meta dict decoded from JSON. Left
-    to the cyclic GC, the 20,000 a full cache holds were 40% of the objects that every full
-    collection walks (one every ~60 cold calls at 100k records, the p99), and those collections
-    grew from ~17 to ~50 ms as the cache filled (docs/benchmarks.md). Untracked, a record is
-    still freed when its last reference goes (reference counting does that), and what it refers
-    to stays tracked: a cycle inside a meta dict is still found."""
-    import ctypes  # here, not at import: only a store that caches records needs it
-
-    try:
-        untrack = ctypes.pythonapi.PyObject_GC_UnTrack
-    except (AttributeError, OSError):  # not CPython
-        return None
-    untrack.argtypes = [ctypes.py_object]
-    untrack.restype = None
-    return untrack
 
 
 # Phase one of a cached read: the key columns of each row, in the read's order.
@@ -310,14 +278,12 @@ class RecordCache:
     always taken from the read itself (phase one), never from the cache: a status change made by
     any process is seen by the next read. Records are never deleted, so a row id names one record
     for the life of the file; the id is checked too. Bounded: past `size` records the oldest tenth
-    is dropped (first in, first out). The records it keeps are left out of the cyclic GC
-    (`_gc_untracker`)."""
+    is dropped (first in, first out)."""
 
     def __init__(self, size: int = 20_000) -> None:
         self.size = size
         self._by_rid: dict[int, Record] = {}
         self._lock = threading.Lock()
-        self._untrack = _gc_untracker() if size > 0 else None
 
     def resolve(
         self, keys: Sequence[RecordKey], fetch: Callable[[list[int]], Iterable[Any]]
@@ -325,7 +291,6 @@ class RecordCache:
         """The records of `keys` in order; `fetch(rids)` gives the full rows (COLUMNS, then rid)
         of those not cached."""
         cache = self._by_rid
-        untrack = self._untrack  # None when the cache keeps nothing, or not on CPython
         out: list[Record | None] = []
         missing: list[int] = []
         for rid, rec_id, status in keys:
@@ -335,8 +300,6 @@ class RecordCache:
                 out.append(None)
             elif r.status != status:
                 r = cache[rid] = r.with_status(status)
-                if untrack is not None:
-                    untrack(r)
                 out.append(r)
             else:
                 out.append(r)
@@ -344,9 +307,6 @@ class RecordCache:
             return out  # type: ignore[return-value]
         fetched = {row[20]: row_to_record(row) for row in fetch(missing)}
         if self.size > 0:
-            if untrack is not None:
-                for r in fetched.values():
-                    untrack(r)
             with self._lock:
                 cache.update(fetched)
                 if len(cache) > self.size:

@@ -6,16 +6,14 @@ the recall benchmark shows no loss; see docs/vectors.md), and this matrix keeps 
 by every call in the process. Rows are dequantized only when they are ranked, so cosines are the
 same as from a float32 matrix. Up to EXACT_UP_TO rows the search is exact. Above that, one sign
 bit per dimension preselects the OVERSAMPLE x limit rows nearest by Hamming distance (ties at the
-cut included), and those are ranked exactly: 0.44 ms at 100k (the distances counted by the
-compiled build's C kernel, stores/_hamming.c; 0.85 ms with numpy's), and 99% of the exact top 10
-on LoCoMo. An HNSW index (usearch) took minutes to build at 100k on this machine, and importing it
-beside onnxruntime crashed the process, so it was not chosen. Visibility is enforced here, before
+cut included), and those are ranked exactly: 99% of the exact top 10 on LoCoMo. An HNSW index
+(usearch) took minutes to build at 100k on this machine, and importing it beside onnxruntime
+crashed the process, so it was not chosen. Visibility is enforced here, before
 ranking: a row the agent may not see never competes for a place.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import threading
 from collections.abc import Sequence
@@ -23,8 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from ..compiled import kernel
 
 F32 = np.dtype[np.float32]
 EXACT_UP_TO = 20_000
@@ -61,21 +57,6 @@ def signs(vec: np.ndarray[Any, Any], words: int) -> np.ndarray[Any, np.dtype[np.
     return padded.view(np.uint64)
 
 
-def _load_hamming() -> Any:
-    """`cw_hamming` from the compiled build's C kernel (stores/_hamming.c), or None."""
-    lib = kernel("hamming")
-    if lib is None:
-        return None
-    fn = lib.cw_hamming
-    ptr, size = ctypes.c_void_p, ctypes.c_size_t
-    fn.argtypes = [ptr, size, ctypes.c_int, size, size, ptr, ptr, ctypes.c_uint16, ptr, ptr]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_HAMMING = _load_hamming()
-
-
 def hamming(
     bits: np.ndarray[Any, np.dtype[np.uint64]],
     qbits: np.ndarray[Any, np.dtype[np.uint64]],
@@ -85,29 +66,8 @@ def hamming(
     far: int,
 ) -> tuple[np.ndarray[Any, np.dtype[np.uint16]], np.ndarray[Any, np.dtype[np.int64]]]:
     """The Hamming distances of rows [lo, n) of `bits` (sign bits, word-major) to `qbits`, `far`
-    where `mask` (of rows [lo, n)) is False, and their histogram over 0..far. The C kernel of
-    the compiled build when there is one (stores/_hamming.c: one call, without the GIL),
-    else numpy; the two give the same arrays (tests/test_vectors.py)."""
+    where `mask` (of rows [lo, n)) is False, and their histogram over 0..far."""
     words = bits.shape[0]
-    if _HAMMING is not None and bits.flags.c_contiguous and bits.dtype == np.uint64:
-        dist = np.empty(n - lo, dtype=np.uint16)
-        hist = np.zeros(far + 1, dtype=np.int64)
-        q = np.ascontiguousarray(qbits, dtype=np.uint64)
-        m = None if mask is None else np.ascontiguousarray(mask, dtype=np.bool_)
-        status = _HAMMING(
-            bits.ctypes.data,
-            bits.shape[1],
-            words,
-            lo,
-            n,
-            q.ctypes.data,
-            None if m is None else m.ctypes.data,
-            far,
-            dist.ctypes.data,
-            hist.ctypes.data,
-        )
-        if status == 0:
-            return dist, hist
     dist = np.bitwise_count(bits[0, lo:n] ^ qbits[0]).astype(np.uint16)
     for w in range(1, words):
         dist += np.bitwise_count(bits[w, lo:n] ^ qbits[w])

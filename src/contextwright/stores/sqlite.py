@@ -34,6 +34,7 @@ from ._rows import (
 from .sqlite_docs import (
     PUT,
     TRACES,
+    Connections,
     TraceFile,
     doc_row,
     get_doc,
@@ -42,7 +43,7 @@ from .sqlite_docs import (
     traces_path,
 )
 from .sqlite_schema import MIGRATIONS, Migration
-from .sqlite_text import VISIBLE, RankingConnections, SQLiteText
+from .sqlite_text import VISIBLE, SQLiteText
 from .sqlite_vectors import SQLiteVectors
 from .sqlite_vocab import Vocabulary
 
@@ -97,7 +98,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
         self.url = f"sqlite:///{path}"
         # One connection per thread, reading the first `mmap_mb` of the file through mmap
         # (docs/stores.md).
-        self._conns = RankingConnections(path, mmap_mb << 20)
+        self._conns = Connections(path, mmap_mb << 20)
         self._write_lock = self._conns.lock  # writes and `close` take it
         self._df: dict[tuple[str, int | None], tuple[int, int]] = {}  # see _word_count
         self._vocabulary = Vocabulary(path)  # the index's word counts, read at once

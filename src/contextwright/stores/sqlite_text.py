@@ -18,9 +18,7 @@ from typing import Any, cast
 from ..errors import StoreError
 from ..ports import Hit
 from ..records import Record
-from . import sqlite_bm25
 from ._rows import COMMON_DF, KEYS, LARGE_WINDOW, RecordKey, fts_match, query_terms
-from .sqlite_docs import Connections
 from .sqlite_vocab import Vocabulary
 
 VISIBLE = (
@@ -37,7 +35,7 @@ ONE_PROJECT = (
     "SELECT (SELECT count(*) = 1 AND max(project) = :project FROM project_versions), "
     "(SELECT json_group_array(json_array(rid, id, status, printf('%!.20g', score))) FROM ("
     "SELECT r.rid AS rid, r.id AS id, r.current_status AS status, w.score AS score FROM ("
-    "SELECT rid, score FROM (SELECT t.rowid AS rid, {bm25}(records_fts) AS score "
+    "SELECT rid, score FROM (SELECT t.rowid AS rid, bm25(records_fts) AS score "
     "FROM records_fts t WHERE records_fts MATCH :m ORDER BY t.rowid DESC LIMIT :window) "
     "ORDER BY score, rid DESC LIMIT :first) w JOIN records r ON r.rid = w.rid WHERE {visible} "
     "ORDER BY w.score, w.rid DESC LIMIT :limit))"
@@ -49,7 +47,7 @@ ONE_PROJECT = (
 GENERAL = (
     "SELECT json_group_array(json_array(rid, id, current_status, printf('%!.20g', score))) "
     "FROM (SELECT rid, id, current_status, score FROM (SELECT " + KEYS + ", "
-    "{bm25}(records_fts) AS score, {visible} AS vis_ FROM records_fts t "
+    "bm25(records_fts) AS score, {visible} AS vis_ FROM records_fts t "
     "JOIN records r ON r.rid = t.rowid WHERE records_fts MATCH :m "
     "AND r.project = :project {inner}) WHERE vis_ ORDER BY score, rid DESC LIMIT :limit)"
 )
@@ -61,7 +59,6 @@ class RankingPlan:
 
     text: str
     params: dict[str, Any]
-    # The statements, with `{bm25}` for the ranking function of the connection that runs them.
     general: str  # GENERAL, for any store
     one_project: str | None  # ONE_PROJECT, tried first where words were left out
 
@@ -76,34 +73,8 @@ WORD_COUNTS_KEPT = 50_000
 Ranked = tuple[RecordKey, float]
 
 
-class RankingConnections(Connections):
-    """The store's connections, each with `cw_bm25` where it can have it (sqlite_bm25.py)."""
-
-    def __init__(self, path: str, mmap_bytes: int = 0) -> None:
-        super().__init__(path, mmap_bytes)
-        self._fast: set[int] = set()  # the connections (by id) that have cw_bm25
-
-    def _open(self) -> sqlite3.Connection:
-        conn = super()._open()
-        if sqlite_bm25.register(conn, self.path):
-            self._fast.add(id(conn))
-        else:
-            self._fast.discard(id(conn))  # the id of a closed connection, reused
-        return conn
-
-    def bm25(self, conn: sqlite3.Connection) -> str:
-        """The BM25 function to rank with on `conn`: the same scores either way."""
-        return "cw_bm25" if id(conn) in self._fast else "bm25"
-
-    def close(self) -> None:
-        with self.lock:
-            super().close()
-            self._fast.clear()
-
-
 class SQLiteText:
     _conn: Callable[[], sqlite3.Connection]
-    _conns: RankingConnections
     _resolve: Callable[[sqlite3.Connection, Sequence[RecordKey]], list[Record]]
     _df: dict[tuple[str, int | None], tuple[int, int]]  # (word, cap) -> (count, max rid then)
     _vocabulary: Vocabulary
@@ -157,10 +128,10 @@ class SQLiteText:
             if selective is None
             else "ORDER BY t.rowid DESC LIMIT :window"
         )
-        general = GENERAL.format(visible=visible, bm25="{bm25}", inner=inner)
+        general = GENERAL.format(visible=visible, inner=inner)
         if selective is None:
             return RankingPlan(text, params, general, None)
-        one_project = ONE_PROJECT.format(visible=visible, bm25="{bm25}")
+        one_project = ONE_PROJECT.format(visible=visible)
         return RankingPlan(text, params, general, one_project)
 
     def ranking_rows(self, plan: RankingPlan | None) -> str | None:
@@ -170,13 +141,10 @@ class SQLiteText:
             return None
         try:
             conn = self._conn()
-            bm25 = self._conns.bm25(conn)  # this connection's: the same scores either way
             if plan.one_project is not None:
-                sql = plan.one_project.replace("{bm25}", bm25)
-                one, found = conn.execute(sql, plan.params).fetchone()
+                one, found = conn.execute(plan.one_project, plan.params).fetchone()
                 return found if one else MORE_PROJECTS
-            sql = plan.general.replace("{bm25}", bm25)
-            return cast(str | None, conn.execute(sql, plan.params).fetchone()[0])
+            return cast(str | None, conn.execute(plan.general, plan.params).fetchone()[0])
         except sqlite3.OperationalError as exc:
             raise StoreError(f"full-text search failed for {plan.text[:80]!r}: {exc}") from exc
 
