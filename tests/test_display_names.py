@@ -63,7 +63,7 @@ def test_display_names_through_the_engine(engine: Engine) -> None:
     assert "compiler bug is in the loop" in window.text and ADA in window.text
     other = engine.assemble("chat", "דנה לוי", "compiler bug", 2000)
     assert "compiler bug is in the loop" not in other.text
-    done = engine.set_status(engine.records("chat", author=ADA)[0].id, "resolved", by=GRACE)
+    done = engine.set_status("chat", engine.records("chat", author=ADA)[0].id, "resolved", by=GRACE)
     assert done.status == "resolved"
 
 
@@ -223,7 +223,7 @@ def test_import_reports_stored_then_skipped_with_why(engine: Engine, tmp_path: P
     assert first.projects == {"chat": 5}
     authors = {r.author for r in engine.records("chat", limit=10)}
     assert authors == {ADA, GRACE, "أحمد الخطيب", "דנה לוי", "Zoë 👩‍💻"}
-    assert len(engine.get("m5").content) > 200_000
+    assert len(engine.get("chat", "m5").content) > 200_000
 
     again = import_file(engine, path, "jsonl", "chat")
     assert again.stored == 0 and engine.store.count("chat") == 5

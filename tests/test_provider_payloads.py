@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 from pydantic import ConfigDict, TypeAdapter
 
-from contextwright import Candidate, Engine, Item
+from contextwright import Candidate, Engine
+from contextwright.candidates import Item
 from contextwright.records import Record, build_record
 from contextwright.render import NO_CONVERSATION, OPENING_TURN, render, tool_id
 from contextwright.tokens import default_counter

@@ -160,7 +160,7 @@ def test_another_projects_key_and_ids(world: World, method: str, path: str, body
     [
         ("POST", "/v1/projects/acme/records", {"author": "alice", "content": 5}, "content"),
         ("POST", "/v1/projects/acme/records", {"author": "alice"}, "content"),
-        ("POST", "/v1/projects/acme/records", {"author": "al ice", "content": "x"}, "author"),
+        ("POST", "/v1/projects/acme/records", {"author": " alice", "content": "x"}, "author"),
         ("POST", "/v1/projects/acme/records", {"author": "a", "content": "x", "kind": "?"}, "kind"),
         ("POST", "/v1/projects/acme/records", {"author": "a", "content": "x", "bogus": 1}, "bogus"),
         (

@@ -363,7 +363,7 @@ def test_compaction_never_writes_a_longer_history(lengths: list[int]) -> None:
     c = s.compact(P, A, S, keep=4)
     assert c.tokens_after <= c.tokens_before
     if c.compacted:
-        replaced = sum(r.tokens for r in engine.store.get_many(c.replaced))
+        replaced = sum(r.tokens for r in engine.store.get_many(P, c.replaced))
         assert sum(x.tokens for x in c.summaries) < replaced
     engine.close()
 

@@ -219,6 +219,7 @@ def check_display_name(field: str, value: object) -> str:
         raise ValidationError(
             field, value, DISPLAY_NAME_FIX, problem=f"must be a string, not {type(value).__name__}"
         )
+    check_text(field, value)  # NUL and lone surrogates: the message every text field gives
     problem = display_name_problem(value)
     if problem is not None:
         raise ValidationError(field, value, DISPLAY_NAME_FIX, problem=problem)

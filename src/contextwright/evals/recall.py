@@ -197,7 +197,7 @@ def run_recall(
             for conv in convs:
                 dia = ingest(engine, conv)
                 clock["now"] = conv.end + 3600.0
-                records = engine.store.get_many(conv.sample_id, list(dia))
+                records = engine.store.get_many(conv.project, list(dia))
                 base = Baseline(engine, records)
                 if engine.vectors.on:
                     if progress:
