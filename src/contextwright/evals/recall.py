@@ -25,6 +25,7 @@ from ..engine import Engine
 from ..errors import ValidationError
 from ..ports import Embedder
 from ..records import Record
+from ..render import header
 from ..scoring import item_prefix
 from ..stores.sqlite import SQLiteStore
 from . import METHODS
@@ -128,7 +129,7 @@ class Baseline:
         return f"{item_prefix(r)} {r.content}"
 
     def fixed(self, task: str) -> int:
-        skeleton = f"# Context for {AGENT}\n\n## State\n- Task: {task}\n\n## Knowledge\n"
+        skeleton = f"{header(AGENT)}\n## State\n- Task: {task}\n\n## Knowledge\n"
         return self.engine.counter.count(skeleton)
 
     def fit(self, ranked: Iterable[Record], task: str, budget: int) -> set[str]:
