@@ -7,6 +7,7 @@ handoff): in Python on every store, and over HTTP with keys scoped to one projec
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,23 @@ def test_a_record_may_supersede_one_later_in_the_same_batch(engine: Engine) -> N
     assert engine.get("p", "old").status == "superseded"
 
 
+@pytest.mark.parametrize("field", ["supersedes", "reply_to"])
+def test_a_record_may_not_name_itself(engine: Engine, field: str) -> None:
+    # Found by tests/test_isolation_properties.py: the record itself made the link resolve, and a
+    # decision that superseded itself was acknowledged active and stored superseded.
+    fields = {"id": "d1", "project": "p", "author": "a", "kind": "decision", "content": "x"}
+    with pytest.raises(ValidationError) as err:
+        engine.add(**fields, **{field: "d1"})
+    assert err.value.field == field and "names the record itself" in err.value.message
+    with pytest.raises(ValidationError) as err:
+        engine.add_many([{**fields, field: "d1"}])
+    assert err.value.field == f"records[0].{field}"
+    with pytest.raises(ValidationError) as err:
+        engine.add(**fields, refs=["rec:d1"])
+    assert err.value.field == "refs[0]"
+    assert engine.store.count("p") == 0
+
+
 def test_superseding_needs_the_right_to_see_the_decision(engine: Engine) -> None:
     mine = engine.add(
         project="p", author="alice", kind="decision", content="mine", visibility="private"
@@ -193,6 +211,70 @@ def test_the_newest_handoff_is_by_insertion_not_created_at(engine: Engine) -> No
     engine.add(**handoff("written last", 1.0))
     found = engine.tasks.handoff("p", task.id)
     assert found is not None and found.summary == "written last"
+
+
+def private_handoff(engine: Engine) -> tuple[str, str]:
+    """A completed task with a project handoff, then alice's private one (newer); and a task that
+    depends on it. Returns (done, next)."""
+    done = engine.tasks.create("p", name="login", objective="fix the login", author="lead").id
+    engine.complete_task("p", done, {"summary": "PUBLIC handoff"}, by="lead")
+    engine.add(
+        project="p",
+        author="alice",
+        kind="handoff",
+        visibility="private",
+        reply_to=done,
+        content="mine",
+        meta={"handoff": {"summary": "ALICE-ONLY handoff"}},
+    )
+    after = engine.tasks.create(
+        "p", name="next", objective="after the login", dependencies=[done], author="lead"
+    )
+    return done, after.id
+
+
+def test_a_private_handoff_reaches_only_whom_it_was_written_to(engine: Engine) -> None:
+    # Found by tests/test_isolation_properties.py: the newest handoff was read whatever its
+    # visibility, so bob read alice's private one (task reads, and his computed context).
+    done, after = private_handoff(engine)
+    bob = engine.tasks.handoff("p", done, "bob")
+    assert bob is not None and bob.summary == "PUBLIC handoff"
+    alice = engine.tasks.handoff("p", done, "alice")
+    assert alice is not None and alice.summary == "ALICE-ONLY handoff"
+    trusted = engine.tasks.handoff("p", done)
+    assert trusted is not None and trusted.summary == "ALICE-ONLY handoff"
+    context = engine.tasks.computed_context("p", after, agent="bob")
+    text = json.dumps(context.to_dict(), default=str) + context.render(engine.tasks.template)
+    assert "ALICE-ONLY" not in text and "PUBLIC handoff" in text
+    context = engine.tasks.computed_context("p", after, agent="alice")
+    assert "ALICE-ONLY" in json.dumps(context.to_dict(), default=str)
+
+
+def test_http_a_private_handoff_is_shown_only_to_whom_it_was_written_to(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    bob_key = "p-bob-key-00000"
+    keys: dict[str, Any] = {ALPHA_KEY: ["p"], bob_key: {"project": "p", "agents": ["bob"]}}
+    with Engine.open(db) as engine:
+        done, after = private_handoff(engine)
+        app = create_app(engine, Settings(db=db, api_keys=keys))
+        with running(app) as base, httpx.Client(base_url=base) as c:
+
+            def task(key: str, **params: str) -> httpx.Response:
+                return c.get(f"/v1/projects/p/tasks/{done}", headers=auth(key), params=params)
+
+            for r in (task(bob_key), task(bob_key, agent="bob"), task(ALPHA_KEY, agent="bob")):
+                assert r.status_code == 200, r.text
+                assert r.json()["handoff"]["summary"] == "PUBLIC handoff", r.text
+            r = task(ALPHA_KEY, agent="alice")
+            assert r.json()["handoff"]["summary"] == "ALICE-ONLY handoff"
+            assert task(bob_key, agent="alice").status_code == 403
+            r = c.get(
+                f"/v1/projects/p/tasks/{after}/context",
+                headers=auth(bob_key),
+                params={"agent": "bob"},
+            )
+            assert r.status_code == 200 and "PUBLIC handoff" in r.text
+            assert "ALICE-ONLY" not in r.text
 
 
 def test_a_dependency_of_another_project_is_refused(engine: Engine) -> None:

@@ -157,10 +157,11 @@ def record_links(r: Record) -> list[tuple[str, str, bool]]:
 
 
 def check_links(store: Store, records: Sequence[Record], *, batch: bool) -> None:
-    """Every record that `records` name is a record of the writer's own project, stored or in the
-    batch, and a superseded one is a record that its author may see; else a ValidationError names
-    the first field that does not resolve (`records[i].field` when `batch`). Nothing is written,
-    and nothing says whether the id exists in another project."""
+    """Every record that `records` name is a record of the writer's own project, stored or
+    another of the batch (never the record itself), and a superseded one is a record that its
+    author may see; else a ValidationError names the first field that does not resolve
+    (`records[i].field` when `batch`). Nothing is written, and nothing says whether the id exists
+    in another project."""
     wanted: dict[str, set[str]] = {}
     in_batch = {(r.project, r.id): r for r in records}
     for r in records:
@@ -172,10 +173,20 @@ def check_links(store: Store, records: Sequence[Record], *, batch: bool) -> None
         known.update(((project, s.id), s) for s in store.get_many(project, sorted(ids)))
     for i, r in enumerate(records):
         for name, target, must_see in record_links(r):
+            field = f"records[{i}].{name}" if batch else name
+            if target == r.id:
+                # The record is not there before its own write: a decision that superseded itself
+                # would be acknowledged active and stored superseded.
+                raise ValidationError(
+                    field,
+                    target,
+                    f"name another record of project {r.project!r}, or leave "
+                    f"{name.split('[')[0]} out",
+                    problem="names the record itself",
+                )
             found = known.get((r.project, target))
             if found is not None and (not must_see or found.visible_to(r.author)):
                 continue
-            field = f"records[{i}].{name}" if batch else name
             who = f" that {r.author!r} may see" if must_see else ""
             raise ValidationError(
                 field,

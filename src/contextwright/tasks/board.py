@@ -11,7 +11,7 @@ files touched become `file` entries of the context map; edges link them to the t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -188,9 +188,14 @@ class TaskBoard:
             )
         )
 
-    def handoff(self, project: str, task_id: str) -> Handoff | None:
+    def handoff(
+        self, project: str, task_id: str, agent: str | Collection[str] | None = None
+    ) -> Handoff | None:
+        """The task's newest handoff that `agent` (one name, or any of several) may see; None
+        reads as every agent (the library's caller is trusted)."""
         task = self.get(project, task_id)
-        found = latest_handoffs(self.engine.store, project, [task.id]).get(task.id)
+        viewers = None if agent is None else (agent,) if isinstance(agent, str) else agent
+        found = latest_handoffs(self.engine.store, project, [task.id], viewers).get(task.id)
         return handoff_of(found) if found else None
 
     def signals(self, project: str, task_id: str) -> TaskSignals:

@@ -7,7 +7,7 @@ severity (low ones are filtered out) and the open questions that block (and are 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -65,11 +65,19 @@ def _ids(meta_ids: object, n: int) -> list[str | None]:
     return [str(ids[i]) if i < len(ids) and ids[i] else None for i in range(n)]
 
 
-def latest_handoffs(store: Store, project: str, task_ids: Sequence[str]) -> dict[str, Record]:
+def latest_handoffs(
+    store: Store,
+    project: str,
+    task_ids: Sequence[str],
+    viewers: Collection[str] | None = None,
+) -> dict[str, Record]:
     """task id -> its newest handoff record of the task's own `project` (a handoff replies to
-    its task); newest in the store's insertion order, which no writer's created_at can move."""
+    its task) that one of `viewers` may see (None: any); newest in the store's insertion order,
+    which no writer's created_at can move."""
     found: dict[str, Record] = {}
     for r in store.replies_to(project, list(task_ids), None):
+        if viewers is not None and not any(r.visible_to(a) for a in viewers):
+            continue
         if r.kind == "handoff" and r.reply_to is not None:
             found[r.reply_to] = r  # replies_to is in insertion order: the last one wins
     return found
@@ -92,7 +100,7 @@ def extract_dependency_context(
         if agent is not None and not dep.visible_to(agent):
             skipped[dep_id] = "not visible to the agent"
             continue
-        found = snap.handoff(dep_id)
+        found = snap.handoff(dep_id, agent)
         if found is None:
             skipped[dep_id] = "completed without a handoff"
             continue

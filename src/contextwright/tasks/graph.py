@@ -110,16 +110,21 @@ class GraphSnapshot:
     tasks_by_tag: dict[str, list[Record]]
     files: list[ContextEntry]
     tasks: dict[str, Record]
-    handoffs: dict[str, Record]  # task id -> its latest handoff record
+    handoffs: dict[str, list[Record]]  # task id -> its handoff records, oldest first
     questions: dict[str, Record]
     parsed: dict[str, Handoff] = field(default_factory=dict, repr=False)
     records: dict[str, Record] = field(default_factory=dict, repr=False)
     max_created: float = 0.0
     loaded_at: float = 0.0  # time.monotonic() of the last full load
 
-    def handoff(self, task_id: str) -> tuple[Record, Handoff] | None:
-        """A task's latest handoff, parsed once (records never change, so the cache is shared)."""
-        record = self.handoffs.get(task_id)
+    def handoff(self, task_id: str, agent: str | None = None) -> tuple[Record, Handoff] | None:
+        """A task's latest handoff that `agent` may see (None: any), parsed once (records never
+        change, so the cache is shared). A private or direct handoff is a record like any other:
+        the newest one must not stand in for an older one its reader may see, nor reach a reader
+        it was not written to."""
+        handoffs = reversed(self.handoffs.get(task_id, ()))
+        seen = (r for r in handoffs if agent is None or r.visible_to(agent))
+        record = next(seen, None)
         if record is None:
             return None
         found = self.parsed.get(record.id)
@@ -195,7 +200,7 @@ class GraphSnapshot:
         by_id: dict[str, Node] = {}
         tasks_by_tag: dict[str, list[Record]] = {}
         files: list[ContextEntry] = []
-        handoffs: dict[str, Record] = {}
+        handoffs: dict[str, list[Record]] = {}
         questions: dict[str, Record] = {}
         for r in ordered:
             if r.kind in NODE_KINDS:
@@ -218,7 +223,7 @@ class GraphSnapshot:
                     files.append(ContextEntry.from_record(r))
             elif r.kind == "handoff":  # oldest first: the latest handoff of a task wins
                 if r.reply_to in tasks and isinstance(r.meta.get("handoff"), Mapping):
-                    handoffs[r.reply_to] = r
+                    handoffs.setdefault(r.reply_to, []).append(r)
             elif r.kind == "question":
                 questions[r.id] = r
         files.reverse()  # newest entries first, as the store would list them

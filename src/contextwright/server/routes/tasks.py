@@ -58,9 +58,19 @@ def list_tasks(
 
 
 @router.get("/v1/projects/{project}/tasks/{task_id}")
-def get_task(ctx: ProjectDep, task_id: str) -> dict[str, Any]:
+def get_task(
+    ctx: ProjectDep,
+    task_id: str,
+    agent: Annotated[
+        str | None, Query(description="show the newest handoff this agent may see")
+    ] = None,
+) -> dict[str, Any]:
     task = own_task(ctx, task_id)
-    handoff = ctx.engine.tasks.handoff(ctx.project, task.id)
+    # A handoff is a record with its own visibility: shown only to whom it was written to.
+    if agent is not None:
+        ctx.access.require_as(agent)
+    viewers = ctx.access.viewers if agent is None else frozenset((agent,))
+    handoff = ctx.engine.tasks.handoff(ctx.project, task.id, viewers)
     out = task.to_dict()
     out["handoff"] = (
         handoff.to_dict() if handoff is not None and hasattr(handoff, "to_dict") else None
