@@ -207,10 +207,20 @@ def test_the_newest_handoff_is_by_insertion_not_created_at(engine: Engine) -> No
         return {"project": "p", "author": "x", "kind": "handoff", "reply_to": task.id,
                 "created_at": at, "content": summary, "meta": {"handoff": {"summary": summary}}}  # fmt: skip
 
+    after = engine.tasks.create(
+        "p", name="next", objective="after t", dependencies=[task.id], author="lead"
+    )
+    engine.tasks.computed_context("p", after.id, agent="lead")  # a graph snapshot, then newer
     engine.add(**handoff("from the future", 9e9))
     engine.add(**handoff("written last", 1.0))
     found = engine.tasks.handoff("p", task.id)
     assert found is not None and found.summary == "written last"
+    # The computed context of a task that depends on it reads the same one, from a refreshed
+    # snapshot and from a fresh one.
+    for _ in range(2):
+        context = json.dumps(engine.tasks.computed_context("p", after.id).to_dict(), default=str)
+        assert "written last" in context and "from the future" not in context
+        engine.tasks.graph.full_reload_s = 0
 
 
 def private_handoff(engine: Engine) -> tuple[str, str]:

@@ -445,15 +445,13 @@ class SQLiteStore(SQLiteText, SQLiteVectors):
     def replies_to(self, project: str, ids: Sequence[str], agent: str | None) -> list[Record]:
         if not ids:
             return []
-        marks = ", ".join(f":i{n}" for n in range(len(ids)))
-        params: dict[str, Any] = {f"i{n}": i for n, i in enumerate(ids)}
-        params["agent"] = agent
-        params["project"] = project
+        # One parameter however many ids (a project's tasks can pass SQLite's variable limit).
+        params: dict[str, Any] = {"ids": json.dumps(list(ids)), "agent": agent, "project": project}
         visible = f" AND {VISIBLE}" if agent is not None else ""
         # In insertion order (rid): the store's own time, which no writer's created_at can move.
         sql = (
-            f"{KEYED} WHERE r.project = :project AND r.reply_to IN ({marks}){visible} "
-            "ORDER BY r.rid"
+            f"{KEYED} WHERE r.project = :project AND r.reply_to IN "
+            f"(SELECT value FROM json_each(:ids)){visible} ORDER BY r.rid"
         )
         conn = self._conn()
         return self._resolve(conn, conn.execute(sql, params).fetchall())

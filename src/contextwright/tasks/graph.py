@@ -145,7 +145,8 @@ class GraphSnapshot:
         version = store.version(project)
         q = Query(project, None, kinds=GRAPH_KINDS, limit=SNAPSHOT_LIMIT, newest_first=False)
         records = {r.id: r for r in store.query(q)}
-        return cls.build(version, records, {} if parsed is None else parsed)
+        replies = _task_replies(store, project, records)
+        return cls.build(version, records, {} if parsed is None else parsed, replies=replies)
 
     def refresh(self, store: Store, project: str) -> GraphSnapshot:
         """A newer snapshot from this one without re-reading everything: the records created
@@ -174,7 +175,8 @@ class GraphSnapshot:
             Query(project, None, kinds=("task", "question"), limit=SNAPSHOT_LIMIT)
         ):
             records[r.id] = r
-        fresh = self.build(version, records, self.parsed, previous=self)
+        replies = _task_replies(store, project, records)
+        fresh = self.build(version, records, self.parsed, previous=self, replies=replies)
         fresh.loaded_at = self.loaded_at
         return fresh
 
@@ -185,8 +187,12 @@ class GraphSnapshot:
         records: dict[str, Record],
         parsed: dict[str, Handoff],
         previous: GraphSnapshot | None = None,
+        replies: Sequence[Record] | None = None,
     ) -> GraphSnapshot:
-        """Index graph records; pure. Nodes whose record did not change are reused."""
+        """Index graph records; pure. Nodes whose record did not change are reused. `replies`
+        are the records that answer the project's tasks in the order the store took them
+        (`Store.replies_to`): a task's latest handoff is the last one stored, whatever
+        `created_at` its writer gave. Without them, `records` are taken in time order."""
         ordered = sorted(records.values(), key=lambda r: (r.created_at, r.id))
         tasks = {r.id: r for r in ordered if r.kind == "task"}
 
@@ -221,11 +227,18 @@ class GraphSnapshot:
             elif r.kind == "file":
                 if r.status == "active" and done(r.meta.get("task")):
                     files.append(ContextEntry.from_record(r))
-            elif r.kind == "handoff":  # oldest first: the latest handoff of a task wins
+            elif r.kind == "handoff" and replies is None:  # oldest first: the latest wins
                 if r.reply_to in tasks and isinstance(r.meta.get("handoff"), Mapping):
                     handoffs.setdefault(r.reply_to, []).append(r)
             elif r.kind == "question":
                 questions[r.id] = r
+        for r in replies or ():  # in the store's order: the last one stored wins
+            if (
+                r.kind == "handoff"
+                and r.reply_to in tasks
+                and isinstance(r.meta.get("handoff"), Mapping)
+            ):
+                handoffs.setdefault(r.reply_to, []).append(r)
         files.reverse()  # newest entries first, as the store would list them
         return cls(
             version,
@@ -288,6 +301,12 @@ class GraphCache:
                 self._snaps.pop(next(iter(self._snaps)))
             self._snaps[project] = fresh
         return fresh
+
+
+def _task_replies(store: Store, project: str, records: Mapping[str, Record]) -> list[Record]:
+    """What answers the project's tasks, in the order the store took it (handoffs among it)."""
+    tasks = [r.id for r in records.values() if r.kind == "task"]
+    return store.replies_to(project, tasks, None) if tasks else []
 
 
 def query_relevant_knowledge(
