@@ -44,6 +44,14 @@ class Completion:
     nodes: tuple[Record, ...]
     files: tuple[Record, ...]
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task.to_dict(),
+            "handoff": self.handoff.to_dict(),
+            "nodes": [n.id for n in self.nodes],
+            "files": [f.id for f in self.files],
+        }
+
 
 def _text(value: object, field: str, limit: int, fix: str) -> str:
     if not isinstance(value, str) or not value.strip():

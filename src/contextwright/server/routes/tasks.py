@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import NotFound
@@ -86,13 +86,22 @@ def complete_task(ctx: ProjectDep, task_id: str, body: CompleteIn) -> dict[str, 
 def computed_context(
     ctx: ProjectDep,
     task_id: str,
+    request: Request,
     agent: str | None = None,
     complexity: str | None = None,
+    debug: Annotated[
+        bool | None,
+        Query(description="Append '## Context Debug' (default: CONTEXTWRIGHT_DEBUG_CONTEXT)"),
+    ] = None,
 ) -> dict[str, Any]:
     """The knowledge query: patterns, gotchas, decisions and dependency handoffs for a task."""
     ctx.access.require_agent(agent, "task context")
     own_task(ctx, task_id)
-    computed = ctx.engine.tasks.computed_context(ctx.project, task_id, complexity, agent=agent)
+    if debug is None:
+        debug = request.app.state.settings.debug_context
+    computed = ctx.engine.tasks.computed_context(
+        ctx.project, task_id, complexity, bool(debug), agent=agent
+    )
     out = computed.to_dict()
     out["markdown"] = computed.render(ctx.engine.tasks.template)
     return out
