@@ -46,7 +46,8 @@ def add(
 ) -> None:
     """Store one record. CONTENT is the text ('-' or nothing reads stdin)."""
     if content is None or content == "-":
-        content = sys.stdin.read()
+        # The newline that ends the piped text (echo, a file's last line) is not part of it.
+        content = sys.stdin.read().removesuffix("\n").removesuffix("\r")
     fields: dict[str, Any] = {
         "project": project,
         "author": author,

@@ -181,8 +181,15 @@ class TaskBoard:
             raise ValidationError("task_id", task_id, "give a task id")
         check_text("task_id", task_id)
         found = self.engine.store.get_many(project, [task_id])
-        if not found or found[0].kind != "task":
-            raise NotFound("task", task_id, "create it with engine.tasks.create(...)")
+        if not found:
+            raise NotFound("task", task_id, "create the task first, or check the id")
+        if found[0].kind != "task":
+            raise ValidationError(
+                "task_id",
+                task_id,
+                "give the id of a task (a record of kind 'task'; create one with tasks.create)",
+                problem=f"is a {found[0].kind} record, not a task",
+            )
         return found[0]
 
     def find(self, project: str, status: str | None = None, limit: int = 200) -> list[Record]:

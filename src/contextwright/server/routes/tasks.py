@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...errors import NotFound
+from ...errors import NotFound, ValidationError
 from ...records import Record
 from ..deps import ProjectDep
 
@@ -35,7 +35,14 @@ class CompleteIn(BaseModel):
 
 
 def own_task(ctx: ProjectDep, task_id: str) -> Record:
-    task = ctx.engine.tasks.get(ctx.project, task_id)
+    try:
+        task = ctx.engine.tasks.get(ctx.project, task_id)
+    except ValidationError:
+        # "is a message record, not a task" would tell an agent-scoped key that a record it may
+        # not see exists: it gets the 404 of an id that exists nowhere.
+        if ctx.access.agents is not None:
+            raise NotFound("task", task_id) from None
+        raise
     if not ctx.access.sees(task):
         raise NotFound("task", task_id)
     return task
