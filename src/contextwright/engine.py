@@ -32,6 +32,7 @@ from .records import (
     Record,
     build_record,
     check_display_name,
+    check_identifier,
     check_json_text,
     check_name,
     check_text,
@@ -491,7 +492,7 @@ class Engine:
         if session is not None:
             check_name("session", session)
         if milestone is not None:
-            check_name("milestone", milestone)
+            check_identifier("milestone", milestone)
         if limits is not None and (
             not isinstance(limits, Mapping)
             or not all(
