@@ -147,7 +147,7 @@ def bob(team: Engine, **kw: Any) -> Any:
         ({"task": 42}, ValidationError, "text"),
         ({"task": "x" * 20_001}, ValidationError, "20000"),
         ({"session": ""}, ValidationError, "non-empty"),
-        ({"milestone": 7}, ValidationError, "non-empty"),
+        ({"milestone": 7}, ValidationError, "must be a string"),
         ({"working_memory": "just a string"}, ValidationError, "list of strings"),
         ({"working_memory": [1, 2]}, ValidationError, "list of strings"),
         ({"sources": ["history", "astrology"]}, ValidationError, "source names"),
@@ -196,6 +196,36 @@ def test_a_budget_too_small_for_the_state_section_says_what_it_needs(team: Engin
             "profile.wings",
         ),
         (lambda e: e.agent("p", "zed"), NotFound, "agent"),
+        # issue 26, "Smaller": each error names its fix.
+        (lambda e: e.register_agent("p", "zed", role="develper"), ValidationError, "developer"),
+        (lambda e: e.records("p", kind="question"), ValidationError, "kinds=('question',)"),
+        (lambda e: e.records("p", status="open"), ValidationError, "statuses=('open',)"),
+        (
+            lambda e: e.complete_task("p", "q1", {"summary": "done"}),
+            ValidationError,
+            "is a question record, not a task",
+        ),
+        (lambda e: e.tasks.computed_context("p", "m1"), ValidationError, "not a task"),
+        (lambda e: e.complete_task("p", "01NOPE", {"summary": "x"}), NotFound, "task"),
+        (
+            lambda e: e.assemble("p", "bob", "x", milestone="bad name!"),
+            ValidationError,
+            "milestone",
+        ),
+        (lambda e: e.tasks.create("p", name="", objective="x"), ValidationError, "name"),
+        (lambda e: e.tasks.create("p", name="n", objective=5), ValidationError, "objective"),
+        (
+            lambda e: e.tasks.create("p", name="n", objective="x" * 9000),
+            ValidationError,
+            "under 8000",
+        ),
+        (
+            lambda e: e.tasks.create("p", name="n", objective="o", dependencies=["m1"]),
+            ValidationError,
+            "dependencies[0]",
+        ),
+        (lambda e: e.replay("p", "01NOPE"), NotFound, "trace"),
+        (lambda e: e.diff("p", "01NOPE", "01NOPE2"), NotFound, "trace"),
     ],
 )
 def test_unknown_ids_and_bad_arguments(
@@ -275,3 +305,22 @@ def test_a_read_only_database_refuses_writes_with_a_store_error(tmp_path: Path) 
         other.close()
     assert snapshot(store) == before
     engine.close()
+
+
+def test_a_role_defined_by_its_profile_is_accepted(team: Engine) -> None:
+    agent = team.register_agent("p", "zed", role="lawyer", profile={"name": "lawyer"})
+    assert agent.role == "lawyer"
+
+
+def test_a_tool_call_described_by_tool_and_arguments_needs_no_text(team: Engine) -> None:
+    call = team.sessions.append(
+        "p", "bob", "s1", "tool_call", "", tool="search", arguments={"q": "auth"}
+    )
+    assert call.content == 'search({"q": "auth"})' and call.meta["name"] == "search"
+    bare = team.sessions.append("p", "bob", "s1", "tool_call", " ", tool="ls")
+    assert bare.content == "ls()"
+    rejected(
+        team,
+        lambda: team.sessions.append("p", "bob", "s1", "tool_call", "", tool=""),
+        ValidationError,
+    )

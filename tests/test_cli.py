@@ -365,3 +365,164 @@ def test_servers_settle_the_heap_just_before_they_answer(
     monkeypatch.setattr(contextwright.mcpserver, "build_server", lambda engine: Server())
     ok(run(f"sqlite:///{tmp_path / 's.db'}", command))
     assert calls == ["settle", "run"]
+
+
+HANDOFF = """summary: JWT signing added
+files_created:
+  - path: src/api/jwt.ts
+    purpose: signs and checks tokens
+patterns_discovered:
+  - pattern: every auth route goes through the JWT middleware in src/api
+gotchas:
+  - issue: clock skew breaks token expiry in src/api tests
+    severity: high
+"""
+
+
+def test_tasks_computed_context_and_traces_from_the_command_line(
+    db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each new command is one library call, and --json prints that call's result."""
+    first = json.loads(
+        ok(
+            run(
+                db,
+                *("task", "create", "-p", "acme", "-n", "JWT", "--json"),
+                *("-o", "Add JWT auth to src/api/app.ts", "--criterion", "tokens expire"),
+            )
+        )
+    )
+    assert first["kind"] == "task" and first["meta"]["acceptance_criteria"] == ["tokens expire"]
+    done = json.loads(
+        ok(run(db, "task", "complete", "-p", "acme", first["id"], "--json", input=HANDOFF))
+    )
+    assert done["task"]["status"] == "completed" and len(done["nodes"]) == 2
+    second = ok(
+        run(
+            db,
+            *("task", "create", "-p", "acme", "-n", "JWT refresh"),
+            *("-o", "Add refresh tokens to the JWT auth in src/api", "--depends-on", first["id"]),
+        )
+    ).strip()
+    ok(run(db, "add", "-p", "acme", "-a", "dev", "on it"))
+
+    plain = ok(run(db, "task", "context", "-p", "acme", second))
+    assert "## Context (Computed)" in plain and "JWT middleware" in plain
+    assert "## Context Debug" not in plain
+    assert "## Context Debug" in ok(run(db, "task", "context", "-p", "acme", second, "--debug"))
+    monkeypatch.setenv("CONTEXTWRIGHT_DEBUG_CONTEXT", "true")
+    data = json.loads(ok(run(db, "task", "context", "-p", "acme", second, "--json")))
+    assert "## Context Debug" in data["markdown"] and data["task_id"] == second
+    monkeypatch.delenv("CONTEXTWRIGHT_DEBUG_CONTEXT")
+
+    window = json.loads(
+        ok(
+            run(
+                db,
+                "assemble",
+                "-p",
+                "acme",
+                "-a",
+                "dev",
+                "--task-id",
+                second,
+                "-b",
+                "3000",
+                "--json",
+            )
+        )
+    )
+    with Engine.open(db) as engine:
+        stored = engine.trace("acme", window["trace_id"])
+        assert stored.request["task_id"] == second
+        assert "computed" in stored.notes
+
+    replayed = json.loads(
+        ok(run(db, "trace", "replay", "-p", "acme", window["trace_id"], "-b", "600", "--json"))
+    )
+    assert replayed["trace"]["notes"]["replay_of"] == window["trace_id"]
+    assert replayed["trace"]["budget"]["window"] == 600
+    diff = json.loads(
+        ok(
+            run(
+                db,
+                "trace",
+                "diff",
+                "-p",
+                "acme",
+                window["trace_id"],
+                replayed["trace"]["id"],
+                "--json",
+            )
+        )
+    )
+    assert diff["a"] == window["trace_id"] and diff["b"] == replayed["trace"]["id"]
+    assert diff["request"]["budget"]["after"]["window"] == 600
+    text = ok(run(db, "trace", "diff", "-p", "acme", window["trace_id"], replayed["trace"]["id"]))
+    assert text.startswith(f"{window['trace_id']} -> {replayed['trace']['id']}:")
+
+
+def test_new_commands_refuse_bad_input_in_one_line_and_store_nothing(db: str) -> None:
+    task = ok(run(db, "task", "create", "-p", "acme", "-n", "T", "-o", "do it")).strip()
+    note = ok(run(db, "add", "-p", "acme", "-a", "pam", "just a note")).strip()
+    with Engine.open(db) as engine:
+        before = engine.store.count()
+    one_line_error(run(db, "task", "create", "-p", "acme", "-n", "", "-o", "x"), "name=")
+    one_line_error(run(db, "task", "create", "-p", "bad name", "-n", "T", "-o", "x"), "project=")
+    one_line_error(
+        run(db, "task", "create", "-p", "acme", "-n", "T", "-o", "x" * 9000), "objective", "8000"
+    )
+    one_line_error(
+        run(db, "task", "create", "-p", "acme", "-n", "T", "-o", "x", "--depends-on", "NOPE"),
+        "dependencies[0]",
+    )
+    one_line_error(run(db, "task", "create", "-p", "acme", "-n", "T"), "--objective")
+    one_line_error(
+        run(db, "task", "create", "-p", "acme", "-n", "T", "-o", "x", "--complexity", "hard"),
+        "complexity",
+    )
+    one_line_error(run(db, "task", "complete", "-p", "acme", "NOPE", input=HANDOFF), "task 'NOPE'")
+    one_line_error(
+        run(db, "task", "complete", "-p", "acme", note, input=HANDOFF), "not a task", "task_id"
+    )
+    bad_yaml = run(db, "task", "complete", "-p", "acme", task, input="summary: [unclosed")
+    assert bad_yaml.exit_code == 1 and "handoff=" in bad_yaml.stderr  # with an example handoff
+    one_line_error(run(db, "task", "complete", "-p", "acme", task, input="files_created: []"))
+    one_line_error(run(db, "task", "context", "-p", "acme", "NOPE"), "task 'NOPE'")
+    one_line_error(run(db, "task", "context", "-p", "other", task), "task")
+    one_line_error(run(db, "assemble", "-p", "acme", "-a", "dev", "--task-id", "NOPE"), "task_id")
+    one_line_error(run(db, "trace", "replay", "-p", "acme", "NOPE"), "trace 'NOPE'")
+    one_line_error(run(db, "trace", "diff", "-p", "acme", "NOPE", "NOPE2"), "trace 'NOPE'")
+    one_line_error(run(db, "trace", "diff", "-p", "acme", "NOPE"), "B")
+    with Engine.open(db) as engine:
+        assert engine.store.count() == before
+        assert engine.tasks.get("acme", task).status == "open"
+
+
+def test_add_from_stdin_drops_the_final_newline(db: str) -> None:
+    data = json.loads(ok(run(db, "add", "-p", "acme", "-a", "pam", "-", "--json", input="hi\n")))
+    assert data["content"] == "hi"
+    kept = json.loads(ok(run(db, "add", "-p", "acme", "-a", "pam", "--json", input="a\n\nb\n\n")))
+    assert kept["content"] == "a\n\nb\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "blocked", "words"),
+    [
+        ("serve", "uvicorn", "pip install 'contextwright[server]'"),
+        ("mcp", "mcp.server.mcpserver", "pip install --upgrade 'contextwright[mcp]'"),
+    ],
+)
+def test_a_missing_extra_names_the_install_command(
+    tmp_path: Path, command: str, blocked: str, words: str
+) -> None:
+    """Without the server extra (`make demo` before it installed it), or with an mcp SDK too old
+    for mcp.server.mcpserver, the command says what to install: exit 1, not 3 ("a bug")."""
+    code = (
+        f"import sys; sys.modules[{blocked!r}] = None\n"
+        "from contextwright.cli import main\n"
+        f"main(['--db', 'sqlite:///{tmp_path / 'x.db'}', {command!r}])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1 and words in done.stderr

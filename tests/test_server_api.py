@@ -363,3 +363,111 @@ def test_open_server_needs_no_key(tmp_path: Path) -> None:
         listed = httpx.get(f"{base}/v1/projects/p/records").json()  # acts as admin
         assert listed["count"] == 1
     engine.close()
+
+
+def test_openapi_is_a_typed_contract_that_real_answers_keep(tmp_path: Path) -> None:
+    """A client generator gets a valid OpenAPI 3 document: a schema for every success answer, the
+    problem+json errors, the key scheme and enums for closed sets; and what the server really
+    sends on each route validates against the schema it publishes."""
+    import jsonschema
+    from fastapi.testclient import TestClient
+    from openapi_spec_validator import validate
+
+    engine = Engine.open(f"sqlite:///{tmp_path / 'c.db'}")
+    client = TestClient(create_app(engine, Settings(api_keys=KEYS)), headers=auth(ADMIN_KEY))
+    spec = client.get("/openapi.json").json()
+    validate(spec)
+    assert set(spec["components"]["securitySchemes"]) == {"bearer", "apiKey"}
+    assert spec["components"]["securitySchemes"]["apiKey"]["name"] == "X-API-Key"
+    schemas = spec["components"]["schemas"]
+    assert "enum" in schemas["RecordIn"]["properties"]["kind"]
+    assert "project" in schemas["RecordIn"]["properties"]["visibility"]["anyOf"][0]["enum"]
+    assert schemas["RecordOut"]["properties"]["kind"]["enum"][0] == "message"
+    success: dict[tuple[str, str], dict[str, Any]] = {}
+    for path, operations in spec["paths"].items():
+        for method, op in operations.items():
+            assert op["responses"]["422"]["content"]["application/problem+json"]
+            for code, answer in op["responses"].items():
+                if code.startswith("2"):
+                    body = next(iter(answer["content"].values()))["schema"]
+                    assert body, (method, path)  # never the {} a generator cannot type
+                    success[(method, path)] = body
+
+    def check(method: str, path: str, response: Any) -> dict[str, Any]:
+        assert response.status_code < 300, response.text
+        template = next(
+            p
+            for (m, p) in success
+            if m == method
+            and re.fullmatch(
+                re.sub(r"\{[^}]+\}", "[^/]+", p.replace("{agent:path}", "{agent}")), path
+            )
+        )
+        schema = {**success[(method, template)], "components": spec["components"]}
+        jsonschema.validate(response.json(), schema)
+        return dict(response.json())
+
+    p = "/v1/projects/acme"
+    rec = check(
+        "post",
+        f"{p}/records",
+        client.post(f"{p}/records", json={"author": "pam", "content": "@dev hi"}),
+    )
+    check("get", f"{p}/records/{rec['id']}", client.get(f"{p}/records/{rec['id']}"))
+    check("get", f"{p}/records", client.get(f"{p}/records"))
+    check(
+        "post",
+        f"{p}/records/batch",
+        client.post(f"{p}/records/batch", json={"records": [{"author": "a", "content": "x"}]}),
+    )
+    check("put", f"{p}/agents/dev", client.put(f"{p}/agents/dev", json={"role": "developer"}))
+    check("get", f"{p}/agents/dev", client.get(f"{p}/agents/dev"))
+    check("get", f"{p}/agents", client.get(f"{p}/agents"))
+    check("get", "/v1/projects", client.get("/v1/projects"))
+    check("get", "/v1/roles", client.get("/v1/roles"))
+    check("put", f"{p}/kv/k", client.put(f"{p}/kv/k", json={"value": "v"}))
+    check("get", f"{p}/kv/k", client.get(f"{p}/kv/k"))
+    check("get", "/health", client.get("/health"))
+    for fmt in ("openai", "anthropic", "markdown"):
+        done = check(
+            "post",
+            f"{p}/assemble",
+            client.post(f"{p}/assemble", json={"agent": "dev", "task": "hi", "format": fmt}),
+        )
+    t = done["trace_id"]
+    check("get", f"{p}/traces", client.get(f"{p}/traces"))
+    check("get", f"{p}/traces/{t}", client.get(f"{p}/traces/{t}"))
+    again = check(
+        "post",
+        f"{p}/traces/{t}/replay",
+        client.post(f"{p}/traces/{t}/replay", json={"budget": 900}),
+    )
+    check(
+        "get",
+        f"{p}/traces/{t}/diff/{again['trace']['id']}",
+        client.get(f"{p}/traces/{t}/diff/{again['trace']['id']}"),
+    )
+    task = check(
+        "post",
+        f"{p}/tasks",
+        client.post(f"{p}/tasks", json={"name": "T", "objective": "do src/a.py"}),
+    )
+    check("get", f"{p}/tasks", client.get(f"{p}/tasks"))
+    check("get", f"{p}/tasks/{task['id']}/context", client.get(f"{p}/tasks/{task['id']}/context"))
+    check(
+        "post",
+        f"{p}/tasks/{task['id']}/complete",
+        client.post(f"{p}/tasks/{task['id']}/complete", json={"handoff": {"summary": "done"}}),
+    )
+    check("get", f"{p}/tasks/{task['id']}", client.get(f"{p}/tasks/{task['id']}"))
+    check("get", "/v1/rules", client.get("/v1/rules"))
+    check("post", "/v1/rules/validate", client.post("/v1/rules/validate", json={"rules": []}))
+    s = f"{p}/sessions/s1"
+    check(
+        "post",
+        f"{s}/turns",
+        client.post(f"{s}/turns", json={"agent": "dev", "role": "user", "content": "hello"}),
+    )
+    check("get", f"{s}/gauge", client.get(f"{s}/gauge", params={"agent": "dev"}))
+    check("get", f"{s}/compactions", client.get(f"{s}/compactions", params={"agent": "dev"}))
+    engine.close()

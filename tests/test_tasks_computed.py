@@ -379,3 +379,25 @@ def test_a_status_set_by_hand_on_a_node_is_seen_after_a_full_reload(engine: Engi
     after = [w.issue for w in board.computed_context("p", later).warnings]
     assert "Tokens expire after 15 minutes" not in after
     assert board.graph.misses == 2
+
+
+def test_the_debug_flag_turns_the_block_on_at_the_edges(engine: Engine) -> None:
+    """CONTEXTWRIGHT_DEBUG_CONTEXT=true, read once by Settings.from_env, turns "## Context Debug"
+    on in the server's task context (the CLI's is tested in test_cli.py); ?debug= overrides it."""
+    from fastapi.testclient import TestClient
+
+    from contextwright.server import create_app
+    from contextwright.settings import Settings
+
+    task = engine.tasks.create("p", name="Login", objective="Fix the login form in src/login.ts")
+    path = f"/v1/projects/p/tasks/{task.id}/context"
+    on = Settings.from_env(environ={"CONTEXTWRIGHT_DEBUG_CONTEXT": "true"})
+    assert on.debug_context and not Settings.from_env(environ={}).debug_context
+    with TestClient(create_app(engine, on)) as client:
+        assert "## Context Debug" in client.get(path).json()["markdown"]
+        assert (
+            "## Context Debug" not in client.get(path, params={"debug": "false"}).json()["markdown"]
+        )
+    with TestClient(create_app(engine, Settings())) as client:
+        assert "## Context Debug" not in client.get(path).json()["markdown"]
+        assert "## Context Debug" in client.get(path, params={"debug": "true"}).json()["markdown"]

@@ -231,8 +231,10 @@ def test_task_record_and_dependency_edges(engine: Engine) -> None:
     assert engine.store.edges("p", src=b.id) == [(b.id, a.id, "depends_on")]
     assert "database" in engine.get(a.project, a.id).tags
     assert [t.id for t in engine.tasks.find("p")] == [a.id, b.id]
-    with pytest.raises(NotFound):
+    with pytest.raises(ValidationError, match="is a message record, not a task"):
         engine.tasks.get("p", engine.add(project="p", author="x", content="note").id)
+    with pytest.raises(NotFound):
+        engine.tasks.get("p", "01NOSUCHTASK")
 
 
 def test_handoff_type_is_exported() -> None:

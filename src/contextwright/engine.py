@@ -32,13 +32,14 @@ from .records import (
     Record,
     build_record,
     check_display_name,
+    check_identifier,
     check_json_text,
     check_name,
     check_text,
 )
 from .references import check_links, validate_refs
 from .render import check_format, render
-from .roles import Agent, RoleProfile, profile_for
+from .roles import ROLE_PROFILES, Agent, RoleProfile, profile_for
 from .rules import Facts, RuleSet, coerce_rules, given_task_kind
 from .scoring import ScoringConfig, topic
 from .selection import select
@@ -233,9 +234,14 @@ class Engine:
         }
         unknown = sorted(set(filters) - allowed)
         if unknown:
-            raise ValidationError(
-                unknown[0], filters[unknown[0]], f"filter by {', '.join(sorted(allowed))}"
+            name = unknown[0]
+            plural = {"kind": "kinds", "status": "statuses"}.get(name)
+            fix = (
+                f"write {plural}=({filters[name]!r},): the filter takes several"
+                if plural
+                else f"filter by {', '.join(sorted(allowed))}"
             )
+            raise ValidationError(name, filters[name], fix, problem="is not a filter")
         for key in ("kinds", "statuses"):
             if isinstance(filters.get(key), list | str):
                 value = filters[key]
@@ -271,6 +277,15 @@ class Engine:
         check_display_name("agent", agent)
         check_name("role", role)
         if profile is None:
+            if role not in ROLE_PROFILES:
+                # A typo would silently give default weights; a new role needs its weights.
+                raise ValidationError(
+                    "role",
+                    role,
+                    f"use one of {', '.join(ROLE_PROFILES)}, or give a profile "
+                    "(kind_weights, source_weights) to define it",
+                    problem="is not a known role",
+                )
             prof = profile_for(role)
         elif isinstance(profile, RoleProfile):
             prof = profile
@@ -477,7 +492,7 @@ class Engine:
         if session is not None:
             check_name("session", session)
         if milestone is not None:
-            check_name("milestone", milestone)
+            check_identifier("milestone", milestone)
         if limits is not None and (
             not isinstance(limits, Mapping)
             or not all(

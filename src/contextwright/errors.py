@@ -85,11 +85,17 @@ class StoreError(ContextwrightError):
 class MissingExtra(ContextwrightError):
     error_type = "missing_extra"
 
-    def __init__(self, what: str, extra: str) -> None:
-        super().__init__(
-            f"{what} requires the '{extra}' extra: pip install 'contextwright[{extra}]'",
-            extra=extra,
-        )
+    def __init__(self, what: str, extra: str, *, found: str | None = None) -> None:
+        # `found`: the package is installed, at a version the code cannot use (e.g. "mcp 1.30.0");
+        # saying "install the extra" would then send the user to a no-op.
+        if found is None:
+            message = f"{what} requires the '{extra}' extra: pip install 'contextwright[{extra}]'"
+        else:
+            message = (
+                f"{what} requires the '{extra}' extra at the versions it pins, and {found} is "
+                f"installed: pip install --upgrade 'contextwright[{extra}]'"
+            )
+        super().__init__(message, extra=extra, **({"found": found} if found else {}))
 
 
 def _short(value: Any, limit: int = 60) -> str:

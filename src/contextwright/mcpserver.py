@@ -50,13 +50,23 @@ def _errors_as_tool_errors(fn: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
+def installed(dist: str) -> str | None:
+    """'mcp 1.30.0' when the distribution is installed (so the import failed on its version)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{dist} {version(dist)}"
+    except PackageNotFoundError:
+        return None
+
+
 def build_server(engine: Engine, name: str = "contextwright") -> Any:
     """An MCPServer exposing `engine`'s tools and traces."""
     try:
         from mcp.server.mcpserver import MCPServer
         from mcp.server.mcpserver.exceptions import ResourceError
     except ImportError:  # pragma: no cover - exercised only without the extra
-        raise MissingExtra("the MCP server", "mcp") from None
+        raise MissingExtra("the MCP server", "mcp", found=installed("mcp")) from None
 
     server = MCPServer(
         name,

@@ -235,6 +235,12 @@ def check_name(field: str, value: object) -> str:
     return check_text(field, value)
 
 
+def check_identifier(field: str, value: object) -> str:
+    """An identifier argument that must match what a record may store (a milestone, a session):
+    the strict rule of `_name`, so that a filter can never name what no record can hold."""
+    return str(_name({field: value}, field, required=True, fix=f"name the {field}"))
+
+
 def check_json_text(
     field: str, value: object, max_depth: int = MAX_META_DEPTH, depth: int = 0
 ) -> None:

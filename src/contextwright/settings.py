@@ -84,6 +84,9 @@ class Settings:
     log_level: str = "warning"
     embedder: str = "none"
     """Vector search: "minilm" (the `vectors` extra), "hash", "static:PATH", or "none"."""
+    debug_context: bool = False
+    """Append the "## Context Debug" block to every computed context the CLI and the server
+    render (CONTEXTWRIGHT_DEBUG_CONTEXT=true; see tasks/debug.py)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
@@ -112,9 +115,13 @@ class Settings:
         cls, prefix: str = "CONTEXTWRIGHT_", environ: Mapping[str, str] | None = None
     ) -> Settings:
         """Read PREFIX_DB, _HOST, _PORT, _API_KEYS (JSON object), _MAX_BODY_BYTES, _RULES_DIR,
-        _EMBEDDER."""
+        _EMBEDDER, _DEBUG_CONTEXT."""
+        from .tasks.debug import debug_enabled
+
         env = os.environ if environ is None else environ
         kwargs: dict[str, Any] = {}
+        if debug_enabled(env, prefix + "DEBUG_CONTEXT"):
+            kwargs["debug_context"] = True
         for name in ("db", "host", "rules_dir", "log_level", "embedder"):
             value = env.get(prefix + name.upper())
             if value:

@@ -1,4 +1,4 @@
-"""Data commands: add, import, assemble, trace show."""
+"""Data commands: add, import, assemble, task create|complete|context, trace show|list|replay|diff."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ..errors import ValidationError
 from ..importers import FORMATS, SAMPLE, check_rows, import_rows, read_rows
 from ..records import KINDS, VISIBILITIES
 from ..render import FORMATS as RENDER_FORMATS
+from ..tasks.limits import COMPLEXITIES
 from . import State, cli, emit, pass_state
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -45,7 +46,8 @@ def add(
 ) -> None:
     """Store one record. CONTENT is the text ('-' or nothing reads stdin)."""
     if content is None or content == "-":
-        content = sys.stdin.read()
+        # The newline that ends the piped text (echo, a file's last line) is not part of it.
+        content = sys.stdin.read().removesuffix("\n").removesuffix("\r")
     fields: dict[str, Any] = {
         "project": project,
         "author": author,
@@ -122,6 +124,12 @@ def _budget(budget: str | None, model: str, reserve: int | None) -> Budget | Non
 @click.option("--reserve", type=int, default=None, help="Tokens reserved for the response.")
 @click.option("--format", "fmt", type=click.Choice(RENDER_FORMATS), default="markdown")
 @click.option("--session", default=None)
+@click.option(
+    "--task-id",
+    default=None,
+    help="A task (see 'task create'): adds its computed context; its objective is the task "
+    "when --task is empty.",
+)
 @json_option
 @pass_state
 def assemble(
@@ -134,11 +142,12 @@ def assemble(
     reserve: int | None,
     fmt: str,
     session: str | None,
+    task_id: str | None,
     as_json: bool,
 ) -> None:
     """Assemble an agent's context window and print it (then its trace summary on stderr)."""
     result = state.engine.assemble(
-        project, agent, task, _budget(budget, model, reserve), fmt, session=session
+        project, agent, task, _budget(budget, model, reserve), fmt, session=session, task_id=task_id
     )
     if as_json:
         emit(result.to_dict(), True)
@@ -196,3 +205,163 @@ def trace_list(state: State, project: str, agent: str | None, limit: int, as_jso
         as_json,
         "\n".join(t.summary() for t in traces) or "no traces",
     )
+
+
+@trace.command("replay")
+@click.argument("trace_id")
+@click.option("--project", "-p", required=True, help="The trace's project.")
+@click.option("--agent", "-a", default=None, help="Read it as this agent (its own traces only).")
+@click.option("--budget", "-b", default=None, help="Another budget (default: the trace's).")
+@click.option("--model", default="gpt-4o", show_default=True, help="The model of --budget.")
+@click.option("--reserve", type=int, default=None, help="Tokens reserved, with --budget.")
+@click.option("--format", "fmt", type=click.Choice(RENDER_FORMATS), default=None)
+@click.option("--source", "sources", multiple=True, help="Run only these sources (repeat).")
+@click.option("--task", "-t", default=None, help="Another task text.")
+@json_option
+@pass_state
+def trace_replay(
+    state: State,
+    trace_id: str,
+    project: str,
+    agent: str | None,
+    budget: str | None,
+    model: str,
+    reserve: int | None,
+    fmt: str | None,
+    sources: tuple[str, ...],
+    task: str | None,
+    as_json: bool,
+) -> None:
+    """Run a stored assembly again, with another budget, format, sources or task; prints the new
+    window (or, with --json, the result with its trace)."""
+    result = state.engine.replay(
+        project,
+        trace_id,
+        agent,
+        budget=_budget(budget, model, reserve),
+        format=fmt,
+        sources=list(sources) or None,
+        task=task,
+    )
+    emit(
+        {**result.to_dict(), "trace": result.trace.to_dict()},
+        as_json,
+        f"{result.trace.summary()}\nreplay of {trace_id}: new trace {result.trace.id}",
+    )
+
+
+@trace.command("diff")
+@click.argument("a")
+@click.argument("b")
+@click.option("--project", "-p", required=True, help="The traces' project.")
+@click.option("--agent", "-a", default=None, help="Read them as this agent (its own traces only).")
+@json_option
+@pass_state
+def trace_diff(
+    state: State, a: str, b: str, project: str, agent: str | None, as_json: bool
+) -> None:
+    """Compare two traces: request changes, tokens per section, and every item whose fate differs."""
+    d = state.engine.diff(project, a, b, agent)
+    tokens = d["tokens"]
+    lines = [f"{a} -> {b}: {tokens['before']} -> {tokens['after']} tokens ({tokens['delta']:+d})"]
+    lines += [f"request {k}: {v}" for k, v in (d.get("request") or {}).items()]
+    lines += [
+        f"  {c.get('before'):<9} -> {c.get('after'):<9} {c.get('key')}"
+        for c in d.get("changes") or []
+    ]
+    emit(d, as_json, "\n".join(lines))
+
+
+@cli.group()
+def task() -> None:
+    """Tasks, their completion with a handoff, and their computed context."""
+
+
+@task.command("create")
+@click.option("--project", "-p", required=True)
+@click.option("--name", "-n", required=True, help="A short name.")
+@click.option("--objective", "-o", required=True, help="What the task must achieve.")
+@click.option("--criterion", "criteria", multiple=True, help="An acceptance criterion (repeat).")
+@click.option("--type", "type_", default="feature", show_default=True, help="feature, bugfix, ...")
+@click.option("--complexity", type=click.Choice(COMPLEXITIES), default="normal", show_default=True)
+@click.option("--depends-on", "dependencies", multiple=True, help="A task id (repeat).")
+@click.option("--author", default="planner", show_default=True)
+@click.option("--assignee", default=None, help="The agent the task is addressed to.")
+@json_option
+@pass_state
+def task_create(
+    state: State,
+    project: str,
+    name: str,
+    objective: str,
+    criteria: tuple[str, ...],
+    type_: str,
+    complexity: str,
+    dependencies: tuple[str, ...],
+    author: str,
+    assignee: str | None,
+    as_json: bool,
+) -> None:
+    """Create a task (status open); prints its id."""
+    record = state.engine.tasks.create(
+        project,
+        name,
+        objective,
+        list(criteria),
+        type_,
+        complexity,
+        list(dependencies),
+        author,
+        assignee,
+    )
+    emit(record.to_dict(), as_json, record.id)
+
+
+@task.command("complete")
+@click.argument("task_id")
+@click.argument("handoff", type=click.File("r", encoding="utf-8"), default="-")
+@click.option("--project", "-p", required=True)
+@click.option("--by", default=None, help="Who completes it (default: the assignee or author).")
+@json_option
+@pass_state
+def task_complete(
+    state: State, task_id: str, handoff: Any, project: str, by: str | None, as_json: bool
+) -> None:
+    """Complete a task with its handoff: HANDOFF is a YAML or JSON file ('-' or nothing: stdin)."""
+    done = state.engine.tasks.complete(project, task_id, handoff.read(), by=by)
+    emit(
+        done.to_dict(),
+        as_json,
+        f"completed {done.task.id}: handoff {done.handoff.id}, {len(done.nodes)} nodes, "
+        f"{len(done.files)} file entries",
+    )
+
+
+@task.command("context")
+@click.argument("task_id")
+@click.option("--project", "-p", required=True)
+@click.option("--agent", "-a", default=None, help="As this agent may see it (default: all).")
+@click.option("--complexity", type=click.Choice(COMPLEXITIES), default=None)
+@click.option(
+    "--debug",
+    is_flag=True,
+    help="Append '## Context Debug' (also on with CONTEXTWRIGHT_DEBUG_CONTEXT=true).",
+)
+@json_option
+@pass_state
+def task_context(
+    state: State,
+    task_id: str,
+    project: str,
+    agent: str | None,
+    complexity: str | None,
+    debug: bool,
+    as_json: bool,
+) -> None:
+    """A task's computed context: patterns, warnings, decisions, prior work, code references and
+    blocking questions, as markdown (or JSON)."""
+    computed = state.engine.tasks.computed_context(
+        project, task_id, complexity, debug or state.settings.debug_context, agent=agent
+    )
+    markdown = computed.render(state.engine.tasks.template)
+    emit({**computed.to_dict(), "markdown": markdown}, as_json, markdown.rstrip("\n"))

@@ -8,6 +8,7 @@ import socket
 
 import click
 
+from ..errors import MissingExtra
 from . import State, cli, pass_state
 
 
@@ -34,7 +35,11 @@ def serve(
     state: State, db: str | None, host: str | None, port: int | None, log_level: str | None
 ) -> None:
     """Run the HTTP API and the inspector on 127.0.0.1 (SQLite file by default; --db for any store)."""
-    import uvicorn
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn
+    except ImportError:
+        raise MissingExtra("contextwright serve", "server") from None
 
     from ..server import create_app
 

@@ -111,7 +111,7 @@ def ingest(engine: Engine, conv: Conversation) -> dict[str, str]:
         for t in conv.turns
     ]
     records = engine.add_many(items)
-    engine.register_agent(conv.project, AGENT, role="assistant")
+    engine.register_agent(conv.project, AGENT, role="default")
     return {r.id: str(r.meta["dia_id"]) for r in records}
 
 

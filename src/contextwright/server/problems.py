@@ -33,6 +33,7 @@ from ..errors import (
     StoreError,
     ValidationError,
 )
+from . import schemas as schemas_module
 
 log = logging.getLogger("contextwright.server")
 MEDIA_TYPE = "application/problem+json"
@@ -167,6 +168,7 @@ def document(app: FastAPI) -> None:
                 responses = operation.setdefault("responses", {})
                 for status, text in ERROR_STATUSES.items():
                     responses[status] = {"description": text, "content": {MEDIA_TYPE: ref}}
+        schemas_module.apply(schema)  # success models, request enums, the key scheme
         app.openapi_schema = schema
         return schema
 

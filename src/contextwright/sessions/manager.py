@@ -11,6 +11,7 @@ Compaction, memory flush and reset write records and status facts, never edit or
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -178,6 +179,9 @@ class SessionManager:
                 extra_meta.setdefault("name", tool)
                 if arguments is not None:
                     extra_meta.setdefault("arguments", arguments)
+                if isinstance(content, str) and not content.strip():
+                    # tool= and arguments= describe the call; the record's text is then the call.
+                    fields["content"] = call_text(tool, arguments)
                 fields.update(kind="tool_call", author=author or agent)
             else:
                 fields.update(
@@ -556,3 +560,13 @@ class SessionManager:
                 key=window.agent,
             )
         return cal
+
+
+def call_text(tool: str, arguments: Mapping[str, Any] | str | None) -> str:
+    """`search({"q": "auth"})`: the text of a tool call given only as tool= and arguments=."""
+    if arguments is None:
+        return f"{tool}()"
+    if isinstance(arguments, str):
+        return f"{tool}({arguments})"
+    # default=str: a value JSON cannot hold is refused by the meta check, with its field.
+    return f"{tool}({json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)})"

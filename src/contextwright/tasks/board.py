@@ -44,6 +44,14 @@ class Completion:
     nodes: tuple[Record, ...]
     files: tuple[Record, ...]
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task.to_dict(),
+            "handoff": self.handoff.to_dict(),
+            "nodes": [n.id for n in self.nodes],
+            "files": [f.id for f in self.files],
+        }
+
 
 def _text(value: object, field: str, limit: int, fix: str) -> str:
     if not isinstance(value, str) or not value.strip():
@@ -173,8 +181,15 @@ class TaskBoard:
             raise ValidationError("task_id", task_id, "give a task id")
         check_text("task_id", task_id)
         found = self.engine.store.get_many(project, [task_id])
-        if not found or found[0].kind != "task":
-            raise NotFound("task", task_id, "create it with engine.tasks.create(...)")
+        if not found:
+            raise NotFound("task", task_id, "create the task first, or check the id")
+        if found[0].kind != "task":
+            raise ValidationError(
+                "task_id",
+                task_id,
+                "give the id of a task (a record of kind 'task'; create one with tasks.create)",
+                problem=f"is a {found[0].kind} record, not a task",
+            )
         return found[0]
 
     def find(self, project: str, status: str | None = None, limit: int = 200) -> list[Record]:

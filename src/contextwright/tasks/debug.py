@@ -1,8 +1,9 @@
 """The "## Context Debug" block: how a computed context came to be, for a human reading it.
 
 On with `computed_context(..., debug=True)`. `debug_enabled` reads `CONTEXTWRIGHT_DEBUG_CONTEXT`
-from an environment mapping; only the edges (CLI, server, demo) call it, the library never reads
-the environment itself.
+from an environment mapping; `Settings.from_env` calls it, and the edges that render a computed
+context (`contextwright task context`, `GET .../tasks/{id}/context`) turn the block on when
+`Settings.debug_context` is set. The library never reads the environment itself.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ if TYPE_CHECKING:
 ENV_VAR = "CONTEXTWRIGHT_DEBUG_CONTEXT"
 
 
-def debug_enabled(environ: Mapping[str, str]) -> bool:
-    return environ.get(ENV_VAR, "").strip().lower() in ("1", "true", "yes", "on")
+def debug_enabled(environ: Mapping[str, str], name: str = ENV_VAR) -> bool:
+    return environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _list(items: object) -> str:

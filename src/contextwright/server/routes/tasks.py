@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...errors import NotFound
+from ...errors import NotFound, ValidationError
 from ...records import Record
 from ..deps import ProjectDep
 
@@ -35,7 +35,14 @@ class CompleteIn(BaseModel):
 
 
 def own_task(ctx: ProjectDep, task_id: str) -> Record:
-    task = ctx.engine.tasks.get(ctx.project, task_id)
+    try:
+        task = ctx.engine.tasks.get(ctx.project, task_id)
+    except ValidationError:
+        # "is a message record, not a task" would tell an agent-scoped key that a record it may
+        # not see exists: it gets the 404 of an id that exists nowhere.
+        if ctx.access.agents is not None:
+            raise NotFound("task", task_id) from None
+        raise
     if not ctx.access.sees(task):
         raise NotFound("task", task_id)
     return task
@@ -96,13 +103,22 @@ def complete_task(ctx: ProjectDep, task_id: str, body: CompleteIn) -> dict[str, 
 def computed_context(
     ctx: ProjectDep,
     task_id: str,
+    request: Request,
     agent: str | None = None,
     complexity: str | None = None,
+    debug: Annotated[
+        bool | None,
+        Query(description="Append '## Context Debug' (default: CONTEXTWRIGHT_DEBUG_CONTEXT)"),
+    ] = None,
 ) -> dict[str, Any]:
     """The knowledge query: patterns, gotchas, decisions and dependency handoffs for a task."""
     ctx.access.require_agent(agent, "task context")
     own_task(ctx, task_id)
-    computed = ctx.engine.tasks.computed_context(ctx.project, task_id, complexity, agent=agent)
+    if debug is None:
+        debug = request.app.state.settings.debug_context
+    computed = ctx.engine.tasks.computed_context(
+        ctx.project, task_id, complexity, bool(debug), agent=agent
+    )
     out = computed.to_dict()
     out["markdown"] = computed.render(ctx.engine.tasks.template)
     return out
