@@ -45,7 +45,7 @@ from .selection import select
 from .sources import Source, SourceContext, default_sources, pick_sources
 from .stored_counts import StoredCounts
 from .stores import open_store
-from .stores._rows import query_terms
+from .text import query_terms
 from .tasks import TaskBoard
 from .tokens import default_counter
 from .trace import PendingTrace, Trace

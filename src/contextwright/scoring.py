@@ -32,7 +32,7 @@ from .candidates import Candidate
 from .errors import ValidationError
 from .records import Record
 from .roles import RoleProfile
-from .stores._rows import query_terms
+from .text import query_terms
 
 DAY = 86_400.0
 FUSIONS = ("sum", "rrf", "max")

@@ -18,7 +18,8 @@ from typing import Any, cast
 from ..errors import StoreError
 from ..ports import Hit
 from ..records import Record
-from ._rows import COMMON_DF, KEYS, LARGE_WINDOW, RecordKey, fts_match, query_terms
+from ..text import query_terms
+from ._rows import COMMON_DF, KEYS, LARGE_WINDOW, RecordKey, fts_match
 from .sqlite_vocab import Vocabulary
 
 VISIBLE = (

@@ -8,10 +8,8 @@ the environment itself.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .computed import ComputedContext
+from .template import ComputedView
 
 ENV_VAR = "CONTEXTWRIGHT_DEBUG_CONTEXT"
 
@@ -24,7 +22,7 @@ def _list(items: object) -> str:
     return "[" + ", ".join(str(i) for i in items) + "]" if isinstance(items, list | tuple) else "[]"
 
 
-def render_debug(c: ComputedContext) -> str:
+def render_debug(c: ComputedView) -> str:
     s = c.stats
     sig = s.signals
     matched = s.nodes_matched
