@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from contextwright import Engine, RuleError
 from contextwright.ports import Store
-from contextwright.rules import (
+from contextwright.rules.ruleset import (
     Facts,
     check_rules,
     load_rules,

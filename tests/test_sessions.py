@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextwright import Budget, ContextOverflow, Engine, ValidationError
+from contextwright.assembly.render import count_openai
 from contextwright.ports import Query
-from contextwright.render import count_openai
 from contextwright.sessions import SessionConfig
 from contextwright.sessions.layers import tools_tokens
 from contextwright.sessions.turns import SESSION_KINDS
@@ -363,7 +363,7 @@ def test_compaction_never_writes_a_longer_history(lengths: list[int]) -> None:
     c = s.compact(P, A, S, keep=4)
     assert c.tokens_after <= c.tokens_before
     if c.compacted:
-        replaced = sum(r.tokens for r in engine.store.get_many(c.replaced))
+        replaced = sum(r.tokens for r in engine.store.get_many(P, c.replaced))
         assert sum(x.tokens for x in c.summaries) < replaced
     engine.close()
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .candidates import SECTIONS
+from .assembly.candidates import SECTIONS
 from .errors import ValidationError
-from .models import MODELS, ModelSpec, model_spec
+from .tokens.models import MODELS, ModelSpec, model_spec
 
 
 @dataclass(frozen=True)

@@ -22,14 +22,14 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .candidates import Candidate
-from .ports import Embedder, VectorStore, hits_for
+from .assembly.candidates import Candidate
+from .assembly.scoring import ScoringConfig
+from .assembly.sources import SourceContext, hit_candidates
+from .ports import Embedder, KeepsVectors, NearestHere, Store, VectorStore, hits_for
 from .records import Record
-from .sources import SourceContext, hit_candidates
 
 if TYPE_CHECKING:
-    from .engine import Engine
-    from .trace import Trace
+    from .traces.trace import Trace
 
 BATCH = 64
 
@@ -41,14 +41,11 @@ def embed_text(r: Record) -> str:
 
 def searches_here(store: object) -> bool:
     """The store searches its vectors in this process (`vector_nearest`: SQLite, memory)."""
-    return callable(getattr(store, "vector_nearest", None))
+    return isinstance(store, NearestHere)
 
 
 def supports_vectors(store: object) -> bool:
-    return all(
-        callable(getattr(store, m, None))
-        for m in ("unembedded", "unembedded_count", "put_vectors", "vector_search")
-    )
+    return isinstance(store, KeepsVectors)
 
 
 class EmbeddingWorker:
@@ -233,11 +230,14 @@ class VectorSource:
 class Vectors:
     """The engine's vector side: owns the worker and the source, and reports on every trace."""
 
-    def __init__(self, engine: Engine, embedder: Embedder | str | None) -> None:
+    def __init__(
+        self, store: Store, embedder: Embedder | str | None, scoring: ScoringConfig
+    ) -> None:
         from .embedders import load_embedder
         from .errors import ValidationError
 
-        self.engine = engine
+        self.store = store
+        self.scoring = scoring
         self.embedder: Embedder | None = None
         self.worker: EmbeddingWorker | None = None
         self.source: VectorSource | None = None
@@ -259,16 +259,13 @@ class Vectors:
             self.embedder = embedder
         if self.embedder is None:
             return
-        if not supports_vectors(engine.store):
-            self.problem = (
-                f"store {engine.store.url} keeps no vectors; relevance is full text alone"
-            )
+        if not supports_vectors(store):
+            self.problem = f"store {store.url} keeps no vectors; relevance is full text alone"
             self.embedder = None
             return
         self.problem = None
         self.source = VectorSource(self.embedder)
-        self.worker = EmbeddingWorker(engine.store, self.embedder)  # type: ignore[arg-type]
-        engine.sources.append(self.source)
+        self.worker = EmbeddingWorker(store, self.embedder)  # type: ignore[arg-type]
 
     @property
     def on(self) -> bool:
@@ -287,7 +284,7 @@ class Vectors:
         out: dict[str, Any] = {
             "on": True,
             "embedder": self.embedder.name,
-            "fusion": self.engine.scoring.fusion,
+            "fusion": self.scoring.fusion,
             "lag": self.worker.lag(),
         }
         compute = getattr(self.embedder, "compute", None)

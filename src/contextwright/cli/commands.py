@@ -8,11 +8,11 @@ from typing import Any
 
 import click
 
+from ..assembly.render import FORMATS as RENDER_FORMATS
 from ..budget import Budget
 from ..errors import ValidationError
 from ..importers import FORMATS, SAMPLE, check_rows, import_rows, read_rows
 from ..records import KINDS, VISIBILITIES
-from ..render import FORMATS as RENDER_FORMATS
 from . import State, cli, emit, pass_state
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")

@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..assembly.scoring import item_prefix
 from ..engine import Engine
 from ..errors import ValidationError
 from ..ports import Embedder
 from ..records import Record
-from ..scoring import item_prefix
 from ..stores.sqlite import SQLiteStore
 from . import METHODS
 from .locomo import CATEGORIES, Conversation, Question, load_locomo

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..candidates import Candidate, Item
+from ..assembly.candidates import Candidate, Item
+from ..assembly.packing import truncate_text
+from ..assembly.sources import SourceContext
 from ..errors import ValidationError
-from ..packing import truncate_text
 from ..ports import Tokenizer
 from ..records import Record
-from ..sources import SourceContext
 from .pruning import Pruned, prune_result
 from .turns import Turn
 
@@ -279,6 +279,7 @@ class SessionSource:
     """Feeds a session plan's candidates into assemble; returns nothing unless a plan is named."""
 
     name = "session"
+    inline = True  # a dictionary lookup: never worth a thread (assembly/pipeline.py)
 
     def __init__(self, board: PlanBoard) -> None:
         self.board = board

@@ -9,7 +9,8 @@ from itertools import islice
 from typing import Any
 
 from ..records import Record, changed_write, same_write
-from ..text import STOPWORDS, query_terms  # noqa: F401  (re-exported for the stores)
+from ..text import STOPWORDS as STOPWORDS  # re-exported for the stores
+from ..text import query_terms as query_terms
 
 
 def fts_match(text: str) -> str | None:

@@ -43,6 +43,7 @@ class ComputedView(Protocol):
     @property
     def related_tasks(self) -> Sequence[Any]: ...
 
+
 DEFAULT_TEMPLATE = """\
 ## Context (Computed)
 

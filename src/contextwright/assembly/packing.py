@@ -13,9 +13,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..errors import BudgetError
+from ..ports import Tokenizer
 from .candidates import SECTIONS, Candidate, Item
-from .errors import BudgetError
-from .ports import Tokenizer
 from .render import DATED_SECTIONS, day_heading, fixed_cost, heading_cost, quoted, unit_cost
 from .scoring import day_label, item_prefix
 

@@ -19,8 +19,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 
+from ..errors import ValidationError
 from .candidates import Candidate, Frozen, freeze, thaw
-from .errors import ValidationError
 from .sources import Source, SourceContext
 
 CacheKey = tuple[Hashable, ...]

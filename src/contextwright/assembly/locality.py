@@ -14,9 +14,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..ports import BatchNeighbours, Query
+from ..records import Record
 from .candidates import Candidate
-from .ports import Query
-from .records import Record
 from .scoring import ScoringConfig
 from .sources import KNOWLEDGE_AT, SourceContext, record_candidate
 
@@ -92,11 +92,12 @@ def spread(
 
 def _all_neighbours(matches: Sequence[Record], ctx: SourceContext) -> dict[str, list[Record]]:
     """`_neighbours` of every match; in one statement when the store can (SQLite)."""
-    batch = getattr(ctx.store, "neighbours", None)
-    if batch is None:
+    if not isinstance(ctx.store, BatchNeighbours):
         return {m.id: _neighbours(m, ctx) for m in matches}
     out: dict[str, list[Record]] = {}
-    sides = batch(ctx.project, ctx.agent, [(m.session, m.created_at) for m in matches])
+    sides = ctx.store.neighbours(
+        ctx.project, ctx.agent, [(m.session, m.created_at) for m in matches]
+    )
     for m, (before, after) in zip(matches, sides, strict=True):
         out[m.id] = _keep([*before, *[a for a in after if a.id != m.id][:1]])
     return out

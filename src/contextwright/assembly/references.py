@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ValidationError
-from .ports import Query, Store
-from .records import Record, parse_mentions
+from ..errors import ValidationError
+from ..ports import Query, Store
+from ..records import Record, parse_mentions
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ValidationError
+from ..ports import Tokenizer
+from ..records import Record
 from .candidates import SECTIONS, Candidate, Item
-from .errors import ValidationError
-from .ports import Tokenizer
-from .records import Record
 
 FORMATS = ("openai", "anthropic", "markdown")
 TITLES = {

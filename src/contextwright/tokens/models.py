@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import ValidationError
+from ..errors import ValidationError
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from . import actions
+from ..roles import RoleProfile
+from ..rules import actions
+from ..rules.ruleset import Rule
 from .candidates import Candidate
 from .chains import link_replies, link_superseded
 from .locality import spread
 from .packing import Decision
-from .roles import RoleProfile
-from .rules import Rule
 from .scoring import ScoringConfig, finish_all, fuse_relevance, mark_named
 from .sources import SourceContext
 

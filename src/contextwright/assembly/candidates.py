@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ports import Tokenizer
-from .records import Record
+from ..ports import Tokenizer
+from ..records import Record
 
 SECTIONS = (
     "state",

@@ -13,11 +13,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
+from ..errors import ValidationError
+from ..ports import Hit, Query, RanksHere, Store, Tokenizer, WarmHere
+from ..records import Record
+from ..roles import RoleProfile
 from .candidates import Candidate
-from .errors import ValidationError
-from .ports import Hit, Query, Store, Tokenizer
-from .records import Record
-from .roles import RoleProfile
 from .scoring import item_prefix
 
 T = TypeVar("T")
@@ -284,7 +284,7 @@ def ranks_here(store: object) -> bool:
     """The store ranks full text in this process, in SQL that holds no GIL while it works, and
     reads the hits apart (`ranking_plan`, `ranking_rows`, `ranking_result`, `ranked_hits`:
     SQLite)."""
-    return callable(getattr(store, "ranking_rows", None))
+    return isinstance(store, RanksHere)
 
 
 class FullTextSource:
@@ -304,8 +304,7 @@ class FullTextSource:
     def prepare(self, ctx: SourceContext) -> Callable[[], Callable[[], Any]] | None:
         if not ctx.task.strip() or not ranks_here(ctx.store):
             return None
-        warm_here = getattr(ctx.store, "warm_here", None)
-        if warm_here is not None and warm_here():
+        if isinstance(ctx.store, WarmHere) and ctx.store.warm_here():
             # This thread just wrote: its page cache is the only warm one, so `run` ranks here.
             # In the agent loop (a reply written before every call) that was 16% of a call.
             return None
@@ -393,20 +392,6 @@ class DecisionsSource:
             record_candidate(r, ctx, self.name, "knowledge", "decision in force", prior=0.5)
             for r in ctx.store.query(q)
         ]
-
-
-def default_sources() -> list[Source]:
-    from .kv import KVSource  # kv.py builds on this module
-
-    return [
-        HistorySource(),
-        AddressedSource(),
-        OpenItemsSource(),
-        FullTextSource(),
-        PinnedSource(),
-        DecisionsSource(),
-        KVSource(),
-    ]
 
 
 def pick_sources(sources: Sequence[Source], names: Sequence[str] | None) -> list[Source]:

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from .candidates import Candidate
-from .kv import kv_candidate
-from .packing import Decision
-from .records import content_hash
-from .references import file_record, visible_record, workspace_file
-from .rules import SUPERSEDED, Rule, Target
-from .sources import SourceContext, record_candidate, section_for
+from ..assembly.candidates import Candidate
+from ..assembly.kv_source import kv_candidate
+from ..assembly.packing import Decision
+from ..assembly.references import file_record, visible_record, workspace_file
+from ..assembly.sources import SourceContext, record_candidate, section_for
+from ..records import content_hash
+from .ruleset import SUPERSEDED, Rule, Target
 
 MAX_FILE_CHARS = 20_000
 

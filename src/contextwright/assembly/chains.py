@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..ports import Store, Tokenizer
+from ..records import Record
 from .candidates import Candidate
 from .packing import Decision
-from .ports import Store, Tokenizer
-from .records import Record
 from .render import CHAIN_MARK, quoted
 from .scoring import item_prefix
 from .sources import SourceContext, record_candidate

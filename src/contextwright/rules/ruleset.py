@@ -30,8 +30,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import RuleError, ValidationError
-from .records import KINDS, check_json_text, check_name
+from ..errors import RuleError, ValidationError
+from ..records import KINDS, check_json_text, check_name
 
 DEFAULT_RULES_DIR = Path(".contextwright") / "rules"
 FIELDS = ("task", "agent", "role", "project", "kind", "milestone", "session")

@@ -1,6 +1,6 @@
 """The steps of one assemble call between the sources and the packer: run the sources concurrently
-under a deadline, merge and dedupe their candidates, score them, and turn the packer's decisions
-into the trace. Everything but `run_sources` is pure."""
+under a deadline, merge and dedupe their candidates, score them, (the trace is built in traces/build.py).
+Everything but `run_sources` is pure."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+from ..ports import RemoteReads
+from ..traces.trace import SourceRun
 from .cache import SourceCache
 from .candidates import SECTION_RANK, Candidate
 from .packing import Decision
 from .sources import Source, SourceContext
-from .trace import SourceRun
 
 
 def _cores() -> int:
@@ -139,7 +140,7 @@ def is_inline(src: Source, ctx: SourceContext | None = None) -> bool:
     has nothing to add to this call (`applies(ctx)` false, e.g. `computed` without a task)."""
     inline = getattr(src, "inline", False)
     if inline == "local":
-        if ctx is None or not getattr(ctx.store, "remote", False):
+        if ctx is None or not (isinstance(ctx.store, RemoteReads) and ctx.store.remote):
             return True
     elif inline:
         return True
@@ -204,26 +205,3 @@ def merge(candidates: Sequence[Candidate]) -> tuple[list[Candidate], list[Decisi
             by_hash[c.content_hash] = c
         merged.append(c)
     return merged, dropped
-
-
-def decision_dict(d: Decision) -> dict[str, object]:
-    c = d.candidate
-    records = c.records
-    r = records[0] if records else None
-    comps = c.components
-    return {
-        "key": c.key,
-        "record_ids": [x.id for x in records],
-        "kind": r.kind if r else "synthetic",
-        "author": r.author if r else None,
-        "section": c.section,
-        "source": c.source,
-        "sources": list(c.sources or [c.source]),
-        "score": round(c.score, 4),
-        "components": {k: round(comps[k], 4) for k in sorted(comps)},
-        "reasons": list(c.reasons),
-        "decision": "truncated" if d.truncated else ("kept" if d.kept else "dropped"),
-        "reason": d.reason,
-        "tokens": d.tokens,
-        "preview": c.text[:160],
-    }

@@ -10,7 +10,7 @@ exists nowhere: a trace holds what its agent saw, private and direct records inc
     contextwright mcp                      # stdio, for a local agent
     contextwright mcp --transport http     # streamable HTTP on 127.0.0.1:8766/mcp
 
-Named `mcpserver` so that it never shadows the SDK's `mcp` package.
+The SDK is imported by absolute name, so `contextwright.mcp` never shadows it.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from .engine import Engine
-from .errors import ContextwrightError, MissingExtra
+from ..engine import Engine
+from ..errors import ContextwrightError, MissingExtra
 
 T = TypeVar("T")
 
@@ -184,7 +184,7 @@ def search(
     engine: Engine, project: str, agent: str, query: str, limit: int
 ) -> list[dict[str, Any]]:
     """Full-text search as `agent` sees the project (the engine's own search when it has one)."""
-    from .errors import ValidationError
+    from ..errors import ValidationError
 
     if not isinstance(query, str) or not query.strip():
         raise ValidationError("query", query, "give the words to search for")

@@ -9,9 +9,9 @@ which turns a task's unresolved reference into a warning.
 
 from __future__ import annotations
 
+from ..ports import Query
+from ..records import content_hash, parse_mentions
 from .candidates import Candidate
-from .ports import Query
-from .records import content_hash, parse_mentions
 from .sources import SourceContext
 
 KV_PREFIX = "kv:"

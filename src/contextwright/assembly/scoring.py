@@ -28,11 +28,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from ..errors import ValidationError
+from ..records import Record
+from ..roles import RoleProfile
+from ..text import query_terms
 from .candidates import Candidate
-from .errors import ValidationError
-from .records import Record
-from .roles import RoleProfile
-from .text import query_terms
 
 DAY = 86_400.0
 FUSIONS = ("sum", "rrf", "max")

@@ -19,7 +19,7 @@ import threading
 import weakref
 from collections.abc import Callable
 
-from .ports import Store
+from ..ports import Store
 from .trace import Trace
 
 # A trace whose encoding races a caller's edit of it (e.g. sessions adding notes) is retried.

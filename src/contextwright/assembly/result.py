@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..traces.trace import Trace
 from .candidates import SECTIONS, Item
-from .trace import Trace
 
 
 @dataclass

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .ports import Query, Store, Tokenizer
+from ..ports import Query, Store, Tokenizer
 
 COLLECTION = "counts"
 MIXED = "mixed"  # more than one tokenizer, or one unknown: never taken
