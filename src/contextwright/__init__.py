@@ -28,7 +28,8 @@ from .errors import (
 from .ports import Embedder, Hit, Query, Store, Summarizer
 from .records import KINDS, Record
 from .roles import Agent, RoleProfile
-from .rules.ruleset import RuleSet, check_rules, load_rules
+from .rules.loading import check_rules, load_rules
+from .rules.ruleset import RuleSet
 from .sessions import SessionConfig
 from .settings import Settings
 from .stores import open_store

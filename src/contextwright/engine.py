@@ -33,7 +33,8 @@ from .ports import Embedder, SettlesReads, Store, Tokenizer
 from .recordbook import RecordBook
 from .records import Record
 from .roles import Agent, RoleProfile
-from .rules.ruleset import RuleSet, coerce_rules
+from .rules.loading import coerce_rules
+from .rules.ruleset import RuleSet
 from .sessions import SessionManager
 from .stores import open_store
 from .tasks import TaskBoard

@@ -16,7 +16,8 @@ from ..errors import BudgetError
 from ..ports import Store, Tokenizer
 from ..roles import Agent
 from ..rules import actions
-from ..rules.ruleset import Facts, RuleSet, coerce_rules, given_task_kind
+from ..rules.loading import coerce_rules
+from ..rules.ruleset import Facts, RuleSet, given_task_kind
 from ..text import query_terms
 from ..traces.build import build_trace
 from ..traces.trace import Trace

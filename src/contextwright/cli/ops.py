@@ -119,7 +119,7 @@ def rules() -> None:
 def rules_check(directory: str, as_json: bool) -> None:
     """Check every rules file in DIRECTORY; lists every problem with its file, field and fix."""
     from ..errors import ValidationError
-    from ..rules.ruleset import check_rules, load_rules
+    from ..rules.loading import check_rules, load_rules
 
     if not os.path.isdir(directory):
         raise ValidationError("DIRECTORY", directory, "give an existing directory of *.json rules")

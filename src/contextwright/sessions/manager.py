@@ -34,8 +34,8 @@ from .layers import (
     PlanBoard,
     SessionSource,
     build_candidates,
-    load_files,
     load_personalization,
+    memory_for,
     tools_tokens,
 )
 from .overflow import parse_provider_error, retarget
@@ -44,8 +44,9 @@ from .reset import Reset, run_reset
 from .scopes import Scope
 from .turns import SESSION_KINDS, Turn, build_turns
 from .undo import CompactionReport, Undo, reports, run_undo
-from .window import Layers, SessionWindow, check_fixed, effective_budget, estimate
+from .window import Layers, SessionWindow, check_fixed, effective_budget, estimate, make_layers
 from .window import build as build_window
+from .window import calibrate as calibrate_window
 
 if TYPE_CHECKING:
     from ..agents import AgentDirectory
@@ -227,8 +228,6 @@ class SessionManager:
         except NotFound:
             self.agents.register(project, agent)
 
-    # -- memory flush ---------------------------------------------------------------------------
-
     def flush(self, project: str, agent: str, session: str) -> MemoryFlush:
         """Extract decisions, preferences, artifacts and patterns from the whole live session."""
         with self._lock(project, agent, session):
@@ -238,17 +237,10 @@ class SessionManager:
     def flush_state(self, st: states.SessionState, turns: Sequence[Turn]) -> MemoryFlush:
         return run_flush(self, st, turns)
 
-    # -- compaction -----------------------------------------------------------------------------
-
     def compact(
-        self,
-        project: str,
-        agent: str,
-        session: str,
-        *,
-        trigger: str = "manual",
+        self, project: str, agent: str, session: str, *, trigger: str = "manual",
         keep: int | None = None,
-    ) -> Compaction:
+    ) -> Compaction:  # fmt: skip
         """Flush memory, then summarize all but the last `keep` turns (default from config)."""
         if trigger not in TRIGGERS:
             raise ValidationError("trigger", trigger, f"use one of {', '.join(TRIGGERS)}")
@@ -316,28 +308,6 @@ class SessionManager:
             return Budget()
         return Budget(model=profile.default_model, window=profile.default_window)
 
-    def _layers(
-        self,
-        system: str,
-        tools: Sequence[Mapping[str, Any]],
-        skills: Sequence[str],
-        files: Sequence[str] | Mapping[str, str],
-    ) -> Layers:
-        if not isinstance(system, str):
-            raise ValidationError("system", system, "give the system prompt as text")
-        if isinstance(skills, str) or not all(isinstance(s, str) for s in skills):
-            raise ValidationError("skills", skills, "give a list of skill instructions (strings)")
-        if isinstance(tools, Mapping) or not all(isinstance(t, Mapping) for t in tools):
-            raise ValidationError("tools", tools, "give a list of tool definitions (objects)")
-        # The layers are rendered into the window and recorded in its trace: the same text check.
-        check_json_text("system", system)
-        check_json_text("skills", list(skills))
-        check_json_text("tools", list(tools))
-        check_json_text("files", files if isinstance(files, Mapping) else list(files))
-        cfg = self.config
-        loaded = load_files(files, cfg.workspace, cfg.file_cap, self.counter)
-        return Layers(system, [dict(t) for t in tools], [s for s in skills if s.strip()], loaded)
-
     def plan(
         self,
         st: states.SessionState,
@@ -365,28 +335,12 @@ class SessionManager:
             tools_tokens=tools_tokens(layers.tools, counter),
             personal=load_personalization(cfg.workspace, cfg.personal_cap, counter),
             files=list(layers.files),
-            memory=self._memory(st, turns, task),
+            memory=memory_for(self.store, st.project, st.agent, turns, task, cfg.memory_limit),
         )
         if len(self._prune_cache) > 50_000:
             self._prune_cache.clear()
         build_candidates(plan, counter, cfg.tool_result_cap, self._prune_cache)
         return plan
-
-    def _memory(self, st: states.SessionState, turns: Sequence[Turn], task: str) -> list[Record]:
-        """Memory records relevant to the task; without a task, at the start of a session (or
-        after a reset), relevant to its first user message."""
-        limit = self.config.memory_limit
-        query = task.strip()
-        convo = [t for t in turns if not t.is_summary]
-        if not query and len(convo) <= 2:
-            users = [
-                t.head for t in convo if t.head.kind == "message" and t.head.author != st.agent
-            ]
-            query = users[-1].content[:2_000] if users else ""
-        if not limit or not query:
-            return []
-        hits = self.store.search_text(st.project, st.agent, query, limit * 4)
-        return [h.record for h in hits if h.record.kind == "memory"][:limit]
 
     def window(
         self,
@@ -436,7 +390,7 @@ class SessionManager:
         with self._lock(project, agent, session):
             st = self._active(project, agent, session)
             bud = self.budget_for(project, agent, budget)
-            layers = self._layers(system, tools, skills, files)
+            layers = make_layers(self.config, self.counter, system, tools, skills, files)
             layers.request = request
             eff = effective_budget(self, project, bud) if auto else bud
             win = build_window(self, st, layers, task, eff, fmt, auto=auto, steps=steps)
@@ -481,7 +435,7 @@ class SessionManager:
         fmt = check_format(format)
         st = self.load_state(project, agent, session)
         bud = self.budget_for(project, agent, budget)
-        layers = self._layers(system, tools, skills, files)
+        layers = make_layers(self.config, self.counter, system, tools, skills, files)
         plan = self.plan(st, layers, "", keep=self.config.keep_turns, purge=False, drop=False)
         return estimate(self, plan, bud, fmt)
 
@@ -519,7 +473,7 @@ class SessionManager:
         with self._lock(project, agent, session):
             st = self._active(project, agent, session)
             # Before compacting: a limit the fixed layers cannot fit must leave the session alone.
-            layers = self._layers(system, tools, skills, files)
+            layers = make_layers(self.config, self.counter, system, tools, skills, files)
             plan = self.plan(st, layers, task, keep=self.config.keep_turns, purge=False, drop=False)
             check_fixed(self, plan, effective_budget(self, project, retargeted), fmt)
             c = self.compact_state(st, trigger="provider_overflow", keep=self.config.keep_turns)
@@ -528,18 +482,9 @@ class SessionManager:
             elif c.skipped:
                 step["skipped"] = c.skipped
             win = self._window(
-                project,
-                agent,
-                session,
-                task,
-                retargeted,
-                format,
-                system,
-                tools,
-                skills,
-                files,
+                project, agent, session, task, retargeted, format, system, tools, skills, files,
                 steps=[step],
-            )
+            )  # fmt: skip
             if c.compacted:
                 win.compactions.insert(0, c)
             return win
@@ -547,26 +492,4 @@ class SessionManager:
     def calibrate(self, window: SessionWindow, usage: Mapping[str, Any]) -> accounting.Calibration:
         """Compare the provider's reported prompt tokens with our count of the same window; the
         running ratio per model shrinks later windows when the provider counts more."""
-        if not isinstance(window, SessionWindow):
-            raise ValidationError("window", window, "pass the SessionWindow that was sent")
-        provider = accounting.prompt_tokens(usage)
-        cal = accounting.record(
-            self.store,
-            window.project,
-            window.budget.model,
-            window.total_tokens,
-            provider,
-            self.clock(),
-        )
-        trace = window.assembly.trace
-        trace.notes.setdefault("session", {})["calibration"] = cal.to_dict()
-        if self.assembler.persist_traces:
-            self.store.put_doc(
-                "traces",
-                trace.id,
-                window.project,
-                trace.to_dict(),
-                trace.created_at,
-                key=window.agent,
-            )
-        return cal
+        return calibrate_window(self, window, usage)

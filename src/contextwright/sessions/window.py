@@ -13,6 +13,7 @@ reset can shrink them, and the reset rung runs only when its transfer summaries 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -20,11 +21,14 @@ from ..assembly.render import fixed_cost, heading_cost, unit_cost
 from ..assembly.request import AssembleRequest
 from ..assembly.result import Assembly
 from ..budget import Budget
-from ..errors import ContextOverflow
+from ..errors import ContextOverflow, ValidationError
+from ..ports import Tokenizer
+from ..records import check_json_text
 from . import accounting
 from .compaction import Compaction
+from .config import SessionConfig
 from .diagnostics import Breakdown, Gauge, breakdown
-from .layers import PLAN_LIMIT, Plan, WorkspaceFile
+from .layers import PLAN_LIMIT, Plan, WorkspaceFile, load_files
 from .overflow import EMERGENCY_KEEP, LADDER
 from .reset import Reset, draft_transfers
 from .state import SessionState
@@ -96,6 +100,30 @@ class Layers:
     # The request the window answers (Engine.window): its other fields (milestone, rules,
     # working memory...) apply to every assemble call of the ladder.
     request: AssembleRequest | None = None
+
+
+def make_layers(
+    config: SessionConfig,
+    counter: Tokenizer,
+    system: str,
+    tools: Sequence[Mapping[str, Any]],
+    skills: Sequence[str],
+    files: Sequence[str] | Mapping[str, str],
+) -> Layers:
+    """The caller's layers, checked by name, with the files read from the workspace."""
+    if not isinstance(system, str):
+        raise ValidationError("system", system, "give the system prompt as text")
+    if isinstance(skills, str) or not all(isinstance(s, str) for s in skills):
+        raise ValidationError("skills", skills, "give a list of skill instructions (strings)")
+    if isinstance(tools, Mapping) or not all(isinstance(t, Mapping) for t in tools):
+        raise ValidationError("tools", tools, "give a list of tool definitions (objects)")
+    # The layers are rendered into the window and recorded in its trace: the same text check.
+    check_json_text("system", system)
+    check_json_text("skills", list(skills))
+    check_json_text("tools", list(tools))
+    check_json_text("files", files if isinstance(files, Mapping) else list(files))
+    loaded = load_files(files, config.workspace, config.file_cap, counter)
+    return Layers(system, [dict(t) for t in tools], [s for s in skills if s.strip()], loaded)
 
 
 def effective_budget(mgr: SessionHost, project: str, bud: Budget) -> Budget:
@@ -417,3 +445,25 @@ def build(
         compactions=compactions,
         reset=reset,
     )
+
+
+def calibrate(
+    mgr: SessionHost, window: SessionWindow, usage: Mapping[str, Any]
+) -> accounting.Calibration:
+    """Compare the provider's reported prompt tokens with our count of the same window; the
+    running ratio per model shrinks later windows when the provider counts more."""
+    if not isinstance(window, SessionWindow):
+        raise ValidationError("window", window, "pass the SessionWindow that was sent")
+    provider = accounting.prompt_tokens(usage)
+    w = window
+    cal = accounting.record(
+        mgr.store, w.project, w.budget.model, w.total_tokens, provider, mgr.clock()
+    )
+    trace = window.assembly.trace
+    trace.notes.setdefault("session", {})["calibration"] = cal.to_dict()
+    if mgr.assembler.persist_traces:
+        doc = trace.to_dict()
+        mgr.store.put_doc(
+            "traces", trace.id, window.project, doc, trace.created_at, key=window.agent
+        )
+    return cal
