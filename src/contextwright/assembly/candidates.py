@@ -6,18 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..budget import SECTIONS as SECTIONS  # the section names, re-exported for the pipeline
 from ..ports import Tokenizer
 from ..records import Record
 
-SECTIONS = (
-    "state",
-    "warnings",
-    "constraints",
-    "knowledge",
-    "history",
-    "suggestions",
-    "working_memory",
-)
 SECTION_RANK = {name: i for i, name in enumerate(SECTIONS)}
 
 
