@@ -113,7 +113,7 @@ class Engine:
         if given is not None:
             self.assembler.sources[:] = list(given)
             return
-        feats: list[Source | None] = [self.tasks.source, self.sessions.source, self.vectors.source]
+        feats: list[Source | None] = [self.vectors.source, self.tasks.source, self.sessions.source]
         self.assembler.sources[:] = [*default_sources(), *(f for f in feats if f is not None)]
 
     @classmethod

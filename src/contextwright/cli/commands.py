@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ..assembly.render import FORMATS as RENDER_FORMATS
+from ..assembly.request import AssembleRequest
 from ..budget import Budget
 from ..errors import ValidationError
 from ..importers import FORMATS, SAMPLE, check_rows, import_rows, read_rows
@@ -103,25 +104,38 @@ def import_(
     emit(report.to_dict(), as_json, report.summary())
 
 
-def _budget(budget: str | None, model: str, reserve: int | None) -> Budget | None:
+def _budget(budget: str | None, model: str | None, reserve: int | None) -> Budget | int | None:
+    """A bare --budget is the tokens available for the window, as in the library, HTTP and MCP
+    (docs/tokens.md); --model and --reserve instead give the model's window minus a reserve."""
     if budget is None:
-        return None
+        return (
+            None if model is None and reserve is None else Budget(model or "gpt-4o", None, reserve)
+        )
     try:
-        window = int(budget)
+        available = int(budget)
     except ValueError:
-        raise ValidationError("--budget", budget, "give the window in tokens, e.g. 4000") from None
-    return Budget(model=model, window=window, reserve=reserve)
+        raise ValidationError("--budget", budget, "give the tokens available, e.g. 4000") from None
+    if model is not None or reserve is not None:
+        raise ValidationError(
+            "--budget",
+            budget,
+            "give either --budget (the tokens available for the window) or --model/--reserve "
+            "(the model's window less the reserve), not both",
+        )
+    return available
 
 
 @cli.command()
 @click.option("--project", "-p", required=True)
 @click.option("--agent", "-a", required=True)
 @click.option("--task", "-t", default="", help="What the agent is about to do.")
-@click.option("--budget", "-b", default=None, help="Window in tokens (default: the role's).")
-@click.option("--model", default="gpt-4o", show_default=True)
+@click.option(
+    "--budget", "-b", default=None, help="Tokens available for the window (default: the role's)."
+)
+@click.option("--model", default=None, help="Budget by this model's window (instead of -b).")
 @click.option("--reserve", type=int, default=None, help="Tokens reserved for the response.")
 @click.option("--format", "fmt", type=click.Choice(RENDER_FORMATS), default="markdown")
-@click.option("--session", default=None)
+@click.option("--session", default=None, help="The session pipeline's window for this session.")
 @json_option
 @pass_state
 def assemble(
@@ -130,16 +144,17 @@ def assemble(
     agent: str,
     task: str,
     budget: str | None,
-    model: str,
+    model: str | None,
     reserve: int | None,
     fmt: str,
     session: str | None,
     as_json: bool,
 ) -> None:
     """Assemble an agent's context window and print it (then its trace summary on stderr)."""
-    result = state.engine.assemble(
+    request = AssembleRequest.build(
         project, agent, task, _budget(budget, model, reserve), fmt, session=session
     )
+    result = state.engine.window(request)  # the session pipeline when a session is named
     if as_json:
         emit(result.to_dict(), True)
         return

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+from ..assembly.request import AssembleRequest
 from ..engine import Engine
 from ..errors import ContextwrightError, MissingExtra
 
@@ -92,7 +93,10 @@ def build_server(engine: Engine, name: str = "contextwright") -> Any:
         record = engine.add(**{k: v for k, v in fields.items() if v is not None})
         return {"id": record.id, "tokens": record.tokens, "mentions": list(record.mentions)}
 
-    @tool(description="Compute this agent's context window for a task, packed into a budget.")
+    @tool(
+        description="Compute this agent's context window for a task, packed into a budget (the "
+        "tokens available for the window); with a session, its session window (pruned, compacted)."
+    )
     @_errors_as_tool_errors
     def assemble_context(
         project: str,
@@ -102,7 +106,8 @@ def build_server(engine: Engine, name: str = "contextwright") -> Any:
         format: str = "markdown",
         session: str | None = None,
     ) -> dict[str, Any]:
-        result = engine.assemble(project, agent, task, budget, format, session=session)
+        request = AssembleRequest.build(project, agent, task, budget, format, session=session)
+        result = engine.window(request)  # the session pipeline when a session is named
         return {
             "text": result.text,
             "messages": result.messages,

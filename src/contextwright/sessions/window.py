@@ -291,9 +291,12 @@ def assemble(
     base: AssembleRequest | None = None,
 ) -> Assembly:
     inner = _inner_budget(plan, bud, fmt, mgr)
-    names = tuple(s.name for s in mgr.assembler.sources if s.name != "history")
-    token = mgr.board.put(plan)
     base = base or AssembleRequest(plan.project, plan.agent)
+    # The session's own layers replace `history`; the request's other sources run beside them.
+    given = base.sources or tuple(s.name for s in mgr.assembler.sources)
+    names = tuple(n for n in given if n != "history")
+    names = names if "session" in names else (*names, "session")
+    token = mgr.board.put(plan)
     try:
         return mgr.assembler.assemble(
             replace(
