@@ -31,7 +31,9 @@ def session() -> None:
 
 @session.command("gauge")
 @with_session_args
-@click.option("--budget", "-b", type=click.IntRange(1), default=None, help="Window in tokens.")
+@click.option(
+    "--budget", "-b", type=click.IntRange(1), default=None, help="Tokens available for the window."
+)
 @json_option
 @pass_state
 def session_gauge(
