@@ -13,8 +13,8 @@ from typing import Any
 from ..ports import Hit, Query
 from ..records import Record
 from ..text import STOPWORDS, WORD_RE, query_terms
-from ._rows import RecordId, plan_batch
 from ._vectors import MemoryVectors
+from .batches import RecordId, plan_batch
 
 
 class MemoryStore(MemoryVectors):

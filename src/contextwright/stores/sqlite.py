@@ -18,18 +18,10 @@ from typing import Any
 from ..errors import StoreError, ValidationError
 from ..ports import Query
 from ..records import Record
-from ._rows import (
-    AUTHORS_SQL,
-    COLUMNS,
-    COMMON_DF,
-    KEYS,
-    LARGE_WINDOW,
-    RecordCache,
-    RecordKey,
-    by_project,
-    plan_batch,
-    record_to_row,
-)
+from .batches import by_project, plan_batch
+from .fulltext import COMMON_DF, LARGE_WINDOW
+from .rows import COLUMNS, KEYS, RecordCache, RecordKey, record_to_row
+from .sql import AUTHORS_SQL
 from .sqlite_docs import (
     PUT,
     TRACES,

@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ._rows import edges_sql
+from .sql import edges_sql
 
 
 class SQLiteFacts:

@@ -19,7 +19,8 @@ from ..errors import StoreError
 from ..ports import Hit
 from ..records import Record
 from ..text import query_terms
-from ._rows import COMMON_DF, KEYS, LARGE_WINDOW, RecordKey, fts_match
+from .fulltext import COMMON_DF, LARGE_WINDOW, fts_match
+from .rows import KEYS, RecordKey
 from .sqlite_vocab import Vocabulary
 
 VISIBLE = (

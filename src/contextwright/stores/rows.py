@@ -1,4 +1,4 @@
-"""Row <-> Record conversion and FTS query building, shared by the SQL stores."""
+"""Row <-> Record conversion and the per-connection record cache, shared by the SQL stores."""
 
 from __future__ import annotations
 
@@ -8,23 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
 from typing import Any
 
-from ..records import Record, changed_write, same_write
-from ..text import STOPWORDS as STOPWORDS  # re-exported for the stores
-from ..text import query_terms as query_terms
-
-
-def fts_match(text: str) -> str | None:
-    terms = query_terms(text)
-    return " OR ".join(f'"{t}"' for t in terms) if terms else None
-
-
-# What bounds a full-text ranking's cost on a large store, the same in both SQL stores
-# (sqlite_text.py, postgres_text.py), so that they rank alike: words found in more records than
-# COMMON_DF are left out of the BM25 query (the rarest word is always kept), and only the newest
-# LARGE_WINDOW matches of the project (or 8 times the limit, if more) are ranked.
-COMMON_DF = 2000
-LARGE_WINDOW = 500
-
+from ..records import Record
 
 COLUMNS = (
     "id, project, milestone, session, author, kind, recipients, visibility, mentions, tags, refs, "
@@ -155,72 +139,3 @@ class RecordCache:
 
     def __len__(self) -> int:
         return len(self._by_rid)
-
-
-def edges_sql(
-    project: str, src: str | None, dst: str | None, kind: str | None, mark: str
-) -> tuple[str, list[str]]:
-    """The edges query of the SQL stores; `mark` is the driver's placeholder (? or %s)."""
-    where, params = [f"project = {mark}"], [project]
-    for col, value in (("src", src), ("dst", dst), ("kind", kind)):
-        if value is not None:
-            where.append(f"{col} = {mark}")
-            params.append(value)
-    sql = f"SELECT src, dst, kind FROM edges WHERE {' AND '.join(where)} ORDER BY src, kind, dst"
-    return sql, params
-
-
-def docs_sql(
-    collection: str, project: str, key: str | None, limit: int, mark: str
-) -> tuple[str, list[Any]]:
-    """The `list_docs` query of the SQL stores, newest first; `mark` is the driver's placeholder."""
-    where, params = [f"collection = {mark}", f"project = {mark}"], [collection, project]
-    if key is not None:
-        where.append(f"key = {mark}")
-        params.append(key)
-    sql = f"SELECT data FROM docs WHERE {' AND '.join(where)} ORDER BY at DESC LIMIT {mark}"
-    return sql, [*params, limit]
-
-
-# A project's distinct authors by a skip scan of the (project, author, created_at) index, which
-# both SQL stores have: one seek per author instead of a pass over every record. `{p}` is the
-# driver's placeholder for the project.
-AUTHORS_SQL = (
-    "WITH RECURSIVE a(author) AS ("
-    "SELECT min(author) FROM records WHERE project = {p} "
-    "UNION ALL SELECT (SELECT min(author) FROM records WHERE project = {p} AND author > a.author) "
-    "FROM a WHERE a.author IS NOT NULL) "
-    "SELECT author FROM a WHERE author IS NOT NULL"
-)
-
-
-RecordId = tuple[str, str]  # (project, id): a record's identity
-
-
-def plan_batch(
-    records: Sequence[Record], stored: dict[RecordId, Record]
-) -> tuple[list[Record], list[Record]]:
-    """What `add_many` answers, and the records it must insert, given the records of the batch's
-    (project, id)s already `stored`. A repeat with the same write answers the first (stored or
-    earlier in the batch); with another write the whole batch is refused (ValidationError)."""
-    out: list[Record] = []
-    fresh: dict[RecordId, Record] = {}
-    for r in records:
-        key = (r.project, r.id)
-        before = stored.get(key) or fresh.get(key)
-        if before is None:
-            fresh[key] = r
-            out.append(r)
-        elif same_write(before, r):
-            out.append(before)
-        else:
-            raise changed_write(r)
-    return out, list(fresh.values())
-
-
-def by_project(pairs: Iterable[RecordId]) -> dict[str, list[str]]:
-    """(project, id) pairs as each project's ids, in order, once each."""
-    out: dict[str, dict[str, None]] = {}
-    for project, rid in pairs:
-        out.setdefault(project, {})[rid] = None
-    return {p: list(ids) for p, ids in out.items()}
