@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeGuard, TypeVar, cast
 
 from ..errors import ValidationError
 from ..ports import Hit, Query, RanksHere, Store, Tokenizer, WarmHere
@@ -280,7 +280,7 @@ class OpenItemsSource:
         return out
 
 
-def ranks_here(store: object) -> bool:
+def ranks_here(store: object) -> TypeGuard[RanksHere]:
     """The store ranks full text in this process, in SQL that holds no GIL while it works, and
     reads the hits apart (`ranking_plan`, `ranking_rows`, `ranking_result`, `ranked_hits`:
     SQLite)."""
@@ -315,13 +315,12 @@ class FullTextSource:
         (sqlite_text.py's three steps): a pool thread that ran Python beside this one would take
         the GIL from it at each of its statements."""
         store = ctx.store
-        plan = store.ranking_plan(  # type: ignore[attr-defined]
-            ctx.project, ctx.agent, ctx.query_text, ctx.limit(self.name, 40)
-        )
+        assert isinstance(store, RanksHere)  # prepare and run ask ranks_here first
+        plan = store.ranking_plan(ctx.project, ctx.agent, ctx.query_text, ctx.limit(self.name, 40))
 
         def work() -> Callable[[], Any]:
-            found = store.ranking_rows(plan)  # type: ignore[attr-defined]
-            return lambda: store.ranking_result(plan, found)  # type: ignore[attr-defined]
+            found = store.ranking_rows(plan)
+            return lambda: store.ranking_result(plan, found)
 
         return work
 
@@ -332,7 +331,7 @@ class FullTextSource:
         if ranks_here(store):
             # What `prepare` started, or (no pool, or no core to spare) all of it here.
             ranked = ctx.prepared_result(self.name, lambda: self._ranking(ctx)())()
-            hits: list[Hit] = store.ranked_hits(ranked)  # type: ignore[attr-defined]
+            hits: list[Hit] = store.ranked_hits(ranked)
         else:
             hits = store.search_text(
                 ctx.project, ctx.agent, ctx.query_text, ctx.limit(self.name, 40)
