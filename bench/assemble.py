@@ -63,7 +63,7 @@ from typing import Any, TypeVar
 from contextwright import Budget, Engine
 from contextwright.ports import Query
 from contextwright.stores.sqlite import SQLiteStore, store_files
-from contextwright.tokens import TokenCounter
+from contextwright.tokens.counter import TokenCounter
 
 PROJECT = "bench"
 AGENTS = [

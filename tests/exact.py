@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from contextwright import Assembly
-from contextwright.render import count_anthropic, count_openai
-from contextwright.tokens import default_counter
+from contextwright.assembly.render import count_anthropic, count_openai
+from contextwright.tokens.counter import default_counter
 
 
 class Uncached:

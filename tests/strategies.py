@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from contextwright import Budget
-from contextwright.render import FORMATS
+from contextwright.assembly.render import FORMATS
 
 AGENTS = ("alice", "bob", "carol", "dave")
 PROJECT = "p"

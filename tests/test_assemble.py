@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from contextwright import SECTIONS, Assembly, Budget, BudgetError, Engine, NotFound
-from contextwright.packing import marker
-from contextwright.render import FORMATS
-from contextwright.scoring import day_label, item_prefix
-from contextwright.tokens import default_counter
+from contextwright.assembly.packing import marker
+from contextwright.assembly.render import FORMATS
+from contextwright.assembly.scoring import day_label, item_prefix
+from contextwright.tokens.counter import default_counter
 from exact import exact_tokens
 
 T0 = 1_750_000_000.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from contextwright import Budget, ValidationError
-from contextwright.tokens import model_spec
+from contextwright.tokens.counter import model_spec
 
 
 def test_available_is_window_minus_reserve_for_an_exact_tokenizer() -> None:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextwright import Engine, ValidationError
-from contextwright.cache import SourceCache
+from contextwright.assembly.cache import SourceCache
 from contextwright.ports import Store
 from contextwright.stores import open_store
 from contextwright.testing import ScriptedSource

@@ -351,7 +351,7 @@ def test_servers_settle_the_heap_just_before_they_answer(
     right before the server runs (docs/benchmarks.md: the HTTP API's p99)."""
     import uvicorn
 
-    import contextwright.mcpserver
+    import contextwright.mcp.server
     from contextwright.cli import service
 
     calls: list[str] = []
@@ -362,7 +362,7 @@ def test_servers_settle_the_heap_just_before_they_answer(
         def run(self, *args: object, **kwargs: object) -> None:
             calls.append("run")
 
-    monkeypatch.setattr(contextwright.mcpserver, "build_server", lambda engine: Server())
+    monkeypatch.setattr(contextwright.mcp.server, "build_server", lambda engine: Server())
     ok(run(f"sqlite:///{tmp_path / 's.db'}", command))
     assert calls == ["settle", "run"]
 

@@ -20,7 +20,7 @@ from mcp import Client
 from contextwright import Engine, ValidationError
 from contextwright.cli import cli
 from contextwright.importers import import_file
-from contextwright.mcpserver import build_server, trace_uri
+from contextwright.mcp.server import build_server, trace_uri
 from contextwright.records import build_record, display_name_problem, parse_mentions
 from contextwright.server import create_app
 from contextwright.settings import Settings
@@ -326,7 +326,7 @@ def test_cli_import_prints_what_it_stored(tmp_path: Path) -> None:
 
 
 def test_a_multi_word_name_is_named_whole_or_by_its_given_name() -> None:
-    from contextwright.scoring import topic
+    from contextwright.assembly.scoring import topic
 
     people = [ADA, GRACE, "bob"]
     assert topic("What did Ada say about the grace period?", people) == (

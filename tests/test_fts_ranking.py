@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextwright.records import Record, build_record
-from contextwright.stores._rows import fts_match
+from contextwright.stores.fulltext import fts_match
 from contextwright.stores.sqlite import SQLiteStore
-from contextwright.tokens import default_counter
+from contextwright.tokens.counter import default_counter
 
 WORDS = [f"w{i}" for i in range(40)]
 AGENTS = ["ann", "bob"]

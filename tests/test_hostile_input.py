@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from contextwright import Engine, RuleError, ValidationError
 from contextwright.ports import Query, Store
 from contextwright.records import build_record, check_text
-from contextwright.rules import MAX_REGEX_CHARS, Facts, check_rules, rules_from
+from contextwright.rules.loading import check_rules, rules_from
+from contextwright.rules.ruleset import MAX_REGEX_CHARS, Facts
 from contextwright.server import create_app
 from contextwright.settings import Settings
 

@@ -19,10 +19,10 @@ from contextwright import Engine
 from contextwright.ports import Query
 from contextwright.records import build_record
 from contextwright.stores import open_store, sqlite_text
-from contextwright.stores._rows import query_terms
 from contextwright.stores.sqlite import COMMON_DF, SQLiteStore
 from contextwright.stores.sqlite_vocab import Vocabulary
-from contextwright.tokens import _LINE_START, default_counter, split_lines
+from contextwright.text import query_terms
+from contextwright.tokens.counter import _LINE_START, default_counter, split_lines
 
 AGENTS = ["ann", "bob", "cy"]
 KINDS = ["message", "note", "constraint", "state", "decision", "task"]

@@ -12,18 +12,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextwright import Engine
+from contextwright.assembly.defaults import default_sources
+from contextwright.assembly.locality import _all_neighbours, _neighbours
+from contextwright.assembly.pipeline import is_inline, run_sources
+from contextwright.assembly.sources import SourceContext
 from contextwright.embedders import HashEmbedder
 from contextwright.errors import NotFound
-from contextwright.locality import _all_neighbours, _neighbours
-from contextwright.pipeline import is_inline, run_sources
 from contextwright.ports import Query, Store
 from contextwright.roles import profile_for
-from contextwright.sources import SourceContext, default_sources
 from contextwright.stores import open_store
 from contextwright.stores.sqlite import SQLiteStore
 from contextwright.testing import FailingSource, ScriptedSource
-from contextwright.trace import Trace
-from contextwright.trace_writer import TraceWriter
+from contextwright.traces.trace import Trace
+from contextwright.traces.writer import TraceWriter
 
 T0 = 1_750_000_000.0
 
@@ -137,7 +138,7 @@ def test_local_reads_go_to_the_pool_only_for_a_store_in_another_process(store: S
     """Full text and vectors read on the calling thread from SQLite or memory, whose reads on two
     threads would only slow each other down, and on the pool from PostgreSQL, whose reads wait on
     the server and overlap."""
-    from contextwright.sources import FullTextSource
+    from contextwright.assembly.sources import FullTextSource
     from contextwright.vectors import VectorSource
 
     remote = type(store).__name__ == "PostgresStore"
@@ -269,7 +270,7 @@ def test_prepared_work_past_the_deadline_is_a_warning_not_a_failed_call(store: S
 def test_prepared_work_is_not_started_when_the_cache_will_answer(store: Store) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from contextwright.cache import SourceCache
+    from contextwright.assembly.cache import SourceCache
 
     engine = Engine(store, workers=1)
     _seed(engine)
@@ -295,7 +296,7 @@ def test_prepared_work_beyond_the_spare_cores_is_left_to_its_source(
     done by its own source on the calling thread; with two, both start on the pool."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from contextwright import pipeline
+    from contextwright.assembly import pipeline
 
     monkeypatch.setattr(pipeline, "SPARE_CORES", spare)
     engine = Engine(store, workers=1)
@@ -477,7 +478,7 @@ def test_writer_bounds_its_backlog_and_its_thread_ends_when_idle(
 ) -> None:
     import time
 
-    from contextwright import trace_writer
+    from contextwright.traces import writer as trace_writer
 
     monkeypatch.setattr(trace_writer, "MAX_PENDING", 2)
     monkeypatch.setattr(trace_writer, "IDLE_S", 0.05)

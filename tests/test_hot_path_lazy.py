@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from contextwright import Engine
-from contextwright.pipeline import is_inline
+from contextwright.assembly.pipeline import is_inline
+from contextwright.assembly.sources import SourceContext
 from contextwright.roles import profile_for
-from contextwright.sources import SourceContext
 from contextwright.tasks.source import ComputedSource
-from contextwright.trace import PendingTrace, Trace
+from contextwright.traces.trace import PendingTrace, Trace
 
 
 def _engine(tmp_path: Path) -> Engine:

@@ -39,7 +39,7 @@ from starlette.testclient import TestClient
 from contextwright import Engine
 from contextwright.cli import cli
 from contextwright.errors import ContextwrightError
-from contextwright.mcpserver import build_server
+from contextwright.mcp.server import build_server
 from contextwright.records import Record
 from contextwright.server import create_app
 from contextwright.settings import Settings

@@ -15,7 +15,7 @@ from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 
 from contextwright import Engine
-from contextwright.mcpserver import TOOLS, build_server, trace_uri
+from contextwright.mcp.server import TOOLS, build_server, trace_uri
 from servers import running
 
 

@@ -25,7 +25,7 @@ from contextwright.embedders import HashEmbedder
 from contextwright.ports import Query
 from contextwright.records import Record, build_record
 from contextwright.stores import open_store
-from contextwright.stores._rows import COMMON_DF, LARGE_WINDOW
+from contextwright.stores.fulltext import COMMON_DF, LARGE_WINDOW
 from contextwright.stores.postgres import MIGRATIONS, PostgresStore, redact
 from contextwright.stores.sqlite import SQLiteStore
 

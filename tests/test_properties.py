@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextwright import Assembly, Budget, BudgetError, Engine
-from contextwright.candidates import SECTION_RANK
+from contextwright.assembly.candidates import SECTION_RANK
+from contextwright.assembly.render import heading_cost, tool_id
 from contextwright.records import build_record
-from contextwright.render import heading_cost, tool_id
 from contextwright.stores import open_store
-from contextwright.tokens import default_counter
+from contextwright.tokens.counter import default_counter
 from exact import exact_tokens
 from strategies import AGENTS, PROJECT, T0, agents, budgets, formats, record_batches, tasks
 

@@ -18,10 +18,10 @@ from openai.types.chat.completion_create_params import CompletionCreateParamsNon
 from pydantic import ConfigDict, TypeAdapter
 
 from contextwright import Candidate, Engine
-from contextwright.candidates import Item
+from contextwright.assembly.candidates import Item
+from contextwright.assembly.render import NO_CONVERSATION, OPENING_TURN, render, tool_id
 from contextwright.records import Record, build_record
-from contextwright.render import NO_CONVERSATION, OPENING_TURN, render, tool_id
-from contextwright.tokens import default_counter
+from contextwright.tokens.counter import default_counter
 from strategies import AGENTS, PROJECT, record_batches
 
 C = default_counter()

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from contextwright import KINDS, Engine, Record, ValidationError
-from contextwright.candidates import Candidate, Item
+from contextwright.assembly.candidates import Candidate, Item
+from contextwright.assembly.locality import LocalityConfig
+from contextwright.assembly.packing import Decision
+from contextwright.assembly.scoring import ScoringConfig
 from contextwright.ids import new_id
-from contextwright.locality import LocalityConfig
-from contextwright.packing import Decision
 from contextwright.records import (
     FIELDS,
     MAX_CONTENT_CHARS,
@@ -24,8 +25,7 @@ from contextwright.records import (
     parse_mentions,
 )
 from contextwright.roles import Agent, RoleProfile
-from contextwright.scoring import ScoringConfig
-from contextwright.tokens import default_counter
+from contextwright.tokens.counter import default_counter
 
 FIXED = 1_750_000_000.0
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from contextwright import Engine
+from contextwright.assembly.references import looks_like_path, validate_refs
 from contextwright.ports import Store
-from contextwright.references import looks_like_path, validate_refs
 
 
 @pytest.fixture

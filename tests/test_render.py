@@ -13,9 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextwright import Candidate, Engine, ValidationError
-from contextwright.candidates import SECTIONS, Item
-from contextwright.records import Record, build_record
-from contextwright.render import (
+from contextwright.assembly.candidates import SECTIONS, Item
+from contextwright.assembly.render import (
     DATA_NOTE,
     FORMATS,
     TITLES,
@@ -27,7 +26,8 @@ from contextwright.render import (
     render,
     unit_cost,
 )
-from contextwright.tokens import default_counter
+from contextwright.records import Record, build_record
+from contextwright.tokens.counter import default_counter
 
 C = default_counter()
 T0 = 1_750_000_000.0

@@ -1,4 +1,4 @@
-"""Replay and diff (contextwright.replay): a stored assembly run again with another budget."""
+"""Replay and diff (contextwright.traces.replay): a stored assembly run again with another budget."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextwright import Engine, ValidationError
-from contextwright.replay import diff_traces, stored_request
+from contextwright.traces.diff import diff_traces
+from contextwright.traces.replay import stored_request
 
 
 @pytest.fixture(scope="module")

@@ -14,15 +14,8 @@ from hypothesis import strategies as st
 
 from contextwright import Engine, RuleError
 from contextwright.ports import Store
-from contextwright.rules import (
-    Facts,
-    check_rules,
-    load_rules,
-    parse_document,
-    rules_from,
-    schema,
-    task_kind,
-)
+from contextwright.rules.loading import check_rules, load_rules, rules_from, schema
+from contextwright.rules.ruleset import Facts, parse_document, task_kind
 
 NOW = 1_800_000_000.0
 

@@ -12,9 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextwright import Engine, ValidationError
-from contextwright.candidates import Candidate
-from contextwright.ports import Store
-from contextwright.scoring import (
+from contextwright.assembly.candidates import Candidate
+from contextwright.assembly.scoring import (
     DAY,
     ScoringConfig,
     fuse_relevance,
@@ -24,6 +23,7 @@ from contextwright.scoring import (
     score,
     topic,
 )
+from contextwright.ports import Store
 
 NOW = 1_800_000_000.0
 

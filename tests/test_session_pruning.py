@@ -16,7 +16,7 @@ from contextwright.sessions import (
 )
 from contextwright.sessions.compaction import format_summary, select
 from contextwright.sessions.pruning import prune_result, truncate_middle
-from contextwright.tokens import default_counter
+from contextwright.tokens.counter import default_counter
 
 COUNTER = default_counter()
 _T = [1_700_000_000.0]

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextwright import Budget, Engine
-from contextwright.render import count_openai
+from contextwright.assembly.render import count_openai
 from contextwright.sessions import SessionConfig, SessionWindow
 
 P, A, S = "sim", "dev", "s1"

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextwright import Budget, ContextOverflow, Engine, ValidationError
+from contextwright.assembly.render import count_openai
 from contextwright.ports import Query
-from contextwright.render import count_openai
 from contextwright.sessions import SessionConfig
 from contextwright.sessions.layers import tools_tokens
 from contextwright.sessions.turns import SESSION_KINDS

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from contextwright import Engine
+from contextwright.assembly.defaults import default_sources
 from contextwright.ports import Store
-from contextwright.sources import default_sources
 from contextwright.testing import FailingSource, ScriptedSource, SlowSource
 
 

@@ -12,7 +12,7 @@ from contextwright import Engine, Record
 from contextwright.records import build_record
 from contextwright.stores.sqlite import SQLiteStore, store_files, traces_path
 from contextwright.stores.sqlite_docs import DOCS_TABLE
-from contextwright.tokens import default_counter
+from contextwright.tokens.counter import default_counter
 
 T0 = 1_700_000_000.0
 

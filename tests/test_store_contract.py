@@ -17,7 +17,7 @@ from contextwright.ports import Query, Store
 from contextwright.records import Record, build_record
 from contextwright.stores import open_store
 from contextwright.stores.sqlite import MIGRATIONS, SQLiteStore
-from contextwright.tokens import default_counter
+from contextwright.tokens.counter import default_counter
 
 T0 = 1_750_000_000.0
 

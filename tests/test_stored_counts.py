@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from contextwright import Budget, Engine, ValidationError
+from contextwright.assembly.render import render
+from contextwright.assembly.stored_counts import COLLECTION, MIXED, tokenizer_name
 from contextwright.ports import Store
 from contextwright.records import build_record
-from contextwright.render import render
-from contextwright.stored_counts import COLLECTION, MIXED, tokenizer_name
 from contextwright.stores import open_store
 from contextwright.testing import WordTokenizer
-from contextwright.tokens import ENCODING, TokenCounter
+from contextwright.tokens.counter import ENCODING, TokenCounter
 from exact import UNCACHED, exact_tokens
 
 P = "proj"

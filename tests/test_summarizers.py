@@ -19,7 +19,7 @@ from contextwright.summarizers import (
     OpenAICompatibleSummarizer,
     SummarizerFallback,
 )
-from contextwright.tokens import default_counter
+from contextwright.tokens.counter import default_counter
 
 TURNS = [
     "user: Build a landing page with a dark theme.",

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextwright import MODELS, TokenCounter, ValidationError, register_model
-from contextwright.render import count_openai
-from contextwright.tokens import (
+from contextwright.assembly.render import count_openai
+from contextwright.tokens.counter import (
     ENCODING,
     Generations,
     count_line,

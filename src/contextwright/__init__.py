@@ -9,9 +9,11 @@ or embedder implements. Every other name, and every module path below this packa
 and may change without notice.
 """
 
-from .assembly import Assembly
+from .assembly.candidates import SECTIONS, Candidate
+from .assembly.result import Assembly
+from .assembly.scoring import ScoringConfig
+from .assembly.sources import Source, SourceContext
 from .budget import Budget
-from .candidates import SECTIONS, Candidate
 from .engine import Engine
 from .errors import (
     BudgetError,
@@ -26,15 +28,14 @@ from .errors import (
 from .ports import Embedder, Hit, Query, Store, Summarizer
 from .records import KINDS, Record
 from .roles import Agent, RoleProfile
-from .rules import RuleSet, check_rules, load_rules
-from .scoring import ScoringConfig
+from .rules.loading import check_rules, load_rules
+from .rules.ruleset import RuleSet
 from .sessions import SessionConfig
 from .settings import Settings
-from .sources import Source, SourceContext
 from .stores import open_store
 from .tasks import Handoff
-from .tokens import MODELS, TokenCounter, register_model
-from .trace import Trace
+from .tokens.counter import MODELS, TokenCounter, register_model
+from .traces.trace import Trace
 
 __all__ = [
     "KINDS",

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .candidates import SECTIONS
 from .errors import ValidationError
-from .models import MODELS, ModelSpec, model_spec
+from .tokens.models import MODELS, ModelSpec, model_spec
+
+# The window's sections, highest priority first: what section caps name and the packer fills.
+SECTIONS = (
+    "state",
+    "warnings",
+    "constraints",
+    "knowledge",
+    "history",
+    "suggestions",
+    "working_memory",
+)
 
 
 @dataclass(frozen=True)

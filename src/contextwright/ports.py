@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from .records import Record
 
@@ -190,3 +190,71 @@ class Summarizer(Protocol):
     def summarize(
         self, texts: Sequence[str], *, max_tokens: int, instructions: str = ""
     ) -> str: ...
+
+
+# -- optional store capabilities ------------------------------------------------------------------
+# Small Protocols a store implements when it can do more; the engine checks them with isinstance,
+# never by looking attributes up by name.
+
+
+@runtime_checkable
+class SettlesReads(Protocol):
+    """Reads started in the background (SQLite's word counts) can be waited for."""
+
+    def settle(self) -> None: ...
+
+
+@runtime_checkable
+class RanksHere(Protocol):
+    """Ranks full text in this process, in SQL that holds no GIL while it works, in three steps
+    the full-text source spreads over the pool and the calling thread (SQLite)."""
+
+    def ranking_plan(self, project: str, agent: str | None, text: str, limit: int) -> Any: ...
+    def ranking_rows(self, plan: Any) -> str | None: ...
+    def ranking_result(self, plan: Any, found: str | None) -> list[Any]: ...
+    def ranked_hits(self, ranked: Sequence[Any]) -> list[Hit]: ...
+
+
+@runtime_checkable
+class WarmHere(Protocol):
+    """Knows whether this thread just wrote (its page cache is then the only warm one)."""
+
+    def warm_here(self) -> bool: ...
+
+
+@runtime_checkable
+class BatchNeighbours(Protocol):
+    """Reads the records said around many (session, time) anchors in one statement."""
+
+    def neighbours(
+        self, project: str, agent: str, anchors: Sequence[tuple[str | None, float]]
+    ) -> list[tuple[list[Record], list[Record]]]: ...
+
+
+@runtime_checkable
+class RemoteReads(Protocol):
+    """`remote` is true where reads wait on another process (PostgreSQL): those overlap on the
+    pool, so sources run there rather than on the calling thread."""
+
+    remote: bool
+
+
+@runtime_checkable
+class KeepsVectors(Protocol):
+    """The part of VectorStore the embedding worker and the vector source need."""
+
+    def unembedded(self, model: str, limit: int) -> list[Record]: ...
+    def unembedded_count(self, model: str) -> int: ...
+    def put_vectors(self, model: str, rows: Sequence[tuple[str, str, Any]]) -> None: ...
+    def vector_search(
+        self, project: str, agent: str | None, vector: Any, limit: int, model: str
+    ) -> list[Hit]: ...
+
+
+@runtime_checkable
+class NearestHere(Protocol):
+    """Searches its vectors in this process, answering ids and cosines without the records."""
+
+    def vector_nearest(
+        self, project: str, agent: str | None, vector: Any, limit: int, model: str
+    ) -> list[tuple[str, float]]: ...

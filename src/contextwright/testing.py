@@ -11,10 +11,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 
-from .candidates import Candidate
+from .assembly.candidates import Candidate
+from .assembly.sources import SourceContext
 from .embedders.hashing import HashEmbedder as HashEmbedder  # deterministic, no model
 from .records import content_hash
-from .sources import SourceContext
 
 
 class ScriptedSource:

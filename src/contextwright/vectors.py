@@ -20,16 +20,16 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from .candidates import Candidate
-from .ports import Embedder, VectorStore, hits_for
+from .assembly.candidates import Candidate
+from .assembly.scoring import ScoringConfig
+from .assembly.sources import SourceContext, hit_candidates
+from .ports import Embedder, KeepsVectors, NearestHere, Store, VectorStore, hits_for
 from .records import Record
-from .sources import SourceContext, hit_candidates
 
 if TYPE_CHECKING:
-    from .engine import Engine
-    from .trace import Trace
+    from .traces.trace import Trace
 
 BATCH = 64
 
@@ -41,14 +41,11 @@ def embed_text(r: Record) -> str:
 
 def searches_here(store: object) -> bool:
     """The store searches its vectors in this process (`vector_nearest`: SQLite, memory)."""
-    return callable(getattr(store, "vector_nearest", None))
+    return isinstance(store, NearestHere)
 
 
 def supports_vectors(store: object) -> bool:
-    return all(
-        callable(getattr(store, m, None))
-        for m in ("unembedded", "unembedded_count", "put_vectors", "vector_search")
-    )
+    return isinstance(store, KeepsVectors)
 
 
 class EmbeddingWorker:
@@ -174,7 +171,7 @@ class VectorSource:
         """The query's embedding (unless cached) and the search, as one piece of work: on the
         pool beside the other sources' reads, it made calls 0.1-1.1 ms faster at p50 than the
         search on the calling thread after them, in seven paired runs (docs/vectors.md)."""
-        text, store = ctx.query_text, ctx.store
+        text, store = ctx.query_text, cast(NearestHere, ctx.store)  # prepare and run ask first
         vec = self._cached(text)
         embed = None if vec is not None else self._embedding(text)
         project, agent, model = ctx.project, ctx.agent, self.embedder.name
@@ -182,9 +179,7 @@ class VectorSource:
 
         def work() -> Callable[[], list[tuple[str, float]]]:
             v = vec if embed is None else self._keep(text, embed()())
-            found: list[tuple[str, float]] = store.vector_nearest(  # type: ignore[attr-defined]
-                project, agent, v, limit, model
-            )
+            found: list[tuple[str, float]] = store.vector_nearest(project, agent, v, limit, model)
             return lambda: found
 
         return work
@@ -216,7 +211,7 @@ class VectorSource:
             if vec is None:  # what `prepare` started, or (no pool) all of it here
                 finish = ctx.prepared_result(self.name, lambda: self._embedding(text)())
                 vec = self._keep(text, finish())
-            hits = store.vector_search(  # type: ignore[attr-defined]
+            hits = cast(KeepsVectors, store).vector_search(
                 ctx.project, ctx.agent, vec, ctx.limit(self.name, 40), self.embedder.name
             )
         if not hits:
@@ -233,11 +228,14 @@ class VectorSource:
 class Vectors:
     """The engine's vector side: owns the worker and the source, and reports on every trace."""
 
-    def __init__(self, engine: Engine, embedder: Embedder | str | None) -> None:
+    def __init__(
+        self, store: Store, embedder: Embedder | str | None, scoring: ScoringConfig
+    ) -> None:
         from .embedders import load_embedder
         from .errors import ValidationError
 
-        self.engine = engine
+        self.store = store
+        self.scoring = scoring
         self.embedder: Embedder | None = None
         self.worker: EmbeddingWorker | None = None
         self.source: VectorSource | None = None
@@ -259,16 +257,13 @@ class Vectors:
             self.embedder = embedder
         if self.embedder is None:
             return
-        if not supports_vectors(engine.store):
-            self.problem = (
-                f"store {engine.store.url} keeps no vectors; relevance is full text alone"
-            )
+        if not supports_vectors(store):
+            self.problem = f"store {store.url} keeps no vectors; relevance is full text alone"
             self.embedder = None
             return
         self.problem = None
         self.source = VectorSource(self.embedder)
-        self.worker = EmbeddingWorker(engine.store, self.embedder)  # type: ignore[arg-type]
-        engine.sources.append(self.source)
+        self.worker = EmbeddingWorker(store, self.embedder)  # type: ignore[arg-type]
 
     @property
     def on(self) -> bool:
@@ -287,7 +282,7 @@ class Vectors:
         out: dict[str, Any] = {
             "on": True,
             "embedder": self.embedder.name,
-            "fusion": self.engine.scoring.fusion,
+            "fusion": self.scoring.fusion,
             "lag": self.worker.lag(),
         }
         compute = getattr(self.embedder, "compute", None)

@@ -15,8 +15,8 @@ from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from contextwright import ContextOverflow, Engine
+from contextwright.assembly.render import count_openai
 from contextwright.integrations.openai_agents import ContextwrightSession
-from contextwright.render import count_openai
 
 from .team import PROJECT, SECRET, SHARED, seed, text_of
 

@@ -8,11 +8,12 @@ from typing import Any
 
 import click
 
+from ..assembly.render import FORMATS as RENDER_FORMATS
+from ..assembly.request import AssembleRequest
 from ..budget import Budget
 from ..errors import ValidationError
 from ..importers import FORMATS, SAMPLE, check_rows, import_rows, read_rows
 from ..records import KINDS, VISIBILITIES
-from ..render import FORMATS as RENDER_FORMATS
 from ..tasks.limits import COMPLEXITIES
 from . import State, cli, emit, pass_state
 
@@ -105,25 +106,38 @@ def import_(
     emit(report.to_dict(), as_json, report.summary())
 
 
-def _budget(budget: str | None, model: str, reserve: int | None) -> Budget | None:
+def _budget(budget: str | None, model: str | None, reserve: int | None) -> Budget | int | None:
+    """A bare --budget is the tokens available for the window, as in the library, HTTP and MCP
+    (docs/tokens.md); --model and --reserve instead give the model's window minus a reserve."""
     if budget is None:
-        return None
+        return (
+            None if model is None and reserve is None else Budget(model or "gpt-4o", None, reserve)
+        )
     try:
-        window = int(budget)
+        available = int(budget)
     except ValueError:
-        raise ValidationError("--budget", budget, "give the window in tokens, e.g. 4000") from None
-    return Budget(model=model, window=window, reserve=reserve)
+        raise ValidationError("--budget", budget, "give the tokens available, e.g. 4000") from None
+    if model is not None or reserve is not None:
+        raise ValidationError(
+            "--budget",
+            budget,
+            "give either --budget (the tokens available for the window) or --model/--reserve "
+            "(the model's window less the reserve), not both",
+        )
+    return available
 
 
 @cli.command()
 @click.option("--project", "-p", required=True)
 @click.option("--agent", "-a", required=True)
 @click.option("--task", "-t", default="", help="What the agent is about to do.")
-@click.option("--budget", "-b", default=None, help="Window in tokens (default: the role's).")
-@click.option("--model", default="gpt-4o", show_default=True)
+@click.option(
+    "--budget", "-b", default=None, help="Tokens available for the window (default: the role's)."
+)
+@click.option("--model", default=None, help="Budget by this model's window (instead of -b).")
 @click.option("--reserve", type=int, default=None, help="Tokens reserved for the response.")
 @click.option("--format", "fmt", type=click.Choice(RENDER_FORMATS), default="markdown")
-@click.option("--session", default=None)
+@click.option("--session", default=None, help="The session pipeline's window for this session.")
 @click.option(
     "--task-id",
     default=None,
@@ -138,7 +152,7 @@ def assemble(
     agent: str,
     task: str,
     budget: str | None,
-    model: str,
+    model: str | None,
     reserve: int | None,
     fmt: str,
     session: str | None,
@@ -146,9 +160,10 @@ def assemble(
     as_json: bool,
 ) -> None:
     """Assemble an agent's context window and print it (then its trace summary on stderr)."""
-    result = state.engine.assemble(
+    request = AssembleRequest.build(
         project, agent, task, _budget(budget, model, reserve), fmt, session=session, task_id=task_id
     )
+    result = state.engine.window(request)  # the session pipeline when a session is named
     if as_json:
         emit(result.to_dict(), True)
         return
@@ -211,9 +226,11 @@ def trace_list(state: State, project: str, agent: str | None, limit: int, as_jso
 @click.argument("trace_id")
 @click.option("--project", "-p", required=True, help="The trace's project.")
 @click.option("--agent", "-a", default=None, help="Read it as this agent (its own traces only).")
-@click.option("--budget", "-b", default=None, help="Another budget (default: the trace's).")
-@click.option("--model", default="gpt-4o", show_default=True, help="The model of --budget.")
-@click.option("--reserve", type=int, default=None, help="Tokens reserved, with --budget.")
+@click.option(
+    "--budget", "-b", default=None, help="Other tokens available (default: the trace's budget)."
+)
+@click.option("--model", default=None, help="Budget by this model's window (instead of -b).")
+@click.option("--reserve", type=int, default=None, help="Tokens reserved for the response.")
 @click.option("--format", "fmt", type=click.Choice(RENDER_FORMATS), default=None)
 @click.option("--source", "sources", multiple=True, help="Run only these sources (repeat).")
 @click.option("--task", "-t", default=None, help="Another task text.")
@@ -225,7 +242,7 @@ def trace_replay(
     project: str,
     agent: str | None,
     budget: str | None,
-    model: str,
+    model: str | None,
     reserve: int | None,
     fmt: str | None,
     sources: tuple[str, ...],

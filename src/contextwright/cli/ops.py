@@ -31,7 +31,9 @@ def session() -> None:
 
 @session.command("gauge")
 @with_session_args
-@click.option("--budget", "-b", type=click.IntRange(1), default=None, help="Window in tokens.")
+@click.option(
+    "--budget", "-b", type=click.IntRange(1), default=None, help="Tokens available for the window."
+)
 @json_option
 @pass_state
 def session_gauge(
@@ -119,7 +121,7 @@ def rules() -> None:
 def rules_check(directory: str, as_json: bool) -> None:
     """Check every rules file in DIRECTORY; lists every problem with its file, field and fix."""
     from ..errors import ValidationError
-    from ..rules import check_rules, load_rules
+    from ..rules.loading import check_rules, load_rules
 
     if not os.path.isdir(directory):
         raise ValidationError("DIRECTORY", directory, "give an existing directory of *.json rules")

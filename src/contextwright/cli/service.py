@@ -84,7 +84,7 @@ def serve(
 @pass_state
 def mcp(state: State, transport: str, host: str, db: str | None, port: int) -> None:
     """Run the MCP server (tools: post_message, assemble_context, search_memory, ...)."""
-    from ..mcpserver import build_server
+    from ..mcp.server import build_server
 
     if db:
         state.settings = state.settings.with_(db=db)

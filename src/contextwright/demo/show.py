@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Protocol, TextIO
 
-from ..assembly import Assembly
-from ..candidates import SECTIONS
-from ..trace import Trace
+from ..assembly.candidates import SECTIONS
+from ..assembly.result import Assembly
+from ..traces.trace import Trace
 
 WIDTH = 110
 

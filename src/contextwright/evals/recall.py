@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..assembly.render import header
+from ..assembly.scoring import item_prefix
 from ..engine import Engine
 from ..errors import ValidationError
 from ..ports import Embedder
 from ..records import Record
-from ..render import header
-from ..scoring import item_prefix
 from ..stores.sqlite import SQLiteStore
 from . import METHODS
 from .locomo import CATEGORIES, Conversation, Question, load_locomo

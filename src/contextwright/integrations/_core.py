@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..assembly.render import NO_RESULT, fixed_cost, heading_cost
 from ..budget import Budget
 from ..errors import ContextOverflow, MissingExtra, ValidationError
 from ..ports import Query
 from ..records import Record
-from ..render import NO_RESULT, fixed_cost, heading_cost
 from ..sessions.turns import SESSION_KINDS
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ class Bridge:
         self.agent = agent
         self.session = session
         self.framework = framework
-        self.budget = engine.sessions._budget(project, agent, budget)
+        self.budget = engine.sessions.budget_for(project, agent, budget)
         self.system = system
         self.task = task
         self._seen: set[str] | None = None
@@ -248,7 +248,7 @@ class Bridge:
         bud = budget or self.budget
         self.check_system(system)
         # A window may come before the first turn (an empty session): the agent must exist.
-        self.engine.sessions._ensure_agent(self.project, self.agent)
+        self.engine.sessions.ensure_agent(self.project, self.agent)
         win = self.engine.sessions.window(
             self.project, self.agent, self.session, self.task, bud, "openai", system=system
         )
@@ -309,7 +309,7 @@ def parts(win: SessionWindow) -> list[Part]:
 def _part(
     r: Record, text: str, role: str, *, call: Record | None = None, synthetic: bool = False
 ) -> Part:
-    from ..render import tool_call_id, tool_call_parts
+    from ..assembly.render import tool_call_id, tool_call_parts
 
     exact = not synthetic and text == r.content
     group = r.meta.get("group")

@@ -30,7 +30,7 @@ STATIC = Path(__file__).parent / "static"
 OPTIONAL = {
     "sessions": "contextwright.sessions",
     "tasks": "contextwright.tasks",
-    "rules": "contextwright.rules",
+    "rules": "contextwright.rules.ruleset",
 }
 
 

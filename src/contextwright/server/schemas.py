@@ -14,8 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
+from ..assembly.render import FORMATS
 from ..records import KINDS, STATUSES, VISIBILITIES
-from ..render import FORMATS
 
 Kind = Literal[KINDS]  # type: ignore[valid-type]
 Visibility = Literal[VISIBILITIES]  # type: ignore[valid-type]

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..packing import truncate_text
+from ..assembly.packing import truncate_text
+from ..assembly.sources import SESSION_SUMMARY_TAG
 from ..records import MAX_LIST_ITEMS, Record
-from ..sources import SESSION_SUMMARY_TAG
 from ..summarizers.extractive import SUMMARY_HEADING
 from . import scopes
 from . import state as states
@@ -33,7 +33,7 @@ from .pruning import one_line
 from .turns import Turn, build_turns, split_keep, turn_text
 
 if TYPE_CHECKING:
-    from .manager import SessionManager
+    from .host import SessionHost
 
 TRIGGERS = ("auto", "manual", "pre_flush", "emergency", "provider_overflow", "reset")
 COMPACT_COMMAND = "/compact"
@@ -143,10 +143,9 @@ def heading(base: str, scope: scopes.Scope, writer: str) -> str:
 
 
 def run_compaction(
-    mgr: SessionManager, st: states.SessionState, *, trigger: str, keep: int
+    mgr: SessionHost, st: states.SessionState, *, trigger: str, keep: int
 ) -> Compaction:
-    engine = mgr.engine
-    turns = build_turns(mgr._live(st))
+    turns = build_turns(mgr.live_of(st))
     sel = select(turns, keep)
     before = sum(t.tokens for t in turns)
     kept_ids = [t.key for t in sel.kept]
@@ -154,12 +153,12 @@ def run_compaction(
         return Compaction(
             trigger, st.session, kept=kept_ids, tokens_before=before, tokens_after=before
         )
-    flush = mgr._flush(st, [*sel.replace, *sel.protected])
+    flush = mgr.flush_state(st, [*sel.replace, *sel.protected])
     groups = scopes.group([*sel.summaries, *sel.replace])
     drafts = [_compose(mgr, st, scope, group) for scope, group in groups]
     # A summary that is not shorter than what it replaces only loses detail: keep the turns.
     replaced_tokens = sum(t.tokens for _, group in groups for t in group)
-    summary_tokens = sum(engine.counter.count(d) for d in drafts)
+    summary_tokens = sum(mgr.counter.count(d) for d in drafts)
     if summary_tokens >= replaced_tokens:
         n = sum(1 for _, group in groups for t in group if not t.is_summary)
         return Compaction(
@@ -181,7 +180,7 @@ def run_compaction(
         summaries.append(_write(mgr, st, scope, group, content, trigger, sel))
         replaced += [rid for t in group for rid in t.ids]
     at = {r.id: r.created_at for t in [*sel.summaries, *sel.replace] for r in t.records}
-    now = engine.clock()
+    now = mgr.clock()
     undo: dict[str, Any] = {
         "at": now,
         "trigger": trigger,
@@ -215,7 +214,7 @@ def run_compaction(
             "tokens_after": after,
         }
     )
-    mgr._save(st)
+    mgr.save_state(st)
     return Compaction(
         trigger,
         st.session,
@@ -231,10 +230,9 @@ def run_compaction(
 
 
 def _compose(
-    mgr: SessionManager, st: states.SessionState, scope: scopes.Scope, group: Sequence[Turn]
+    mgr: SessionHost, st: states.SessionState, scope: scopes.Scope, group: Sequence[Turn]
 ) -> str:
     """The text of one scope's summary (its earlier summaries first), within its bound."""
-    engine = mgr.engine
     texts = [t.head.content for t in group if t.is_summary]
     texts += [
         turn_text(t, st.agent, one_line(t.head, t.result) if t.is_tool else None)
@@ -246,13 +244,13 @@ def _compose(
     )
     content = format_summary(bullets, heading(SUMMARY_HEADING, scope, st.agent))
     bound = mgr.config.summary_tokens + 16
-    if engine.counter.count(content) > bound:
-        content = truncate_text(content, bound, engine.counter)[0]
+    if mgr.counter.count(content) > bound:
+        content = truncate_text(content, bound, mgr.counter)[0]
     return content
 
 
 def _write(
-    mgr: SessionManager,
+    mgr: SessionHost,
     st: states.SessionState,
     scope: scopes.Scope,
     group: Sequence[Turn],
@@ -263,7 +261,7 @@ def _write(
     """One scope's summary as a record readable by exactly that scope."""
     replaced = [rid for t in group for rid in t.ids]
     previous_ids = [t.key for t in group if t.is_summary]
-    return mgr.engine.add(
+    return mgr.book.add(
         project=st.project,
         author=st.agent,
         kind="summary",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..assembly import Assembly
+from ..assembly.result import Assembly
 from .layers import LAYERS, Plan, layer_of
 
 

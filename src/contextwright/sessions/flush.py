@@ -26,7 +26,7 @@ from .pruning import one_line
 from .turns import Turn
 
 if TYPE_CHECKING:
-    from .manager import SessionManager
+    from .host import SessionHost
 
 CATEGORIES = ("decision", "preference", "artifact", "pattern")
 _CUES: dict[str, re.Pattern[str]] = {
@@ -165,14 +165,14 @@ def write_workspace(
     return fresh, written
 
 
-def run_flush(mgr: SessionManager, st: states.SessionState, turns: Sequence[Turn]) -> MemoryFlush:
+def run_flush(mgr: SessionHost, st: states.SessionState, turns: Sequence[Turn]) -> MemoryFlush:
     notes = extract_notes(turns, st.agent)
     if not notes:
         return MemoryFlush()
     ids = {n: _memory_id(st.project, n.line, n.scope.key(st.agent)) for n in notes}
-    known = {r.id for r in mgr.engine.store.get_many(st.project, list(ids.values()))}
+    known = {r.id for r in mgr.store.get_many(st.project, list(ids.values()))}
     fresh = [n for n in notes if ids[n] not in known]
-    records = mgr.engine.add_many(
+    records = mgr.book.add_many(
         {
             "id": ids[n],
             "project": st.project,
@@ -195,7 +195,7 @@ def run_flush(mgr: SessionManager, st: states.SessionState, turns: Sequence[Turn
         _, files = write_workspace(
             mgr.config.workspace,
             shared,
-            now=mgr.engine.clock(),
+            now=mgr.clock(),
             session=st.session,
             agent=st.agent,
         )

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..candidates import Candidate, Item
+from ..assembly.candidates import Candidate, Item
+from ..assembly.packing import truncate_text
+from ..assembly.sources import SourceContext
 from ..errors import ValidationError
-from ..packing import truncate_text
-from ..ports import Tokenizer
+from ..ports import Store, Tokenizer
 from ..records import Record
-from ..sources import SourceContext
 from .pruning import Pruned, prune_result
 from .turns import Turn
 
@@ -279,6 +279,7 @@ class SessionSource:
     """Feeds a session plan's candidates into assemble; returns nothing unless a plan is named."""
 
     name = "session"
+    inline = True  # a dictionary lookup: never worth a thread (assembly/pipeline.py)
 
     def __init__(self, board: PlanBoard) -> None:
         self.board = board
@@ -316,3 +317,19 @@ def layer_of(item: Item) -> str:
             else "history"
         )
     return "retrieved"
+
+
+def memory_for(
+    store: Store, project: str, agent: str, turns: Sequence[Turn], task: str, limit: int
+) -> list[Record]:
+    """Memory records relevant to the task; without a task, at the start of a session (or
+    after a reset), relevant to its first user message."""
+    query = task.strip()
+    convo = [t for t in turns if not t.is_summary]
+    if not query and len(convo) <= 2:
+        users = [t.head for t in convo if t.head.kind == "message" and t.head.author != agent]
+        query = users[-1].content[:2_000] if users else ""
+    if not limit or not query:
+        return []
+    hits = store.search_text(project, agent, query, limit * 4)
+    return [h.record for h in hits if h.record.kind == "memory"][:limit]

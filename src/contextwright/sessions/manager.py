@@ -11,17 +11,17 @@ Compaction, memory flush and reset write records and status facts, never edit or
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..assembly.render import check_format
+from ..assembly.request import AssembleRequest
+from ..assembly.sources import session_view
 from ..budget import Budget
 from ..errors import NotFound, ValidationError
 from ..ports import Query, Summarizer
 from ..records import Record, check_display_name, check_json_text, check_name
-from ..render import check_format
-from ..sources import session_view
 from ..summarizers.extractive import ExtractiveSummarizer
 from . import accounting
 from . import state as states
@@ -34,21 +34,24 @@ from .layers import (
     PlanBoard,
     SessionSource,
     build_candidates,
-    load_files,
     load_personalization,
+    memory_for,
     tools_tokens,
 )
 from .overflow import parse_provider_error, retarget
 from .pruning import Pruned
 from .reset import Reset, run_reset
 from .scopes import Scope
-from .turns import SESSION_KINDS, Turn, build_turns
+from .turns import SESSION_KINDS, Turn, build_turns, call_text
 from .undo import CompactionReport, Undo, reports, run_undo
-from .window import Layers, SessionWindow, check_fixed, effective_budget, estimate
+from .window import Layers, SessionWindow, check_fixed, effective_budget, estimate, make_layers
 from .window import build as build_window
+from .window import calibrate as calibrate_window
 
 if TYPE_CHECKING:
-    from ..engine import Engine
+    from ..agents import AgentDirectory
+    from ..assembly.run import Assembler
+    from ..recordbook import RecordBook
 
 ROLES = ("user", "assistant", "tool_call", "tool_result", "note", "instruction", "correction")
 
@@ -58,21 +61,29 @@ class SessionManager:
 
     def __init__(
         self,
-        engine: Engine,
+        book: RecordBook,
+        agents: AgentDirectory,
+        assembler: Assembler,
         *,
         config: SessionConfig | None = None,
         summarizer: Summarizer | None = None,
     ) -> None:
-        self.engine = engine
+        # The narrow parts it uses: validated writes (book), agents, and the assemble pipeline.
+        self.book = book
+        self.agents = agents
+        self.assembler = assembler
+        self.store = book.store
+        self.counter = book.counter
+        self.clock = book.clock
         self.config = config or SessionConfig()
-        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(engine.counter)
+        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer(book.counter)
         self.board = PlanBoard()
+        # The engine registers it with the other sources; it is silent without a plan.
+        self.source = SessionSource(self.board)
         self._prune_cache: dict[tuple[str, int, str], Pruned] = {}
         self._locks: dict[str, threading.RLock] = {}
         self._locks_guard = threading.Lock()
         self._agents: set[tuple[str, str]] = set()
-        if not any(s.name == SessionSource.name for s in engine.sources):
-            engine.sources.append(SessionSource(self.board))
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -81,14 +92,14 @@ class SessionManager:
         with self._locks_guard:
             return self._locks.setdefault(key, threading.RLock())
 
-    def _state(self, project: str, agent: str, session: str) -> states.SessionState:
+    def load_state(self, project: str, agent: str, session: str) -> states.SessionState:
         check_name("project", project)
         check_display_name("agent", agent)
         check_name("session", session)
-        return states.load(self.engine.store, project, agent, session, self.engine.clock())
+        return states.load(self.store, project, agent, session, self.clock())
 
     def _active(self, project: str, agent: str, session: str) -> states.SessionState:
-        st = self._state(project, agent, session)
+        st = self.load_state(project, agent, session)
         if st.status == "reset":
             raise ValidationError(
                 "session",
@@ -98,16 +109,16 @@ class SessionManager:
             )
         return st
 
-    def _save(self, st: states.SessionState) -> None:
-        states.save(self.engine.store, st, self.engine.clock())
+    def save_state(self, st: states.SessionState) -> None:
+        states.save(self.store, st, self.clock())
 
     def live_records(self, project: str, agent: str, session: str) -> list[Record]:
         """The session's records still in its window (not compacted), oldest first."""
-        st = self._state(project, agent, session)
-        return self._live(st)
+        st = self.load_state(project, agent, session)
+        return self.live_of(st)
 
-    def _live(self, st: states.SessionState) -> list[Record]:
-        store = self.engine.store
+    def live_of(self, st: states.SessionState) -> list[Record]:
+        store = self.store
         q = Query(
             st.project,
             st.agent,
@@ -197,51 +208,42 @@ class SessionManager:
             )
             if command:
                 fields.update(status="compacted", tags=[*fields["tags"], "command"])
-            record = self.engine.add(**fields)
-            self._ensure_agent(project, agent)
+            record = self.book.add(**fields)
+            self.ensure_agent(project, agent)
             if command:
-                self._compact(st, trigger="manual", keep=self.config.keep_turns)
+                self.compact_state(st, trigger="manual", keep=self.config.keep_turns)
             return record
 
     def _pending_call(self, st: states.SessionState) -> str:
-        pending = [t for t in build_turns(self._live(st)) if t.pending]
+        pending = [t for t in build_turns(self.live_of(st)) if t.pending]
         if not pending:
             raise ValidationError(
                 "reply_to", None, "give the id of the tool_call this result answers"
             )
         return pending[-1].key
 
-    def _ensure_agent(self, project: str, agent: str) -> None:
+    def ensure_agent(self, project: str, agent: str) -> None:
         if (project, agent) in self._agents:
             return
         self._agents.add((project, agent))
         try:
-            self.engine.agent(project, agent)
+            self.agents.get(project, agent)
         except NotFound:
-            self.engine.register_agent(project, agent)
-
-    # -- memory flush ---------------------------------------------------------------------------
+            self.agents.register(project, agent)
 
     def flush(self, project: str, agent: str, session: str) -> MemoryFlush:
         """Extract decisions, preferences, artifacts and patterns from the whole live session."""
         with self._lock(project, agent, session):
-            st = self._state(project, agent, session)
-            return self._flush(st, build_turns(self._live(st)))
+            st = self.load_state(project, agent, session)
+            return self.flush_state(st, build_turns(self.live_of(st)))
 
-    def _flush(self, st: states.SessionState, turns: Sequence[Turn]) -> MemoryFlush:
+    def flush_state(self, st: states.SessionState, turns: Sequence[Turn]) -> MemoryFlush:
         return run_flush(self, st, turns)
 
-    # -- compaction -----------------------------------------------------------------------------
-
     def compact(
-        self,
-        project: str,
-        agent: str,
-        session: str,
-        *,
-        trigger: str = "manual",
+        self, project: str, agent: str, session: str, *, trigger: str = "manual",
         keep: int | None = None,
-    ) -> Compaction:
+    ) -> Compaction:  # fmt: skip
         """Flush memory, then summarize all but the last `keep` turns (default from config)."""
         if trigger not in TRIGGERS:
             raise ValidationError("trigger", trigger, f"use one of {', '.join(TRIGGERS)}")
@@ -251,9 +253,9 @@ class SessionManager:
             raise ValidationError("keep", keep, "keep from 4 to 8 turns verbatim")
         with self._lock(project, agent, session):
             st = self._active(project, agent, session)
-            return self._compact(st, trigger=trigger, keep=keep or self.config.keep_turns)
+            return self.compact_state(st, trigger=trigger, keep=keep or self.config.keep_turns)
 
-    def _compact(self, st: states.SessionState, *, trigger: str, keep: int) -> Compaction:
+    def compact_state(self, st: states.SessionState, *, trigger: str, keep: int) -> Compaction:
         return run_compaction(self, st, trigger=trigger, keep=keep)
 
     def undo_compaction(self, project: str, agent: str, session: str) -> Undo:
@@ -265,7 +267,7 @@ class SessionManager:
     def compactions(self, project: str, agent: str, session: str) -> list[CompactionReport]:
         """What `agent`'s compactions of the session replaced (ids, kinds, authors, tokens) and
         what their summaries kept, newest first: those that can still be undone."""
-        return reports(self, self._state(project, agent, session))
+        return reports(self, self.load_state(project, agent, session))
 
     # -- reset ----------------------------------------------------------------------------------
 
@@ -284,9 +286,9 @@ class SessionManager:
         check_json_text("reason", reason)
         with self._lock(project, agent, session):
             st = self._active(project, agent, session)
-            return self._reset(st, new_session=new_session, reason=reason)
+            return self.reset_state(st, new_session=new_session, reason=reason)
 
-    def _reset(
+    def reset_state(
         self,
         st: states.SessionState,
         *,
@@ -298,40 +300,18 @@ class SessionManager:
 
     # -- windows --------------------------------------------------------------------------------
 
-    def _budget(
+    def budget_for(
         self, project: str, agent: str, budget: Budget | Mapping[str, Any] | int | None
     ) -> Budget:
         if budget is not None:
             return Budget.coerce(budget)
         try:
-            profile = self.engine.agent(project, agent).profile
+            profile = self.agents.get(project, agent).profile
         except NotFound:
             return Budget()
         return Budget(model=profile.default_model, window=profile.default_window)
 
-    def _layers(
-        self,
-        system: str,
-        tools: Sequence[Mapping[str, Any]],
-        skills: Sequence[str],
-        files: Sequence[str] | Mapping[str, str],
-    ) -> Layers:
-        if not isinstance(system, str):
-            raise ValidationError("system", system, "give the system prompt as text")
-        if isinstance(skills, str) or not all(isinstance(s, str) for s in skills):
-            raise ValidationError("skills", skills, "give a list of skill instructions (strings)")
-        if isinstance(tools, Mapping) or not all(isinstance(t, Mapping) for t in tools):
-            raise ValidationError("tools", tools, "give a list of tool definitions (objects)")
-        # The layers are rendered into the window and recorded in its trace: the same text check.
-        check_json_text("system", system)
-        check_json_text("skills", list(skills))
-        check_json_text("tools", list(tools))
-        check_json_text("files", files if isinstance(files, Mapping) else list(files))
-        cfg = self.config
-        loaded = load_files(files, cfg.workspace, cfg.file_cap, self.engine.counter)
-        return Layers(system, [dict(t) for t in tools], [s for s in skills if s.strip()], loaded)
-
-    def _plan(
+    def plan(
         self,
         st: states.SessionState,
         layers: Layers,
@@ -341,9 +321,9 @@ class SessionManager:
         purge: bool,
         drop: bool,
     ) -> Plan:
-        counter = self.engine.counter
+        counter = self.counter
         cfg = self.config
-        turns = build_turns(self._live(st))
+        turns = build_turns(self.live_of(st))
         plan = Plan(
             project=st.project,
             agent=st.agent,
@@ -358,28 +338,12 @@ class SessionManager:
             tools_tokens=tools_tokens(layers.tools, counter),
             personal=load_personalization(cfg.workspace, cfg.personal_cap, counter),
             files=list(layers.files),
-            memory=self._memory(st, turns, task),
+            memory=memory_for(self.store, st.project, st.agent, turns, task, cfg.memory_limit),
         )
         if len(self._prune_cache) > 50_000:
             self._prune_cache.clear()
         build_candidates(plan, counter, cfg.tool_result_cap, self._prune_cache)
         return plan
-
-    def _memory(self, st: states.SessionState, turns: Sequence[Turn], task: str) -> list[Record]:
-        """Memory records relevant to the task; without a task, at the start of a session (or
-        after a reset), relevant to its first user message."""
-        limit = self.config.memory_limit
-        query = task.strip()
-        convo = [t for t in turns if not t.is_summary]
-        if not query and len(convo) <= 2:
-            users = [
-                t.head for t in convo if t.head.kind == "message" and t.head.author != st.agent
-            ]
-            query = users[-1].content[:2_000] if users else ""
-        if not limit or not query:
-            return []
-        hits = self.engine.store.search_text(st.project, st.agent, query, limit * 4)
-        return [h.record for h in hits if h.record.kind == "memory"][:limit]
 
     def window(
         self,
@@ -394,12 +358,15 @@ class SessionManager:
         tools: Sequence[Mapping[str, Any]] = (),
         skills: Sequence[str] = (),
         files: Sequence[str] | Mapping[str, str] = (),
+        request: AssembleRequest | None = None,
     ) -> SessionWindow:
         """A window that fits `budget`: compacts at the threshold, climbs the overflow ladder if
-        it must, and raises ContextOverflow (with the breakdown) only when nothing helps."""
+        it must, and raises ContextOverflow (with the breakdown) only when nothing helps.
+        `request` (Engine.window) carries the rest of an assemble request to every step."""
         return self._window(
-            project, agent, session, task, budget, format, system, tools, skills, files
-        )
+            project, agent, session, task, budget, format, system, tools, skills, files,
+            request=request,
+        )  # fmt: skip
 
     prepare = window
 
@@ -418,14 +385,16 @@ class SessionManager:
         *,
         auto: bool = True,
         steps: list[dict[str, Any]] | None = None,
+        request: AssembleRequest | None = None,
     ) -> SessionWindow:
         fmt = check_format(format)
         if not isinstance(task, str):
             raise ValidationError("task", task, "give the task as text")
         with self._lock(project, agent, session):
             st = self._active(project, agent, session)
-            bud = self._budget(project, agent, budget)
-            layers = self._layers(system, tools, skills, files)
+            bud = self.budget_for(project, agent, budget)
+            layers = make_layers(self.config, self.counter, system, tools, skills, files)
+            layers.request = request
             eff = effective_budget(self, project, bud) if auto else bud
             win = build_window(self, st, layers, task, eff, fmt, auto=auto, steps=steps)
             win.budget = bud
@@ -467,10 +436,10 @@ class SessionManager:
         """Used against the limit for the session's own layers, from the plan alone: no assemble,
         no writes. The compaction hint is on when history passes the threshold."""
         fmt = check_format(format)
-        st = self._state(project, agent, session)
-        bud = self._budget(project, agent, budget)
-        layers = self._layers(system, tools, skills, files)
-        plan = self._plan(st, layers, "", keep=self.config.keep_turns, purge=False, drop=False)
+        st = self.load_state(project, agent, session)
+        bud = self.budget_for(project, agent, budget)
+        layers = make_layers(self.config, self.counter, system, tools, skills, files)
+        plan = self.plan(st, layers, "", keep=self.config.keep_turns, purge=False, drop=False)
         return estimate(self, plan, bud, fmt)
 
     # -- provider feedback ----------------------------------------------------------------------
@@ -502,34 +471,23 @@ class SessionManager:
                 "Anthropic 'prompt is too long: N tokens > M maximum')",
                 problem="is not a context overflow",
             )
-        retargeted, step = retarget(self._budget(project, agent, budget), parsed, sent_tokens)
+        retargeted, step = retarget(self.budget_for(project, agent, budget), parsed, sent_tokens)
         fmt = check_format(format)
         with self._lock(project, agent, session):
             st = self._active(project, agent, session)
             # Before compacting: a limit the fixed layers cannot fit must leave the session alone.
-            layers = self._layers(system, tools, skills, files)
-            plan = self._plan(
-                st, layers, task, keep=self.config.keep_turns, purge=False, drop=False
-            )
+            layers = make_layers(self.config, self.counter, system, tools, skills, files)
+            plan = self.plan(st, layers, task, keep=self.config.keep_turns, purge=False, drop=False)
             check_fixed(self, plan, effective_budget(self, project, retargeted), fmt)
-            c = self._compact(st, trigger="provider_overflow", keep=self.config.keep_turns)
+            c = self.compact_state(st, trigger="provider_overflow", keep=self.config.keep_turns)
             if c.compacted:
                 step["summary"] = c.summary.id if c.summary else None
             elif c.skipped:
                 step["skipped"] = c.skipped
             win = self._window(
-                project,
-                agent,
-                session,
-                task,
-                retargeted,
-                format,
-                system,
-                tools,
-                skills,
-                files,
+                project, agent, session, task, retargeted, format, system, tools, skills, files,
                 steps=[step],
-            )
+            )  # fmt: skip
             if c.compacted:
                 win.compactions.insert(0, c)
             return win
@@ -537,36 +495,4 @@ class SessionManager:
     def calibrate(self, window: SessionWindow, usage: Mapping[str, Any]) -> accounting.Calibration:
         """Compare the provider's reported prompt tokens with our count of the same window; the
         running ratio per model shrinks later windows when the provider counts more."""
-        if not isinstance(window, SessionWindow):
-            raise ValidationError("window", window, "pass the SessionWindow that was sent")
-        provider = accounting.prompt_tokens(usage)
-        cal = accounting.record(
-            self.engine.store,
-            window.project,
-            window.budget.model,
-            window.total_tokens,
-            provider,
-            self.engine.clock(),
-        )
-        trace = window.assembly.trace
-        trace.notes.setdefault("session", {})["calibration"] = cal.to_dict()
-        if self.engine.persist_traces:
-            self.engine.store.put_doc(
-                "traces",
-                trace.id,
-                window.project,
-                trace.to_dict(),
-                trace.created_at,
-                key=window.agent,
-            )
-        return cal
-
-
-def call_text(tool: str, arguments: Mapping[str, Any] | str | None) -> str:
-    """`search({"q": "auth"})`: the text of a tool call given only as tool= and arguments=."""
-    if arguments is None:
-        return f"{tool}()"
-    if isinstance(arguments, str):
-        return f"{tool}({arguments})"
-    # default=str: a value JSON cannot hold is refused by the meta check, with its field.
-    return f"{tool}({json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)})"
+        return calibrate_window(self, window, usage)

@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from ..packing import marker
+from ..assembly.packing import marker
+from ..assembly.render import tool_call_parts
 from ..ports import Tokenizer
 from ..records import Record
-from ..render import tool_call_parts
 
 EVIDENCE_TAGS = frozenset(
     {"evidence", "verification", "test", "tests", "test-output", "build", "build-log", "screenshot"}

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..assembly.packing import truncate_text
+from ..assembly.sources import SESSION_SUMMARY_TAG
 from ..errors import ValidationError
 from ..ids import new_id
-from ..packing import truncate_text
 from ..records import Record
-from ..sources import SESSION_SUMMARY_TAG
 from . import scopes
 from . import state as states
 from .compaction import SUMMARY_INSTRUCTIONS, format_summary, heading, summary_dict
@@ -26,7 +26,7 @@ from .pruning import one_line
 from .turns import Turn, build_turns, turn_text
 
 if TYPE_CHECKING:
-    from .manager import SessionManager
+    from .host import SessionHost
 
 TRANSFER_HEADING = "## Session Summary (transferred from session {session})"
 
@@ -72,11 +72,11 @@ class Reset:
 
 
 def draft_transfers(
-    mgr: SessionManager, st: states.SessionState, turns: Sequence[Turn]
+    mgr: SessionHost, st: states.SessionState, turns: Sequence[Turn]
 ) -> list[tuple[scopes.Scope, list[Turn], str]]:
     """The transfer summaries a reset would write, one per scope, without writing anything: the
     overflow ladder asks whether they would fit before it closes a session."""
-    counter = mgr.engine.counter
+    counter = mgr.counter
     bound = mgr.config.summary_tokens + 16
     out = []
     for scope, group in scopes.group(turns) or [(scopes.PROJECT, [])]:
@@ -94,24 +94,23 @@ def draft_transfers(
 
 
 def run_reset(
-    mgr: SessionManager,
+    mgr: SessionHost,
     st: states.SessionState,
     *,
     new_session: str | None,
     reason: str,
     drafts: list[tuple[scopes.Scope, list[Turn], str]] | None = None,
 ) -> Reset:
-    engine = mgr.engine
     new = new_session or f"s{new_id()}"
-    target = mgr._state(st.project, st.agent, new)
-    if new == st.session or target.compactions or target.previous_session or mgr._live(target):
+    target = mgr.load_state(st.project, st.agent, new)
+    if new == st.session or target.compactions or target.previous_session or mgr.live_of(target):
         raise ValidationError("new_session", new, "give an id that no session uses yet")
-    turns = build_turns(mgr._live(st))
-    mgr._flush(st, turns)
+    turns = build_turns(mgr.live_of(st))
+    mgr.flush_state(st, turns)
     transfers = []
     for scope, group, content in drafts if drafts is not None else draft_transfers(mgr, st, turns):
         transfers.append(
-            engine.add(
+            mgr.book.add(
                 project=st.project,
                 author=st.agent,
                 kind="summary",
@@ -128,11 +127,11 @@ def run_reset(
                 **scope.fields(st.agent),
             )
         )
-    now = engine.clock()
+    now = mgr.clock()
     st.status, st.next_session = "reset", new
     st.note({"event": "reset", "into": new, "reason": reason, "at": now})
-    mgr._save(st)
+    mgr.save_state(st)
     target.previous_session, target.summary_ids = st.session, [t.id for t in transfers]
     target.note({"event": "created by reset", "from": st.session, "at": now})
-    mgr._save(target)
+    mgr.save_state(target)
     return Reset(st.session, new, transfers, reason, carried=[t.id for t in transfers])

@@ -8,9 +8,11 @@ must never be summarized away: corrections and pinned instructions.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..records import Record
 
@@ -145,3 +147,13 @@ def turn_text(turn: Turn, agent: str, one_line: str | None = None) -> str:
         return head.content
     who = "assistant" if head.author == agent else head.author
     return f"{who}: {head.content}"
+
+
+def call_text(tool: str, arguments: Mapping[str, Any] | str | None) -> str:
+    """`search({"q": "auth"})`: the text of a tool call given only as tool= and arguments=."""
+    if arguments is None:
+        return f"{tool}()"
+    if isinstance(arguments, str):
+        return f"{tool}({arguments})"
+    # default=str: a value JSON cannot hold is refused by the meta check, with its field.
+    return f"{tool}({json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)})"

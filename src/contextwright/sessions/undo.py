@@ -18,7 +18,7 @@ from ..errors import ValidationError
 from . import state as states
 
 if TYPE_CHECKING:
-    from .manager import SessionManager
+    from .host import SessionHost
 
 UNDONE = "cancelled"  # the status of an undone compaction's summaries
 
@@ -61,7 +61,7 @@ class CompactionReport:
         }
 
 
-def run_undo(mgr: SessionManager, st: states.SessionState) -> Undo:
+def run_undo(mgr: SessionHost, st: states.SessionState) -> Undo:
     if not st.undo:
         raise ValidationError(
             "session",
@@ -71,29 +71,28 @@ def run_undo(mgr: SessionManager, st: states.SessionState) -> Undo:
             problem="has no compaction to undo",
         )
     entry = st.undo.pop()
-    engine = mgr.engine
     for sid in entry["summaries"]:
-        engine.set_status(st.project, sid, UNDONE, by=st.agent, note="compaction undone")
+        mgr.book.set_status(st.project, sid, UNDONE, by=st.agent, note="compaction undone")
     st.cutoff = entry["cutoff"]
     st.protected = list(entry["protected"])
     st.summary_ids = list(entry["summary_ids"])
     for rid in entry["hidden_added"]:
         st.hidden.pop(rid, None)
     st.hidden.update(entry["hidden_dropped"])
-    st.note({"event": "compaction undone", "summaries": entry["summaries"], "at": engine.clock()})
-    mgr._save(st)
+    st.note({"event": "compaction undone", "summaries": entry["summaries"], "at": mgr.clock()})
+    mgr.save_state(st)
     restored = [
         rid
-        for s in engine.store.get_many(st.project, entry["summaries"])
+        for s in mgr.store.get_many(st.project, entry["summaries"])
         for rid in s.meta.get("replaces", [])
         if isinstance(rid, str)
     ]
     return Undo(st.session, list(entry["summaries"]), restored, len(st.undo))
 
 
-def reports(mgr: SessionManager, st: states.SessionState) -> list[CompactionReport]:
+def reports(mgr: SessionHost, st: states.SessionState) -> list[CompactionReport]:
     """The compactions that can still be undone, newest first."""
-    store = mgr.engine.store
+    store = mgr.store
 
     def visible(ids: list[str]) -> dict[str, Any]:
         # get_many reads by id without a visibility filter: apply it here.

@@ -13,23 +13,28 @@ reset can shrink them, and the reset rung runs only when its transfer summaries 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..assembly import Assembly
+from ..assembly.render import fixed_cost, heading_cost, unit_cost
+from ..assembly.request import AssembleRequest
+from ..assembly.result import Assembly
 from ..budget import Budget
-from ..errors import ContextOverflow
-from ..render import fixed_cost, heading_cost, unit_cost
+from ..errors import ContextOverflow, ValidationError
+from ..ports import Tokenizer
+from ..records import check_json_text
 from . import accounting
 from .compaction import Compaction
+from .config import SessionConfig
 from .diagnostics import Breakdown, Gauge, breakdown
-from .layers import PLAN_LIMIT, Plan, WorkspaceFile
+from .layers import PLAN_LIMIT, Plan, WorkspaceFile, load_files
 from .overflow import EMERGENCY_KEEP, LADDER
 from .reset import Reset, draft_transfers
 from .state import SessionState
 
 if TYPE_CHECKING:
-    from .manager import SessionManager
+    from .host import SessionHost
 
 
 @dataclass
@@ -92,11 +97,38 @@ class Layers:
     tools: list[dict[str, Any]] = field(default_factory=list)
     skills: list[str] = field(default_factory=list)
     files: list[WorkspaceFile] = field(default_factory=list)
+    # The request the window answers (Engine.window): its other fields (milestone, rules,
+    # working memory...) apply to every assemble call of the ladder.
+    request: AssembleRequest | None = None
 
 
-def effective_budget(mgr: SessionManager, project: str, bud: Budget) -> Budget:
+def make_layers(
+    config: SessionConfig,
+    counter: Tokenizer,
+    system: str,
+    tools: Sequence[Mapping[str, Any]],
+    skills: Sequence[str],
+    files: Sequence[str] | Mapping[str, str],
+) -> Layers:
+    """The caller's layers, checked by name, with the files read from the workspace."""
+    if not isinstance(system, str):
+        raise ValidationError("system", system, "give the system prompt as text")
+    if isinstance(skills, str) or not all(isinstance(s, str) for s in skills):
+        raise ValidationError("skills", skills, "give a list of skill instructions (strings)")
+    if isinstance(tools, Mapping) or not all(isinstance(t, Mapping) for t in tools):
+        raise ValidationError("tools", tools, "give a list of tool definitions (objects)")
+    # The layers are rendered into the window and recorded in its trace: the same text check.
+    check_json_text("system", system)
+    check_json_text("skills", list(skills))
+    check_json_text("tools", list(tools))
+    check_json_text("files", files if isinstance(files, Mapping) else list(files))
+    loaded = load_files(files, config.workspace, config.file_cap, counter)
+    return Layers(system, [dict(t) for t in tools], [s for s in skills if s.strip()], loaded)
+
+
+def effective_budget(mgr: SessionHost, project: str, bud: Budget) -> Budget:
     """Shrink the window by the provider/ours ratio when the provider has counted more."""
-    ratio = accounting.ratio(mgr.engine.store, project, bud.model)
+    ratio = accounting.ratio(mgr.store, project, bud.model)
     if ratio <= 1.01:
         return bud
     assert bud.window is not None and bud.reserve is not None
@@ -106,10 +138,10 @@ def effective_budget(mgr: SessionManager, project: str, bud: Budget) -> Budget:
     )
 
 
-def _costs(plan: Plan, fmt: str, mgr: SessionManager) -> dict[str, int]:
+def _costs(plan: Plan, fmt: str, mgr: SessionHost) -> dict[str, int]:
     if fmt in plan.costs:
         return plan.costs[fmt]
-    counter = mgr.engine.counter
+    counter = mgr.counter
     out = {"state": 0, "constraints": 0, "history": 0, "knowledge": 0}
     for c in plan.candidates:
         if c.section in out:
@@ -121,7 +153,7 @@ def _costs(plan: Plan, fmt: str, mgr: SessionManager) -> dict[str, int]:
     return out
 
 
-def _inner_budget(plan: Plan, bud: Budget, fmt: str, mgr: SessionManager) -> Budget:
+def _inner_budget(plan: Plan, bud: Budget, fmt: str, mgr: SessionHost) -> Budget:
     """Reserve the tool definitions, and cap knowledge at what history leaves, so retrieved
     records never crowd out the session's own turns (knowledge packs before history)."""
     assert bud.window is not None and bud.reserve is not None
@@ -142,10 +174,10 @@ def _inner_budget(plan: Plan, bud: Budget, fmt: str, mgr: SessionManager) -> Bud
     return Budget(model=bud.model, window=bud.window, reserve=reserve, section_caps=caps)
 
 
-def fixed_layers(mgr: SessionManager, plan: Plan, fmt: str) -> dict[str, int]:
+def fixed_layers(mgr: SessionHost, plan: Plan, fmt: str) -> dict[str, int]:
     """Tokens of the layers no recovery step can shrink: the caller's system prompt, skills and
     tool definitions, and the format's envelope around them."""
-    counter = mgr.engine.counter
+    counter = mgr.counter
     out = {"system": 0, "skills": 0, "tools": plan.tools_tokens, "overhead": 0}
     for c in plan.candidates:
         if c.key == "system:rules":
@@ -181,7 +213,7 @@ def _fix(bud: Budget) -> str:
     )
 
 
-def check_fixed(mgr: SessionManager, plan: Plan, bud: Budget, fmt: str) -> None:
+def check_fixed(mgr: SessionHost, plan: Plan, bud: Budget, fmt: str) -> None:
     """Raise before any step when the fixed layers alone overflow: compacting or resetting the
     session could not help, and would only close it."""
     need = fixed_layers(mgr, plan, fmt)
@@ -206,12 +238,12 @@ def check_fixed(mgr: SessionManager, plan: Plan, bud: Budget, fmt: str) -> None:
 
 
 def _reset_would_fit(
-    mgr: SessionManager, plan: Plan, asm: Assembly, bud: Budget, fmt: str, drafts: list[str]
+    mgr: SessionHost, plan: Plan, asm: Assembly, bud: Budget, fmt: str, drafts: list[str]
 ) -> tuple[bool, str]:
     """Whether the new session's window would fit: its fixed layers, the transfer summaries, and
     the pinned records other sources put in this window (they are not the session's, so they
     come back after a reset). Also the sentence that says what would not."""
-    counter = mgr.engine.counter
+    counter = mgr.counter
     need = fixed_layers(mgr, plan, fmt)
     envelope = 12 + counter.count(plan.agent)  # a history message's, in the widest format
     transfers = sum(counter.count(d) + envelope for d in drafts)
@@ -233,14 +265,12 @@ def _reset_would_fit(
     return total <= room, why
 
 
-def estimate(mgr: SessionManager, plan: Plan, bud: Budget, fmt: str) -> Gauge:
+def estimate(mgr: SessionHost, plan: Plan, bud: Budget, fmt: str) -> Gauge:
     """The gauge from the plan alone (no assemble, no writes): session layers only."""
     costs = _costs(plan, fmt, mgr)
     available = Budget(model=bud.model, window=bud.window, reserve=bud.reserve).available
     fixed = costs["fixed"] + costs["state"] + costs["constraints"] + plan.tools_tokens
-    used = (
-        fixed + costs["history"] + costs["knowledge"] + heading_cost("history", mgr.engine.counter)
-    )
+    used = fixed + costs["history"] + costs["knowledge"] + heading_cost("history", mgr.counter)
     assert bud.window is not None
     return Gauge(
         used=used,
@@ -252,21 +282,32 @@ def estimate(mgr: SessionManager, plan: Plan, bud: Budget, fmt: str) -> Gauge:
     )
 
 
-def assemble(mgr: SessionManager, plan: Plan, bud: Budget, fmt: str, task: str) -> Assembly:
-    engine = mgr.engine
+def assemble(
+    mgr: SessionHost,
+    plan: Plan,
+    bud: Budget,
+    fmt: str,
+    task: str,
+    base: AssembleRequest | None = None,
+) -> Assembly:
     inner = _inner_budget(plan, bud, fmt, mgr)
-    names = [s.name for s in engine.sources if s.name != "history"]
+    base = base or AssembleRequest(plan.project, plan.agent)
+    # The session's own layers replace `history`; the request's other sources run beside them.
+    given = base.sources or tuple(s.name for s in mgr.assembler.sources)
+    names = tuple(n for n in given if n != "history")
+    names = names if "session" in names else (*names, "session")
     token = mgr.board.put(plan)
     try:
-        return engine.assemble(
-            plan.project,
-            plan.agent,
-            task,
-            budget=inner,
-            format=fmt,
-            session=plan.session,
-            sources=names,
-            limits={PLAN_LIMIT: token},
+        return mgr.assembler.assemble(
+            replace(
+                base,
+                task=task,
+                budget=inner,
+                format=fmt,
+                session=plan.session,
+                sources=names,
+                limits={**base.limits, PLAN_LIMIT: token},
+            )
         )
     finally:
         mgr.board.pop(token)
@@ -281,7 +322,7 @@ def problems(asm: Assembly, plan: Plan) -> tuple[list[str], list[str]]:
 
 
 def build(
-    mgr: SessionManager,
+    mgr: SessionHost,
     st: SessionState,
     layers: Layers,
     task: str,
@@ -296,12 +337,12 @@ def build(
     compactions: list[Compaction] = []
     reset: Reset | None = None
     keep, purge, drop = cfg.keep_turns, False, False
-    plan = mgr._plan(st, layers, task, keep=keep, purge=purge, drop=drop)
+    plan = mgr.plan(st, layers, task, keep=keep, purge=purge, drop=drop)
     if auto:
         check_fixed(mgr, plan, bud, fmt)
     skipped = False  # a compaction that kept the turns would keep them again: do not retry
     if auto and estimate(mgr, plan, bud, fmt).compaction_hint:
-        c = mgr._compact(st, trigger="auto", keep=keep)
+        c = mgr.compact_state(st, trigger="auto", keep=keep)
         skipped = c.skipped is not None
         if c.compacted:
             compactions.append(c)
@@ -312,13 +353,13 @@ def build(
                     "replaced": len(c.replaced),
                 }
             )
-            plan = mgr._plan(st, layers, task, keep=keep, purge=purge, drop=drop)
+            plan = mgr.plan(st, layers, task, keep=keep, purge=purge, drop=drop)
         elif c.skipped:
             steps.append({"step": "auto_compaction", "skipped": c.skipped})
-    asm = assemble(mgr, plan, bud, fmt, task)
+    asm = assemble(mgr, plan, bud, fmt, task, layers.request)
     missing, dropped = problems(asm, plan)
     if auto and not missing and dropped and not skipped:
-        c = mgr._compact(st, trigger="auto", keep=keep)
+        c = mgr.compact_state(st, trigger="auto", keep=keep)
         if c.compacted:
             compactions.append(c)
             steps.append(
@@ -328,8 +369,8 @@ def build(
                     "summary": c.summary.id if c.summary else None,
                 }
             )
-            plan = mgr._plan(st, layers, task, keep=keep, purge=purge, drop=drop)
-            asm = assemble(mgr, plan, bud, fmt, task)
+            plan = mgr.plan(st, layers, task, keep=keep, purge=purge, drop=drop)
+            asm = assemble(mgr, plan, bud, fmt, task, layers.request)
             missing, dropped = problems(asm, plan)
         elif c.skipped:
             steps.append({"step": "auto_compaction", "skipped": c.skipped})
@@ -339,7 +380,7 @@ def build(
         step: dict[str, Any] = {"step": rung, "missing_before": missing[:20]}
         if rung == "emergency_compaction":
             keep = EMERGENCY_KEEP
-            c = mgr._compact(st, trigger="emergency", keep=keep)
+            c = mgr.compact_state(st, trigger="emergency", keep=keep)
             if c.compacted:
                 compactions.append(c)
                 step["summary"] = c.summary.id if c.summary else None
@@ -361,12 +402,12 @@ def build(
                     f"{', '.join(missing[:5])}); {why}: {_fix(bud)}",
                     breakdown=bd.to_dict(),
                 )
-            reset = mgr._reset(st, new_session=None, reason="context overflow", drafts=drafts)
-            st = mgr._state(st.project, st.agent, reset.new_session)
+            reset = mgr.reset_state(st, new_session=None, reason="context overflow", drafts=drafts)
+            st = mgr.load_state(st.project, st.agent, reset.new_session)
             step["new_session"] = reset.new_session
         steps.append(step)
-        plan = mgr._plan(st, layers, task, keep=keep, purge=purge, drop=drop)
-        asm = assemble(mgr, plan, bud, fmt, task)
+        plan = mgr.plan(st, layers, task, keep=keep, purge=purge, drop=drop)
+        asm = assemble(mgr, plan, bud, fmt, task, layers.request)
         missing, dropped = problems(asm, plan)
     plan.steps = steps
     bd = breakdown(asm, plan, threshold=cfg.threshold)
@@ -385,9 +426,9 @@ def build(
         "files": [f.to_dict() for f in bd.files],
         "missing": missing,
     }
-    if mgr.engine.persist_traces and (steps or missing):
+    if mgr.assembler.persist_traces and (steps or missing):
         # The trace was persisted by assemble; store it again only when a step was taken.
-        mgr.engine.store.put_doc(
+        mgr.store.put_doc(
             "traces",
             asm.trace.id,
             st.project,
@@ -407,3 +448,25 @@ def build(
         compactions=compactions,
         reset=reset,
     )
+
+
+def calibrate(
+    mgr: SessionHost, window: SessionWindow, usage: Mapping[str, Any]
+) -> accounting.Calibration:
+    """Compare the provider's reported prompt tokens with our count of the same window; the
+    running ratio per model shrinks later windows when the provider counts more."""
+    if not isinstance(window, SessionWindow):
+        raise ValidationError("window", window, "pass the SessionWindow that was sent")
+    provider = accounting.prompt_tokens(usage)
+    w = window
+    cal = accounting.record(
+        mgr.store, w.project, w.budget.model, w.total_tokens, provider, mgr.clock()
+    )
+    trace = window.assembly.trace
+    trace.notes.setdefault("session", {})["calibration"] = cal.to_dict()
+    if mgr.assembler.persist_traces:
+        doc = trace.to_dict()
+        mgr.store.put_doc(
+            "traces", trace.id, window.project, doc, trace.created_at, key=window.agent
+        )
+    return cal

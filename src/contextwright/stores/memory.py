@@ -12,8 +12,9 @@ from typing import Any
 
 from ..ports import Hit, Query
 from ..records import Record
-from ._rows import _WORD_RE, STOPWORDS, RecordId, plan_batch, query_terms
+from ..text import STOPWORDS, WORD_RE, query_terms
 from ._vectors import MemoryVectors
+from .batches import RecordId, plan_batch
 
 
 class MemoryStore(MemoryVectors):
@@ -276,4 +277,4 @@ class MemoryStore(MemoryVectors):
 
 def _all_words(text: str) -> list[str]:
     """Every non-stopword occurrence (BM25 needs term frequencies, not unique terms)."""
-    return [w for w in _WORD_RE.findall(text.lower()) if len(w) > 1 and w not in STOPWORDS]
+    return [w for w in WORD_RE.findall(text.lower()) if len(w) > 1 and w not in STOPWORDS]

@@ -21,16 +21,7 @@ from urllib.parse import unquote
 from ..errors import MissingExtra, StoreError, ValidationError
 from ..ports import Query
 from ..records import Record
-from ._rows import (
-    AUTHORS_SQL,
-    COLUMNS,
-    by_project,
-    docs_sql,
-    edges_sql,
-    plan_batch,
-    record_to_row,
-    row_to_record,
-)
+from .batches import by_project, plan_batch
 from .postgres_schema import (
     ADD_EDGES,
     INSERT_RECORDS,
@@ -42,6 +33,8 @@ from .postgres_schema import (
 )
 from .postgres_text import PostgresText
 from .postgres_vectors import PostgresVectors
+from .rows import COLUMNS, record_to_row, row_to_record
+from .sql import AUTHORS_SQL, docs_sql, edges_sql
 
 DEFAULT_POOL_MAX = 8
 # Serializes schema changes when many workers start at once against a fresh database.

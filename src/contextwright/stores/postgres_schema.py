@@ -7,8 +7,8 @@ The statements of a write that needs more than one run inside a transaction.
 
 from __future__ import annotations
 
-from ._rows import COLUMNS
 from .postgres_vectors import M003_VECTORS
+from .rows import COLUMNS
 
 MIGRATIONS: list[tuple[str, str]] = [
     (

@@ -24,7 +24,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ports import Hit
-from ._rows import COMMON_DF, LARGE_WINDOW, query_terms, row_to_record
+from ..text import query_terms
+from .fulltext import COMMON_DF, LARGE_WINDOW
+from .rows import row_to_record
 
 K1, B = 1.2, 0.75
 _TSQ = "plainto_tsquery('english', %(t{i})s)"  # never a syntax error, whatever the word

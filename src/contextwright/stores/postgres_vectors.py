@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ports import Hit
 from ..records import Record
-from ._rows import row_to_record
+from .rows import row_to_record
 
 M003_VECTORS = """
         CREATE EXTENSION IF NOT EXISTS vector;

@@ -20,7 +20,7 @@ import sqlite3
 import threading
 from typing import Any
 
-from ._rows import docs_sql
+from .sql import docs_sql
 
 # The collection kept in the file of its own.
 TRACES = "traces"

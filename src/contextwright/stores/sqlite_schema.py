@@ -3,7 +3,7 @@ transaction and recorded in the `migrations` table (see SQLiteStore._migrate).""
 
 from __future__ import annotations
 
-from ._rows import COLUMNS
+from .rows import COLUMNS
 from .sqlite_vectors import M003_VECTORS
 
 # A migration is a name and a SQL script; each runs once, in its own transaction, and is recorded.

@@ -18,7 +18,9 @@ from typing import Any, cast
 from ..errors import StoreError
 from ..ports import Hit
 from ..records import Record
-from ._rows import COMMON_DF, KEYS, LARGE_WINDOW, RecordKey, fts_match, query_terms
+from ..text import query_terms
+from .fulltext import COMMON_DF, LARGE_WINDOW, fts_match
+from .rows import KEYS, RecordKey
 from .sqlite_vocab import Vocabulary
 
 VISIBLE = (

@@ -12,8 +12,8 @@ import numpy as np
 
 from ..ports import Hit, hits_for
 from ..records import Record
-from ._rows import COLUMNS, row_to_record
 from ._vectors import Access, VectorMatrix, quantize
+from .rows import COLUMNS, row_to_record
 
 M003_VECTORS = """
         CREATE TABLE vectors (

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..ports import Tokenizer
-from ..tokens import default_counter
+from ..tokens.counter import default_counter
 
 SUMMARY_HEADING = "## Session Summary (compacted)"
 MAX_BULLET_WORDS = 40

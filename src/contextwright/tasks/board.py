@@ -28,7 +28,7 @@ from .signals import DEFAULT_DOMAINS, TaskSignals, signals_of_task, tags_for_tex
 from .source import ComputedSource
 
 if TYPE_CHECKING:
-    from ..engine import Engine
+    from ..recordbook import RecordBook
 
 MAX_OBJECTIVE = 8_000
 MAX_CRITERIA = 50
@@ -68,19 +68,23 @@ class TaskBoard:
 
     def __init__(
         self,
-        engine: Engine,
+        book: RecordBook,
         *,
         limits: Mapping[str, ContextLimits | Mapping[str, Any]] | None = None,
         domains: Mapping[str, Sequence[str]] | None = None,
         template: str | None = None,
     ) -> None:
-        self.engine = engine
+        self.book = book  # the store, counter and clock, and validated writes
         self.limits = limits_table(limits)
         self.domains: Mapping[str, Sequence[str]] = dict(domains or DEFAULT_DOMAINS)
         self.template = template
-        self.graph = GraphCache(engine.store)
+        self.graph = GraphCache(book.store)
         self._signal_cache: dict[str, TaskSignals] = {}
-        self.source = ComputedSource(self)
+        self.source = ComputedSource(
+            lambda project, task_id, complexity, agent: self.computed_context(
+                project, task_id, complexity, agent=agent
+            )
+        )
 
     # -- tasks ----------------------------------------------------------------------------------
 
@@ -130,7 +134,7 @@ class TaskBoard:
         for i, dep in enumerate(dependencies):
             check_name(f"dependencies[{i}]", dep)
         deps = list(dict.fromkeys(dependencies))
-        found = {r.id: r for r in self.engine.store.get_many(project, deps)} if deps else {}
+        found = {r.id: r for r in self.book.store.get_many(project, deps)} if deps else {}
         for i, dep in enumerate(deps):
             r = found.get(dep)
             # Missing and not a task read alike: nothing says what the id is elsewhere.
@@ -153,7 +157,7 @@ class TaskBoard:
         lines = [f"Task {name}: {objective}"]
         if criteria:
             lines += ["Acceptance criteria:", *(f"- {c}" for c in criteria)]
-        record = self.engine.add(
+        record = self.book.add(
             project=project,
             author=author,
             kind="task",
@@ -172,7 +176,7 @@ class TaskBoard:
             },
         )
         if deps:
-            self.engine.store.add_edges(project, [(record.id, d, "depends_on") for d in deps])
+            self.book.store.add_edges(project, [(record.id, d, "depends_on") for d in deps])
         return record
 
     def get(self, project: str, task_id: str) -> Record:
@@ -180,7 +184,7 @@ class TaskBoard:
         if not isinstance(task_id, str) or not task_id:
             raise ValidationError("task_id", task_id, "give a task id")
         check_text("task_id", task_id)
-        found = self.engine.store.get_many(project, [task_id])
+        found = self.book.store.get_many(project, [task_id])
         if not found:
             raise NotFound("task", task_id, "create the task first, or check the id")
         if found[0].kind != "task":
@@ -197,7 +201,7 @@ class TaskBoard:
         if status is not None:
             check_name("status", status)
         statuses = (status,) if status else None
-        return self.engine.store.query(
+        return self.book.store.query(
             Query(
                 project, None, kinds=("task",), statuses=statuses, limit=limit, newest_first=False
             )
@@ -210,7 +214,7 @@ class TaskBoard:
         reads as every agent (the library's caller is trusted)."""
         task = self.get(project, task_id)
         viewers = None if agent is None else (agent,) if isinstance(agent, str) else agent
-        found = latest_handoffs(self.engine.store, project, [task.id], viewers).get(task.id)
+        found = latest_handoffs(self.book.store, project, [task.id], viewers).get(task.id)
         return handoff_of(found) if found else None
 
     def signals(self, project: str, task_id: str) -> TaskSignals:
@@ -243,7 +247,7 @@ class TaskBoard:
             )
         parsed = parse_handoff(handoff)
         author = by or str(task.meta.get("assignee") or "") or task.author
-        store = self.engine.store
+        store = self.book.store
         for i, d in enumerate(parsed.decisions):
             if d.supersedes is not None:
                 old = store.get_many(project, [d.supersedes])
@@ -254,8 +258,8 @@ class TaskBoard:
                         f"name a decision of project {project!r} that {author!r} may see",
                         problem=f"names no decision of project {project!r} that {author!r} may see",
                     )
-        now = self.engine.clock()
-        count = self.engine.counter.count
+        now = self.book.clock()
+        count = self.book.counter.count
 
         def build(**fields: Any) -> Record:
             return build_record({"project": project, "author": author, **fields}, count, now=now)
@@ -330,13 +334,13 @@ class TaskBoard:
                 },
             },
         )
-        self.engine.counts.declare([project], now)  # whose counts they carry
+        self.book.counts.declare([project], now)  # whose counts they carry
         stored = store.add_many([handoff_record, *nodes, *files])
         edges = [(r.id, task.id, "discovered_in") for r in nodes]
         edges += [(r.id, task.id, "changed_in") for r in files]
         edges.append((handoff_record.id, task.id, "handoff_of"))
         store.add_edges(project, edges)
-        done = self.engine.set_status(
+        done = self.book.set_status(
             project, task.id, "completed", by=author, note=f"handoff {handoff_record.id}"
         )
         return Completion(
@@ -355,7 +359,7 @@ class TaskBoard:
             tag = f"path:{path.lower()}"
             current = [
                 r
-                for r in self.engine.store.query(
+                for r in self.book.store.query(
                     Query(project, None, kinds=("file",), tag=tag, statuses=("active",), limit=5)
                 )
             ]

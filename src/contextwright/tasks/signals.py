@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..stores._rows import STOPWORDS
+from ..text import STOPWORDS
 
 DEFAULT_DOMAINS: Mapping[str, tuple[str, ...]] = {
     "api": ("endpoint", "rest", "graphql", "route", "request"),

@@ -8,15 +8,15 @@ It runs only when `assemble(..., task_id=...)` names a task.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from ..candidates import Candidate
+from ..assembly.candidates import Candidate
+from ..assembly.sources import SourceContext
 from ..records import Record
-from ..sources import SourceContext
 from .computed import ComputedContext
 
-if TYPE_CHECKING:
-    from .board import TaskBoard
+# (project, task id, complexity, agent) -> the task's computed context: TaskBoard.computed_context.
+Compute = Callable[[str, str, str | None, str], ComputedContext]
 
 NAME = "computed"
 
@@ -24,8 +24,8 @@ NAME = "computed"
 class ComputedSource:
     name = NAME
 
-    def __init__(self, board: TaskBoard) -> None:
-        self.board = board
+    def __init__(self, compute: Compute) -> None:
+        self.compute = compute
 
     def applies(self, ctx: SourceContext) -> bool:
         """Only a call that names a task has computed context; any other runs this source on the
@@ -36,12 +36,7 @@ class ComputedSource:
         task_id = ctx.options.get("task_id")
         if not task_id:
             return []
-        computed = self.board.computed_context(
-            ctx.project,
-            str(task_id),
-            ctx.options.get("complexity"),
-            agent=ctx.agent,
-        )
+        computed = self.compute(ctx.project, str(task_id), ctx.options.get("complexity"), ctx.agent)
         ctx.options.setdefault("notes", {})["computed"] = computed.stats.to_dict()
         return candidates(computed, ctx)
 

@@ -11,12 +11,38 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import ValidationError
 
-if TYPE_CHECKING:
-    from .computed import ComputedContext
+
+class ComputedView(Protocol):
+    """What rendering reads of a computed context (computed.ComputedContext has it); a Protocol
+    so that the context can render itself without this module importing it back."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def complexity(self) -> str: ...
+    @property
+    def limits(self) -> Any: ...
+    @property
+    def stats(self) -> Any: ...
+    @property
+    def patterns_to_follow(self) -> Sequence[Any]: ...
+    @property
+    def warnings(self) -> Sequence[Any]: ...
+    @property
+    def relevant_decisions(self) -> Sequence[Any]: ...
+    @property
+    def prior_work(self) -> Sequence[Any]: ...
+    @property
+    def code_references(self) -> Sequence[Any]: ...
+    @property
+    def blocking_questions(self) -> Sequence[Any]: ...
+    @property
+    def related_tasks(self) -> Sequence[Any]: ...
+
 
 DEFAULT_TEMPLATE = """\
 ## Context (Computed)
@@ -192,7 +218,7 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def template_data(c: ComputedContext) -> dict[str, Any]:
+def template_data(c: ComputedView) -> dict[str, Any]:
     """The names the template sees (the spec's), one level of plain data."""
     return {
         "task_id": c.task_id,
@@ -229,5 +255,5 @@ def template_data(c: ComputedContext) -> dict[str, Any]:
     }
 
 
-def render_computed(computed: ComputedContext, template: str | None = None) -> str:
+def render_computed(computed: ComputedView, template: str | None = None) -> str:
     return render_template(template or DEFAULT_TEMPLATE, template_data(computed))

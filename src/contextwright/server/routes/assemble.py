@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...assembly.request import AssembleRequest
 from ..deps import ProjectDep, fast_json
 
 router = APIRouter(tags=["assemble"])
@@ -30,7 +31,7 @@ class AssembleIn(BaseModel):
     agent: str
     task: str = ""
     budget: BudgetIn | int | None = Field(
-        default=None, description="a Budget object, or a window size in tokens"
+        default=None, description="a Budget object, or the tokens available for the window"
     )
     format: Format | None = None
     session: str | None = None
@@ -56,7 +57,7 @@ def assemble(
     ctx.access.require_as(body.agent)
     fmt = format or body.format or "openai"
     t0 = time.perf_counter()
-    result = ctx.engine.assemble(
+    request = AssembleRequest.build(
         ctx.project,
         body.agent,
         body.task,
@@ -68,6 +69,7 @@ def assemble(
         sources=body.sources,
         limits=body.limits,
     )
+    result = ctx.engine.window(request)  # the session pipeline when a session is named
     ctx.metrics.assemble_seconds.labels(format=fmt).observe(time.perf_counter() - t0)
     out = result.to_dict()
     out["trace"] = result.trace.to_dict() if trace else {"summary": result.trace.summary()}

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict
 
-from ...rules import parse_document
+from ...rules.ruleset import parse_document
 from ..deps import CtxDep
 from ..problems import HTTPProblem
 

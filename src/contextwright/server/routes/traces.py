@@ -12,9 +12,9 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
-from ...engine import Viewers
-from ...replay import diff_traces
-from ...trace import Trace
+from ...traces.diff import diff_traces
+from ...traces.reader import Viewers
+from ...traces.trace import Trace
 from ..deps import ProjectDep, fast_json
 from .assemble import BudgetIn, Format, budget_arg
 

@@ -1,0 +1,189 @@
+"""What flows through the assemble pipeline: candidates from sources, and the items packed from them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..budget import SECTIONS as SECTIONS  # the section names, re-exported for the pipeline
+from ..ports import Tokenizer
+from ..records import Record
+
+SECTION_RANK = {name: i for i, name in enumerate(SECTIONS)}
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One thing a source proposes for the window: a record (or a tool call with its result), or a
+    synthetic item (the task, a warning, a KV value) with `key` as its identity."""
+
+    key: str
+    section: str
+    source: str
+    text: str
+    records: tuple[Record, ...] = ()
+    score: float = 0.0
+    components: dict[str, float] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+    pinned: bool = False
+    tokens: int = 0
+    created_at: float = 0.0
+    content_hash: str = ""
+    sources: list[str] = field(default_factory=list)
+    # The record this one is shown beside (a superseded decision beside its replacement).
+    beside: str | None = None
+    # The text is one record's dated line (`item_prefix`): knowledge and suggestions may show it
+    # without its date, under its day's line (render.DATED_SECTIONS). False for a folded chain or
+    # a synthetic item, which keep their text as it is.
+    dated_line: bool = False
+
+    @property
+    def record(self) -> Record | None:
+        return self.records[0] if self.records else None
+
+    @property
+    def record_ids(self) -> list[str]:
+        return [r.id for r in self.records]
+
+
+# Candidates as the source cache keeps them (cache.py), column by column: a tuple per field, the
+# records of all candidates in one flat tuple, and components, reasons and sources as tuples of
+# plain values. Every entry outlives many calls, so what it holds is walked by each full garbage
+# collection: this way an entry is about three objects that the collector tracks, not four per
+# candidate. Compiled with this module: every missed full-text read freezes its candidates.
+Frozen = tuple[tuple[Any, ...], ...]
+
+
+def freeze(found: Sequence[Candidate]) -> Frozen:
+    return (
+        tuple([c.key for c in found]),
+        tuple([c.section for c in found]),
+        tuple([c.source for c in found]),
+        tuple([c.text for c in found]),
+        tuple([len(c.records) for c in found]),
+        tuple([r for c in found for r in c.records]),
+        tuple([c.score for c in found]),
+        tuple([tuple(c.components.items()) for c in found]),
+        tuple([tuple(c.reasons) for c in found]),
+        tuple([c.pinned for c in found]),
+        tuple([c.tokens for c in found]),
+        tuple([c.created_at for c in found]),
+        tuple([c.content_hash for c in found]),
+        tuple([tuple(c.sources) for c in found]),
+        tuple([c.beside for c in found]),
+        tuple([c.dated_line for c in found]),
+    )
+
+
+def thaw(f: Frozen) -> list[Candidate]:
+    """Candidates of their own (scoring writes into them) from frozen ones."""
+    keys, sections, srcs, texts, counts, records, scores, comps, reasons = f[:9]
+    pinned, tokens, created, hashes, sources, beside, dated_line = f[9:]
+    out: list[Candidate] = []
+    at = 0
+    for i, n in enumerate(counts):
+        c = Candidate(
+            key=keys[i],
+            section=sections[i],
+            source=srcs[i],
+            text=texts[i],
+            records=records[at : at + n],
+            score=scores[i],
+            components=dict(comps[i]),
+            reasons=list(reasons[i]),
+            pinned=pinned[i],
+            tokens=tokens[i],
+            created_at=created[i],
+            content_hash=hashes[i],
+            sources=list(sources[i]),
+            beside=beside[i],
+            dated_line=dated_line[i],
+        )
+        out.append(c)
+        at += n
+    return out
+
+
+@dataclass(slots=True)
+class Item:
+    """A candidate that made it into the window, possibly truncated."""
+
+    candidate: Candidate
+    text: str
+    tokens: int
+    truncated: bool = False
+    omitted: int = 0
+    # The day this item is shown under (render.DATED_SECTIONS), or None.
+    day: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.candidate
+        return {
+            "key": c.key,
+            "section": c.section,
+            "source": c.source,
+            "sources": list(c.sources or [c.source]),
+            "record_ids": c.record_ids,
+            "kind": c.record.kind if c.record else "synthetic",
+            "author": c.record.author if c.record else None,
+            "text": self.text,
+            "tokens": self.tokens,
+            "score": round(c.score, 4),
+            "components": {k: round(v, 4) for k, v in sorted(c.components.items())},
+            "reasons": list(c.reasons),
+            "truncated": self.truncated,
+            "omitted_tokens": self.omitted,
+            "day": self.day,  # shown under this day's line (render.DATED_SECTIONS), or None
+        }
+
+
+def synthetic(
+    counter: Tokenizer, task: str, warnings: Sequence[str], working: Sequence[str]
+) -> list[Candidate]:
+    """The items no source returns: the task itself (state), warnings, and the per-turn scratchpad."""
+    out = []
+    if task.strip():
+        text = f"- Task: {task.strip()}"
+        out.append(
+            Candidate(
+                key="task",
+                section="state",
+                source="request",
+                text=text,
+                tokens=counter.count(text),
+                pinned=True,
+                reasons=["the current task"],
+                components={"source": 10.0},
+                score=10.0,
+            )
+        )
+    for i, w in enumerate(warnings):
+        text = f"- ⚠ {w}"
+        out.append(
+            Candidate(
+                key=f"warning:{i}",
+                section="warnings",
+                source="validate",
+                text=text,
+                tokens=counter.count(text),
+                pinned=True,
+                reasons=["validation"],
+                components={"source": 5.0},
+                score=5.0 - i * 0.01,
+            )
+        )
+    for i, w in enumerate(working):
+        text = f"- {w}"
+        out.append(
+            Candidate(
+                key=f"working:{i}",
+                section="working_memory",
+                source="request",
+                text=text,
+                tokens=counter.count(text),
+                reasons=["per-turn scratchpad"],
+                score=1.0 - i * 0.001,
+            )
+        )
+    return out

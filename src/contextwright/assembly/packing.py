@@ -1,0 +1,203 @@
+"""Greedy priority packing under a token budget. Same input, same output.
+
+Sections are filled in priority order (state first, working_memory last); inside a section the
+pinned items come first, then by score, newest first on ties. Items are cut at record boundaries:
+an item that does not fit is dropped and smaller ones after it may still fit. Only a single
+oversized item (the first of its section, pinned, or state) is cut, at a sentence boundary, with
+`[truncated, N tokens omitted]`; the task never is (a budget too small for it is a BudgetError). Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import BudgetError
+from ..ports import Tokenizer
+from .candidates import SECTIONS, Candidate, Item
+from .render import DATED_SECTIONS, day_heading, fixed_cost, heading_cost, quoted, unit_cost
+from .scoring import day_label, item_prefix
+
+MIN_TRUNCATE = 24
+_BOUNDARY = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+@dataclass(slots=True)
+class Decision:
+    candidate: Candidate
+    kept: bool
+    reason: str
+    tokens: int
+    truncated: bool = False
+
+
+@dataclass
+class Packed:
+    sections: dict[str, list[Item]]
+    decisions: list[Decision]
+    used: int
+    available: int
+    section_tokens: dict[str, int] = field(default_factory=dict)
+
+
+def marker(omitted: int) -> str:
+    return f" [truncated, {omitted} tokens omitted]"
+
+
+def truncate_text(text: str, max_tokens: int, counter: Tokenizer) -> tuple[str, int, int]:
+    """Cut `text` to at most `max_tokens` tokens (marker included), at a sentence boundary when one
+    lies in the last half of what fits. Returns (text, its tokens, tokens omitted)."""
+    ids = counter.encode(text)
+    total = len(ids)
+    if total <= max_tokens:
+        return text, total, 0
+    room = max(max_tokens - counter.count(marker(total)) - 1, 1)
+    head = counter.decode(ids[:room])
+    cut = None
+    for m in _BOUNDARY.finditer(head):
+        if m.start() >= len(head) // 2:
+            cut = m.start()
+    if cut is None:
+        space = head.rfind(" ")
+        cut = space if space >= len(head) // 2 else len(head)
+    # A cut inside a multi-byte character decodes to U+FFFD; never show half a character.
+    head = head[:cut].rstrip().rstrip("\ufffd").rstrip()
+    omitted = total - counter.count(head)
+    out = head + marker(omitted)
+    # A cut mid-token can re-tokenize longer; shave words (or tokens, for text without spaces)
+    # until it fits.
+    while counter.count(out) > max_tokens and head:
+        if " " in head:
+            head = head[: head.rfind(" ")].rstrip()
+        else:
+            head = counter.decode(counter.encode(head)[:-1]).rstrip("\ufffd")
+        omitted = total - counter.count(head)
+        out = head + marker(omitted)
+    return out, counter.count(out), omitted
+
+
+def day_cost(day: str, counter: Tokenizer) -> int:
+    """Tokens of a day's line in a dated section (render.day_heading)."""
+    return counter.count(day_heading(day))
+
+
+def order_key(c: Candidate) -> tuple[int, float, float, str]:
+    # The task goes first: nothing else in `state` may crowd it out.
+    return (-1 if c.key == "task" else 0 if c.pinned else 1, -c.score, -c.created_at, c.key)
+
+
+def pack(
+    candidates: Sequence[Candidate],
+    *,
+    available: int,
+    agent: str,
+    fmt: str,
+    counter: Tokenizer,
+    source_caps: Mapping[str, int] | None = None,
+    section_caps: Mapping[str, int] | None = None,
+) -> Packed:
+    source_caps = source_caps or {}
+    section_caps = section_caps or {}
+    remaining = available - fixed_cost(agent, fmt, counter)
+    if remaining < 0:
+        raise BudgetError(
+            f"the budget leaves {available} tokens, fewer than the {fmt} format's own envelope "
+            f"needs ({available - remaining}); raise budget.window or lower budget.reserve",
+            available=available,
+            needed=available - remaining,
+        )
+    by_section: dict[str, list[Candidate]] = {name: [] for name in SECTIONS}
+    for c in candidates:
+        by_section[c.section].append(c)
+    sections: dict[str, list[Item]] = {name: [] for name in SECTIONS}
+    decisions: list[Decision] = []
+    source_used: dict[str, int] = {}
+    section_tokens: dict[str, int] = {}
+    for name in SECTIONS:
+        cap = section_caps.get(name)
+        used_here = 0
+        has_heading = not (name == "history" and fmt != "markdown")
+        head = heading_cost(name, counter) if has_heading else 0
+        items = sections[name]
+        dated = name in DATED_SECTIONS
+        days: set[str] = set()  # days whose line this section already pays for
+        for c in sorted(by_section[name], key=order_key):
+            day, line = None, c.text
+            if dated and c.dated_line:  # shown under its day's line, without its own date
+                r = c.records[0]
+                day, short = day_label(r), item_prefix(r, dated=False)
+                line = f"{short} {r.content}"
+                shown = quoted(line)
+                if shown is line:
+                    cost = counter.count(short) + r.tokens + 2  # the line and its newline
+                else:  # its further lines are indented (render.quoted)
+                    cost = counter.count(shown) + 1
+                cost += 0 if day in days else day_cost(day, counter)
+            else:
+                cost = unit_cost(c, fmt, agent, counter)
+            extra = 0 if items else head
+            src_cap = source_caps.get(c.source)
+            src_left = None if src_cap is None else src_cap - source_used.get(c.source, 0)
+            room = remaining - extra
+            if cap is not None:
+                room = min(room, cap - used_here)
+            room_src = min(room, src_left) if src_left is not None and not c.pinned else room
+            if cost <= room_src:
+                items.append(Item(c, line, cost, day=day))
+                if day is not None:
+                    days.add(day)
+                decisions.append(Decision(c, True, "fits", cost))
+            else:
+                if day is not None:  # a line that is cut keeps its own date
+                    cost = unit_cost(c, fmt, agent, counter)
+                oversized = not sections[name] or c.pinned or name == "state"
+                overhead = cost - c.tokens
+                # The task is never cut: a window without the whole task is a budget error.
+                if oversized and c.key != "task" and room_src - overhead >= MIN_TRUNCATE:
+                    text, body, omitted = truncate_text(c.text, room_src - overhead, counter)
+                    cost = body + overhead
+                    sections[name].append(Item(c, text, cost, truncated=True, omitted=omitted))
+                    decisions.append(
+                        Decision(c, True, f"truncated: {omitted} tokens omitted", cost, True)
+                    )
+                else:
+                    if name == "state" and c.key == "task":
+                        raise BudgetError(
+                            f"the budget leaves {remaining} tokens, too few for even the state "
+                            f"section (the task needs {cost}); raise budget.window or lower budget.reserve",
+                            available=available,
+                            needed=cost,
+                        )
+                    if src_left is not None and cost > src_left and cost <= room:
+                        reason = f"source cap: {c.source} already used {source_caps[c.source] - src_left} of {source_caps[c.source]} tokens"
+                    elif cap is not None and cost > cap - used_here:
+                        reason = f"section cap: {name} limited to {cap} tokens"
+                    else:
+                        reason = f"budget exhausted: needs {cost} tokens, {max(room, 0)} left"
+                    decisions.append(Decision(c, False, reason, cost))
+                    continue
+            remaining -= cost + extra
+            used_here += cost + extra
+            source_used[c.source] = source_used.get(c.source, 0) + cost
+        if sections[name]:
+            section_tokens[name] = used_here
+    # History reads in time order; it was packed newest first.
+    sections["history"].sort(key=lambda i: (i.candidate.created_at, i.candidate.key))
+    return Packed(sections, decisions, available - remaining, available, section_tokens)
+
+
+def drop_last(packed: Packed, reason: str) -> bool:
+    """Remove the lowest-priority kept item (last section, last item); False if nothing is left
+    but the task. Used when the exact count of the rendered window exceeds the budget."""
+    for name in reversed(SECTIONS):
+        items = packed.sections[name]
+        for i in range(len(items) - 1, -1, -1):
+            if items[i].candidate.key == "task":
+                continue
+            item = items.pop(i)
+            for d in packed.decisions:
+                if d.candidate is item.candidate:
+                    d.kept, d.reason = False, reason
+            return True
+    return False

@@ -1,0 +1,53 @@
+"""Between merge and packing: what the fired rule says, which records travel together, and the
+score of every candidate. One function, so that the engine's assemble reads as the pipeline.
+
+Order matters: a rule suppresses, pins and boosts first (a suppressed question does not pull in
+its answers); superseded records are left out or folded beside their replacements; questions are
+folded with their answers; relevance signals are fused over the whole set; records near strong
+matches are lifted; the candidates whose author the task names are marked; then each candidate
+gets its shared components and its score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..roles import RoleProfile
+from ..rules import actions
+from ..rules.ruleset import Rule
+from .candidates import Candidate
+from .chains import link_replies, link_superseded
+from .locality import spread
+from .packing import Decision
+from .scoring import ScoringConfig, finish_all, fuse_relevance, mark_named
+from .sources import SourceContext
+
+
+def select(
+    merged: Sequence[Candidate],
+    ctx: SourceContext,
+    *,
+    rule: Rule | None,
+    include_superseded: bool,
+    config: ScoringConfig,
+    role: RoleProfile,
+) -> tuple[list[Candidate], list[Decision]]:
+    """The scored candidates for the packer, and the decisions for those left out here."""
+    kept, dropped = actions.apply(rule, merged)
+    show_old = include_superseded or actions.include_superseded(rule)
+    kept, stale = link_superseded(kept, ctx, show_old)
+    kept, answers = link_replies(kept, ctx)
+    fuse_relevance(kept, config)
+    if ctx.options.get("locality", True):
+        kept = spread(kept, ctx, config)  # nearby records of strong matches (locality.py)
+    mark_named(kept, ctx.task)  # the task names the author (scoring.py)
+    finish_all(
+        kept,
+        now=ctx.now,
+        agent=ctx.agent,
+        role=role,
+        config=config,
+        milestone=ctx.milestone,
+        session=ctx.session,
+    )
+    return kept, [*dropped, *stale, *answers]

@@ -1,0 +1,57 @@
+"""Replay and diff: what-if on a stored assembly. A trace keeps the request that produced it, so the
+same request can run again with another budget, other sources or other rules, and the two traces
+can be compared item by item: what changed, and why.
+
+    b = engine.replay("acme", trace_id, "bob", budget={"model": "gpt-4o", "window": 2000})
+    d = engine.diff("acme", trace_id, b.trace.id, "bob")   # diff.py
+
+The Engine reads the trace as the agent (traces/reader.py, the one place that refuses a trace of
+another project or agent: a replay re-computes that agent's window, so it needs the same right
+as reading the trace) and hands it here with its assemble function. Replay runs against the
+store as it is now; records added since the original show up in the diff as new items.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..assembly.result import Assembly
+from ..errors import ValidationError
+from .trace import Trace
+
+# Request fields that a replay may override; everything else comes from the stored request.
+OVERRIDABLE = ("budget", "format", "sources", "task", "working_memory", "limits", "rules")
+_BUDGET_INPUT = ("model", "window", "reserve", "section_caps")
+
+
+def stored_request(trace: Trace) -> dict[str, Any]:
+    """The assemble() keyword arguments that produced `trace`."""
+    req = dict(trace.request)
+    budget = req.get("budget")
+    if isinstance(budget, Mapping):
+        req["budget"] = {k: budget[k] for k in _BUDGET_INPUT if k in budget}
+    return {k: v for k, v in req.items() if v is not None}
+
+
+def check_overrides(overrides: Mapping[str, Any]) -> None:
+    unknown = sorted(set(overrides) - set(OVERRIDABLE))
+    if unknown:
+        raise ValidationError(
+            unknown[0], overrides[unknown[0]], f"a replay may change {', '.join(OVERRIDABLE)}"
+        )
+
+
+def replay(trace: Trace, assemble: Callable[..., Assembly], **overrides: Any) -> Assembly:
+    """Run a stored assembly's request again with `overrides` (budget, rules, sources, ...)."""
+    check_overrides(overrides)
+    kwargs = stored_request(trace)
+    kwargs.update({k: v for k, v in overrides.items() if v is not None})
+    accepted = inspect.signature(assemble).parameters
+    if "rules" in kwargs and "rules" not in accepted:
+        raise ValidationError("rules", kwargs["rules"], "this engine's assemble takes no rules")
+    kwargs = {k: v for k, v in kwargs.items() if k in accepted}
+    result = assemble(**kwargs)
+    result.trace.notes["replay_of"] = trace.id
+    return result

@@ -1,0 +1,132 @@
+"""Trace persistence off the assemble hot path.
+
+Every assemble call keeps a trace of ~150-200 items (~100 KB of JSON at 100k records); encoding
+and writing it was about a tenth of the call. `assemble` now hands the trace to this writer and
+returns; one background thread encodes and stores it in the `traces` collection, in call order.
+
+Read-your-writes: a trace stays in memory until its row is committed, so `engine.trace(project, id)` finds
+it the moment `assemble` returns, and `engine.traces(...)` waits for the writer first. `flush()`
+waits for every pending trace; `close()` (called by `engine.close()`) flushes, and an exit hook
+flushes an engine that was never closed. Readers of the store itself (another process, a direct
+`store.list_docs("traces", ...)`) see a trace a few milliseconds later; call `engine.flush()`
+first when that matters.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import weakref
+from collections.abc import Callable
+
+from ..ports import Store
+from .trace import Trace
+
+# A trace whose encoding races a caller's edit of it (e.g. sessions adding notes) is retried.
+RETRIES = 3
+# Past this many unwritten traces, `put` writes on the caller's thread: memory stays bounded.
+MAX_PENDING = 256
+# The thread ends after this long without work (an engine never closed leaves no thread behind).
+IDLE_S = 2.0
+
+
+class TraceWriter:
+    """Stores traces on one background thread, in the order they were put."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.errors: list[str] = []  # writes that failed (the store was closed, ...)
+        self._pending: dict[str, Trace] = {}
+        self._cv = threading.Condition()
+        self._io = threading.Lock()  # held while traces are being written
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        ref = weakref.ref(self)
+        self._exit_hook: Callable[[], None] = lambda: _flush_ref(ref)
+        atexit.register(self._exit_hook)
+
+    def put(self, trace: Trace) -> None:
+        with self._cv:
+            if self._closed:
+                self._write([trace])
+                return
+            self._pending[trace.id] = trace
+            backlog = len(self._pending) >= MAX_PENDING
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop, name="cw-trace-writer", daemon=True
+                )
+                self._thread.start()
+            self._cv.notify()
+        if backlog:
+            self.flush()
+
+    def get(self, trace_id: str) -> Trace | None:
+        """A trace not yet written, or None."""
+        with self._cv:
+            return self._pending.get(trace_id)
+
+    def pending(self) -> int:
+        with self._cv:
+            return len(self._pending)
+
+    def flush(self) -> None:
+        """Write every pending trace now, on the calling thread if the writer has not yet."""
+        with self._io:
+            self._write_pending()
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            self._cv.notify()
+        self.flush()
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=5)
+        atexit.unregister(self._exit_hook)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                if not self._pending and not self._closed:
+                    self._cv.wait(timeout=IDLE_S)
+                if not self._pending:  # idle or closed: `put` starts a new thread when needed
+                    self._thread = None
+                    return
+            with self._io:
+                self._write_pending()
+
+    def _write_pending(self) -> None:
+        with self._cv:
+            batch = list(self._pending.values())
+        if batch:
+            self._write(batch)
+
+    def _write(self, batch: list[Trace]) -> None:
+        for trace in batch:
+            for attempt in range(RETRIES):
+                try:
+                    self.store.put_doc(
+                        "traces",
+                        trace.id,
+                        trace.project,
+                        trace.to_dict(),
+                        trace.created_at,
+                        key=trace.agent,
+                    )
+                    break
+                except RuntimeError as exc:  # the trace changed while it was encoded
+                    if attempt == RETRIES - 1:
+                        self.errors.append(f"trace {trace.id}: {exc}")
+                except Exception as exc:  # a closed or broken store: keep the call alive
+                    self.errors.append(f"trace {trace.id}: {type(exc).__name__}: {exc}")
+                    break
+            with self._cv:
+                if self._pending.get(trace.id) is trace:
+                    del self._pending[trace.id]
+
+
+def _flush_ref(ref: weakref.ref[TraceWriter]) -> None:
+    writer = ref()
+    if writer is not None:
+        writer.flush()
