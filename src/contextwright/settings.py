@@ -25,6 +25,7 @@ from typing import Any
 from .errors import ValidationError
 
 ADMIN = "*"
+DEBUG_ENV_VAR = "CONTEXTWRIGHT_DEBUG_CONTEXT"
 KEY_FORMS = 'give ["project", ...], ["*"] or {"project": "p", "agents": ["agent", ...]}'
 
 
@@ -67,6 +68,12 @@ class KeyScope:
                 f"{where}.agents", agents, "give the agents this key may act as, e.g. ['alice']"
             )
         return cls((project,), tuple(agents))
+
+
+def debug_enabled(environ: Mapping[str, str], name: str = DEBUG_ENV_VAR) -> bool:
+    """Whether the flag `name` of `environ` is on (1, true, yes, on): the "## Context Debug"
+    block of computed context (tasks/debug.py). Here, in the core, because settings read it."""
+    return environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -116,8 +123,6 @@ class Settings:
     ) -> Settings:
         """Read PREFIX_DB, _HOST, _PORT, _API_KEYS (JSON object), _MAX_BODY_BYTES, _RULES_DIR,
         _EMBEDDER, _DEBUG_CONTEXT."""
-        from .tasks.debug import debug_enabled
-
         env = os.environ if environ is None else environ
         kwargs: dict[str, Any] = {}
         if debug_enabled(env, prefix + "DEBUG_CONTEXT"):

@@ -1,6 +1,6 @@
 """The "## Context Debug" block: how a computed context came to be, for a human reading it.
 
-On with `computed_context(..., debug=True)`. `debug_enabled` reads `CONTEXTWRIGHT_DEBUG_CONTEXT`
+On with `computed_context(..., debug=True)`. `debug_enabled` (settings.py) reads `CONTEXTWRIGHT_DEBUG_CONTEXT`
 from an environment mapping; `Settings.from_env` calls it, and the edges that render a computed
 context (`contextwright task context`, `GET .../tasks/{id}/context`) turn the block on when
 `Settings.debug_context` is set. The library never reads the environment itself.
@@ -8,24 +8,18 @@ context (`contextwright task context`, `GET .../tasks/{id}/context`) turn the bl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from ..settings import DEBUG_ENV_VAR as ENV_VAR
+from ..settings import debug_enabled
+from .template import ComputedView
 
-if TYPE_CHECKING:
-    from .computed import ComputedContext
-
-ENV_VAR = "CONTEXTWRIGHT_DEBUG_CONTEXT"
-
-
-def debug_enabled(environ: Mapping[str, str], name: str = ENV_VAR) -> bool:
-    return environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+__all__ = ["ENV_VAR", "debug_enabled", "render_debug"]
 
 
 def _list(items: object) -> str:
     return "[" + ", ".join(str(i) for i in items) + "]" if isinstance(items, list | tuple) else "[]"
 
 
-def render_debug(c: ComputedContext) -> str:
+def render_debug(c: ComputedView) -> str:
     s = c.stats
     sig = s.signals
     matched = s.nodes_matched
