@@ -193,6 +193,47 @@ def test_missing_arguments_are_tool_errors(tool: str) -> None:
     assert engine.store.count() == 0
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments", "says"),
+    [
+        # The SDK drops arguments a tool does not take; the server names them instead.
+        (
+            "session_gauge",
+            {"project": "acme", "agent": "bob", "session": "s1", "budget": "lots"},
+            "budget is not an argument of session_gauge",
+        ),
+        (
+            "post_message",
+            {"project": "acme", "author": "bob", "content": "hi", "visibilty": "private"},
+            "visibilty is not an argument of post_message",
+        ),
+        # A project is an identifier in every tool, as records require.
+        ("search_memory", {"project": "bad name", "agent": "bob", "query": "x"}, "project="),
+        ("session_gauge", {"project": "bad name", "agent": "bob", "session": "s1"}, "project="),
+        # An unknown agent: the fix names calls an MCP client can make, not only Python's.
+        ("search_memory", {"project": "acme", "agent": "nobody", "query": "x"}, "post_message"),
+    ],
+)
+def test_tool_arguments_are_checked_and_errors_name_the_fix(
+    tool: str, arguments: dict[str, Any], says: str
+) -> None:
+    engine = Engine.open("memory://")
+    engine.add(project="acme", author="bob", content="hello")
+    server = build_server(engine)
+
+    async def go() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool(tool, arguments)
+
+    result = asyncio.run(go())
+    try:
+        assert result.is_error
+        assert says in result.content[0].text
+        assert engine.store.count() == 1  # nothing stored
+    finally:
+        engine.close()
+
+
 def test_trace_resources_are_read_as_their_agent() -> None:
     """A trace holds what its agent saw (here alice's private note): the resources give it only
     under its own project and agent; any other URI is "not found" with the message of an id that

@@ -9,7 +9,7 @@ from typing import Any
 
 from .errors import NotFound, ValidationError
 from .ports import Query, Store
-from .records import check_display_name, check_json_text, check_name
+from .records import check_display_name, check_identifier, check_json_text, check_name
 from .roles import ROLE_PROFILES, Agent, RoleProfile, profile_for
 
 
@@ -27,7 +27,7 @@ class AgentDirectory:
         role: str = "default",
         profile: RoleProfile | Mapping[str, Any] | None = None,
     ) -> Agent:
-        check_name("project", project)
+        check_identifier("project", project)
         check_display_name("agent", agent)
         check_name("role", role)
         if profile is None:
@@ -55,7 +55,7 @@ class AgentDirectory:
         return a
 
     def get(self, project: str, agent: str) -> Agent:
-        check_name("project", project)
+        check_identifier("project", project)
         check_name("agent", agent)
         doc = self.store.get_doc("agents", project, f"{project}/{agent}")
         if doc is not None:
@@ -70,11 +70,12 @@ class AgentDirectory:
         raise NotFound(
             "agent",
             agent,
-            f"register it with register_agent() or add a record by it in {project!r}",
+            f"register it as an agent of {project!r} (engine.register_agent, PUT /v1/projects/"
+            f"{project}/agents/{{agent}}) or store a record written by it (post_message over MCP)",
         )
 
     def list(self, project: str) -> list[Agent]:
-        check_name("project", project)
+        check_identifier("project", project)
         registered = {
             d["id"]: Agent.from_dict(d)
             for d in self.store.list_docs("agents", project, limit=10_000)

@@ -16,6 +16,7 @@ from .records import (
     Record,
     build_record,
     check_display_name,
+    check_identifier,
     check_name,
     check_text,
 )
@@ -96,7 +97,7 @@ class RecordBook:
         return count
 
     def get(self, project: str, record_id: str) -> Record:
-        check_name("project", project)
+        check_identifier("project", project)
         check_name("id", record_id)
         found = self.store.get_many(project, [record_id])
         if not found:
@@ -106,7 +107,7 @@ class RecordBook:
     def records(
         self, project: str, *, agent: str | None = None, limit: int = 50, **filters: Any
     ) -> list[Record]:
-        check_name("project", project)
+        check_identifier("project", project)
         if not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise ValidationError("limit", limit, "give a whole number from 1 to 10000")
         unknown = sorted(set(filters) - FILTERS)
@@ -138,7 +139,7 @@ class RecordBook:
         return self.get(project, record_id)
 
     def kv_set(self, project: str, key: str, value: str) -> None:
-        check_name("project", project)
+        check_identifier("project", project)
         check_name("key", key)
         if not isinstance(value, str):
             raise ValidationError("value", value, "give the value as a string")
@@ -151,7 +152,7 @@ class RecordBook:
         self.store.kv_set(project, key, value, self.clock())
 
     def kv_get(self, project: str, key: str) -> str:
-        check_name("project", project)
+        check_identifier("project", project)
         check_name("key", key)
         value = self.store.kv_get(project, key)
         if value is None:

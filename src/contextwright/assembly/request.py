@@ -61,13 +61,13 @@ class AssembleRequest:
         task_id: str | None = None,
     ) -> AssembleRequest:
         """A request from `assemble()`'s arguments, each checked by name (ValidationError)."""
-        check_name("project", project)
+        check_identifier("project", project)
         check_display_name("agent", agent)
         check_task(task)
         fmt = check_format(format)
         bud = Budget.coerce(budget) if budget is not None else None
         if session is not None:
-            check_name("session", session)
+            check_identifier("session", session)
         if milestone is not None:
             check_identifier("milestone", milestone)
         if task_id is not None:

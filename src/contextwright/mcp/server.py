@@ -16,6 +16,7 @@ The SDK is imported by absolute name, so `contextwright.mcp` never shadows it.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -36,6 +37,10 @@ TOOLS = (
     "session_gauge",
     "undo_compaction",
 )
+
+
+# Each tool's parameter names, as registered (build_server): what StrictServer accepts.
+_PARAMETERS: dict[str, frozenset[str]] = {}
 
 
 def _errors_as_tool_errors(fn: Callable[..., T]) -> Callable[..., T]:
@@ -69,14 +74,36 @@ def build_server(engine: Engine, name: str = "contextwright") -> Any:
     except ImportError:  # pragma: no cover - exercised only without the extra
         raise MissingExtra("the MCP server", "mcp", found=installed("mcp")) from None
 
-    server = MCPServer(
+    class StrictServer(MCPServer):
+        """Refuses arguments a tool does not take: the SDK would drop them silently, so a
+        misspelt or misplaced argument (`budget` given to session_gauge) would look accepted."""
+
+        async def call_tool(self, tool_name: str, arguments: dict[str, Any], *a: Any) -> Any:
+            known = _PARAMETERS.get(tool_name)
+            unknown = sorted(set(arguments) - known) if known is not None else []
+            if unknown:
+                from mcp.server.mcpserver.exceptions import ToolError
+
+                raise ToolError(
+                    f"{unknown[0]} is not an argument of {tool_name}: "
+                    f"give only {', '.join(sorted(known or ()))}"
+                )
+            return await super().call_tool(tool_name, arguments, *a)
+
+    server = StrictServer(
         name,
         instructions=(
             "Post what you say, decide and learn with post_message; call assemble_context before "
             "each model call to get your context window, computed for your role and task."
         ),
     )
-    tool = server.tool
+
+    def tool(description: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        def register(fn: Callable[..., T]) -> Callable[..., T]:
+            _PARAMETERS[fn.__name__] = frozenset(inspect.signature(fn).parameters)
+            return server.tool(description=description)(fn)
+
+        return register
 
     @tool(description="Store a message, decision, question or note from an agent.")
     @_errors_as_tool_errors

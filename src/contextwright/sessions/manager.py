@@ -21,7 +21,7 @@ from ..assembly.sources import session_view
 from ..budget import Budget
 from ..errors import NotFound, ValidationError
 from ..ports import Query, Summarizer
-from ..records import Record, check_display_name, check_json_text, check_name
+from ..records import Record, check_display_name, check_identifier, check_json_text, check_name
 from ..summarizers.extractive import ExtractiveSummarizer
 from . import accounting
 from . import state as states
@@ -93,9 +93,9 @@ class SessionManager:
             return self._locks.setdefault(key, threading.RLock())
 
     def load_state(self, project: str, agent: str, session: str) -> states.SessionState:
-        check_name("project", project)
+        check_identifier("project", project)
         check_display_name("agent", agent)
-        check_name("session", session)
+        check_identifier("session", session)
         return states.load(self.store, project, agent, session, self.clock())
 
     def _active(self, project: str, agent: str, session: str) -> states.SessionState:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound, ValidationError
 from ..ports import Query
-from ..records import MAX_NAME_CHARS, Record, build_record, check_name, check_text
+from ..records import MAX_NAME_CHARS, Record, build_record, check_identifier, check_name, check_text
 from .computed import ComputedContext, compute_context
 from .context_map import infer_component
 from .dependencies import extract_dependency_context, handoff_of, latest_handoffs
@@ -101,7 +101,7 @@ class TaskBoard:
         assignee: str | None = None,
     ) -> Record:
         """Validate and store a task (status open) with its `depends_on` edges."""
-        check_name("project", project)
+        check_identifier("project", project)
         check_name("author", author)
         if assignee is not None:
             check_name("assignee", assignee)
@@ -197,7 +197,7 @@ class TaskBoard:
         return found[0]
 
     def find(self, project: str, status: str | None = None, limit: int = 200) -> list[Record]:
-        check_name("project", project)
+        check_identifier("project", project)
         if status is not None:
             check_name("status", status)
         statuses = (status,) if status else None

@@ -10,7 +10,7 @@ from typing import TypeAlias
 
 from ..errors import NotFound, ValidationError
 from ..ports import Store
-from ..records import check_display_name, check_name
+from ..records import check_display_name, check_identifier, check_name
 from .trace import Trace
 from .writer import TraceWriter
 
@@ -31,7 +31,7 @@ def viewers_of(agent: Viewers) -> frozenset[str] | None:
 def read_trace(
     store: Store, writer: TraceWriter, project: str, trace_id: str, agent: Viewers = None
 ) -> Trace:
-    check_name("project", project)
+    check_identifier("project", project)
     check_name("trace_id", trace_id)
     viewers = viewers_of(agent)
     pending = writer.get(trace_id)
@@ -51,7 +51,7 @@ def read_trace(
 def list_traces(
     store: Store, writer: TraceWriter, project: str, agent: Viewers = None, limit: int = 20
 ) -> list[Trace]:
-    check_name("project", project)
+    check_identifier("project", project)
     viewers = viewers_of(agent)
     writer.flush()
     if viewers is None:
