@@ -55,3 +55,21 @@ def test_readme_links_point_to_files() -> None:
     for target in re.findall(r"\]\(([^)#]+)\)", text):
         if not target.startswith("http"):
             assert (ROOT / target).exists(), target
+
+
+QUICKSTART_EXAMPLES = examples(ROOT / "docs" / "quickstart.md")
+
+
+@pytest.mark.parametrize("code,expected", QUICKSTART_EXAMPLES)
+def test_quickstart_example_prints_what_it_shows(code: str, expected: str) -> None:
+    assert QUICKSTART_EXAMPLES
+    test_readme_example_prints_what_it_shows(code, expected)
+
+
+@pytest.mark.parametrize(
+    "page", sorted((ROOT / "docs").rglob("*.md")), ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_doc_links_point_to_files(page: Path) -> None:
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", page.read_text()):
+        if not target.startswith(("http", "mailto:")):
+            assert (page.parent / target).exists(), f"{page.name}: {target}"
