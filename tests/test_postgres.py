@@ -571,3 +571,39 @@ def test_a_database_of_the_old_schema_migrates_to_project_scoped_identity(pg_url
             store.close()
     finally:
         _drop_db(pg_url, "cw_old_identity")
+
+
+def test_neighbours_match_sqlite_in_one_statement(pg: PostgresStore, tmp_path: Path) -> None:
+    """locality.py's batch of (session, time) anchors: the same records, sides and order as the
+    SQLite store, the agent's visibility applied, and one read for the whole batch."""
+    rng = random.Random(3)
+    records = [
+        rec(
+            i,
+            session=f"s{i % 3}",
+            author=rng.choice(["ann", "bob"]),
+            created_at=T0 + i // 2,  # ties in time: the rid decides
+            **(
+                {"visibility": "direct", "to": [rng.choice(["ann", "cy"])]}
+                if rng.random() < 0.3
+                else {}
+            ),
+        )
+        for i in range(60)
+    ]
+    lite = SQLiteStore(str(tmp_path / "n.db"))
+    pg.add_many(records)
+    lite.add_many(records)
+    anchors = [(f"s{i % 3}", T0 + i // 2) for i in range(0, 60, 7)] + [("s9", T0), ("s0", T0)]
+    reads: list[str] = []
+    read = pg._read
+    pg._read = lambda sql, params=None: reads.append(sql) or read(sql, params)  # type: ignore[method-assign]
+    for agent in ("ann", "bob", "cy"):
+        got = pg.neighbours(P, agent, anchors)
+        want = lite.neighbours(P, agent, anchors)
+        assert [([r.id for r in b], [r.id for r in a]) for b, a in got] == [
+            ([r.id for r in b], [r.id for r in a]) for b, a in want
+        ]
+    assert len(reads) == 3
+    assert pg.neighbours(P, "ann", []) == []
+    lite.close()

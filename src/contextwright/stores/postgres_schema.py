@@ -88,6 +88,18 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX status_facts_record ON status_facts(project, record_id, seq);
         """,
     ),
+    (
+        # The open tasks and questions, and the active decisions, are read newest first with a
+        # LIMIT: in time order in the index, the scan stops after the limit instead of sorting
+        # every open record of the project (7,336 at 100k: 39 ms). The kind is in the index so
+        # that the kind filter needs no heap fetch.
+        "m005_status_time",
+        """
+        DROP INDEX records_status;
+        CREATE INDEX records_status ON records(project, current_status, created_at, kind)
+            WHERE current_status IS NOT NULL;
+        """,
+    ),
 ]
 
 # Column types of record_to_row(), in COLUMNS order, for unnest().
