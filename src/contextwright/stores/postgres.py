@@ -49,7 +49,8 @@ MIGRATION_LOCK = 0x636F6E74  # "cont"
 
 VISIBLE = (
     "(r.visibility = 'project' OR r.author = %(agent)s OR (r.visibility = 'direct' AND EXISTS "
-    "(SELECT 1 FROM addressing a WHERE a.name = %(agent)s AND a.how = 'to' AND a.rid = r.rid)))"
+    "(SELECT 1 FROM addressing a WHERE a.name = %(agent)s AND a.how = 'to' AND a.project = r.project "
+    "AND a.rid = r.rid)))"
 )
 COLS = ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(","))
 SELECT = f"SELECT {COLS} FROM records r"
@@ -284,11 +285,15 @@ class PostgresStore(PostgresText, PostgresVectors):
             params["before"] = q.before
         if q.addressed_to is not None:
             where.append(
-                "EXISTS (SELECT 1 FROM addressing ad WHERE ad.name = %(addr)s AND ad.rid = r.rid)"
+                "EXISTS (SELECT 1 FROM addressing ad WHERE ad.project = r.project "
+                "AND ad.name = %(addr)s AND ad.rid = r.rid)"
             )
             params["addr"] = q.addressed_to
         if q.tag is not None:
-            join += " JOIN record_tags tg ON tg.rid = r.rid AND tg.tag = %(tag)s"
+            join += (
+                " JOIN record_tags tg ON tg.project = r.project AND tg.tag = %(tag)s "
+                "AND tg.rid = r.rid"
+            )
             params["tag"] = q.tag
         order = "DESC" if q.newest_first else "ASC"
         sql = (

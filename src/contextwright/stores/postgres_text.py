@@ -120,14 +120,15 @@ class PostgresText:
         # tsvector); only the `limit` best are joined back for their columns, one index lookup
         # each, instead of every row of the window (500 lookups at 100k records).
         sql = (
-            "WITH w AS (SELECT r.rid, r.visibility, r.author, r.tsv FROM records r "
+            "WITH w AS (SELECT r.project, r.rid, r.visibility, r.author, r.tsv FROM records r "
             f"WHERE r.project = %(project)s AND r.tsv @@ ({ors}) "
             "ORDER BY r.rid DESC LIMIT %(window)s), "
             f"s AS (SELECT r.rid, ({present}) * {K1 + 1} / "
             f"(1 + {K1} * (1 - {B} + {B} * length(l.v) / %(avg)s::float8)) AS score "
             "FROM w r CROSS JOIN LATERAL (SELECT strip(r.tsv) AS v OFFSET 0) l "
             f"WHERE true{visible} ORDER BY score DESC, r.rid DESC LIMIT %(limit)s) "
-            f"SELECT {self._cols}, s.score FROM s JOIN records r ON r.rid = s.rid "
+            f"SELECT {self._cols}, s.score FROM s JOIN records r "
+            "ON r.project = %(project)s AND r.rid = s.rid "
             "ORDER BY s.score DESC, r.rid DESC"
         )
         return [Hit(row_to_record(row[:-1]), float(row[-1])) for row in self._read(sql, params)]
