@@ -49,7 +49,7 @@ MIGRATION_LOCK = 0x636F6E74  # "cont"
 
 VISIBLE = (
     "(r.visibility = 'project' OR r.author = %(agent)s OR (r.visibility = 'direct' AND EXISTS "
-    "(SELECT 1 FROM addressing a WHERE a.name = %(agent)s AND a.how = 'to' AND a.project = r.project "
+    "(SELECT 1 FROM addressing a WHERE a.name = %(agent)s AND a.how = 'to' AND a.project = %(project)s "
     "AND a.rid = r.rid)))"
 )
 COLS = ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(","))
@@ -285,7 +285,7 @@ class PostgresStore(PostgresText, PostgresVectors):
             params["before"] = q.before
         if q.addressed_to is not None:
             where.append(
-                "EXISTS (SELECT 1 FROM addressing ad WHERE ad.project = r.project "
+                "EXISTS (SELECT 1 FROM addressing ad WHERE ad.project = %(project)s "
                 "AND ad.name = %(addr)s AND ad.rid = r.rid)"
             )
             params["addr"] = q.addressed_to
