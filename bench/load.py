@@ -165,6 +165,13 @@ def main() -> None:
     ap.add_argument(
         "--db", default=None, help="keep the prepared SQLite file here and reuse it next time"
     )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="serve with `contextwright serve --workers N` (0: its default, one per core); "
+        "without it, one in-process uvicorn worker as before",
+    )
     ap.add_argument("--serve", nargs=2, metavar=("DB", "PORT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
@@ -181,7 +188,16 @@ def main() -> None:
             ingest_s = build_db(path, args.records)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        proc = subprocess.Popen([sys.executable, __file__, "--serve", path, str(port)])
+        if args.workers is None:
+            proc = subprocess.Popen([sys.executable, __file__, "--serve", path, str(port)])
+        else:
+            # The command as a user runs it, with its defaults (workers, GC settling, pool).
+            cmd = [sys.executable, "-m", "contextwright.cli", "serve", "--db", f"sqlite:///{path}",
+                   "--port", str(port), "--log-level", "warning"]  # fmt: skip
+            if args.workers > 0:
+                cmd += ["--workers", str(args.workers)]
+            env = {**os.environ, "CONTEXTWRIGHT_API_KEYS": json.dumps({KEY: [PROJECT]})}
+            proc = subprocess.Popen(cmd, env=env)
         try:
             wait_ready(base, proc)
             print(
@@ -206,6 +222,7 @@ def main() -> None:
         clients=args.clients,
         assemble_share=args.assemble_share,
         ingest_records_per_s=round(args.records / ingest_s) if ingest_s else None,
+        workers=args.workers,
         load_average=[round(x, 2) for x in os.getloadavg()],
         cpus=os.cpu_count(),
     )

@@ -33,7 +33,9 @@ from assemble import (
     _requests,
     _stats,
     call_ms,
+    cpu_reference_ms,
     generate,
+    machine,
 )
 
 from contextwright import Engine
@@ -106,6 +108,7 @@ def run(n: int, calls: int, workdir: str, synchronous_commit: str = "on") -> dic
                 engine.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
         times: dict[str, list[float]] = {name: [] for name in engines}
         reads: dict[str, list[float]] = {name: [] for name in engines}
+        reference: list[float] = []  # the machine's speed beside the calls (assemble.py)
         tokens: dict[str, list[int]] = {name: [] for name in engines}
         for agent, task, day in reqs:
             session = f"{agent}-{day}"
@@ -117,17 +120,31 @@ def run(n: int, calls: int, workdir: str, synchronous_commit: str = "on") -> dic
                 t = time.perf_counter()
                 _baseline_queries(engine, agent, task, session)
                 reads[name].append((time.perf_counter() - t) * 1000)
+            reference.append(cpu_reference_ms())
         for name, engine in engines.items():
             out[name]["assemble_ms"] = _stats(times[name])
             out[name]["store_reads_ms"] = _stats(reads[name])
             out[name]["window_tokens_p50"] = sorted(tokens[name])[len(tokens[name]) // 2]
             engine.close()
-        return {"records": n, "calls": calls, "synchronous_commit": synchronous_commit, **out}
+        ratio = out["postgres"]["assemble_ms"]["p50"] / max(
+            out["sqlite"]["assemble_ms"]["p50"], 1e-9
+        )
+        return {
+            "machine": machine(),
+            "records": n,
+            "calls": calls,
+            "synchronous_commit": synchronous_commit,
+            "cpu_reference_ms_p50": round(sorted(reference)[len(reference) // 2], 3),
+            "postgres_over_sqlite_p50": round(ratio, 2),
+            **out,
+        }
     finally:
         server.cleanup()
 
 
 def _print(report: dict[str, Any]) -> None:
+    m = report["machine"]
+    print(f"machine: {m['nproc']} cpu · {m['cpu']} · python {m['python']} · sqlite {m['sqlite']}")
     print(
         f"{report['records']} records, {report['calls']} assemble calls per store, "
         f"PostgreSQL synchronous_commit={report['synchronous_commit']}"
@@ -143,6 +160,10 @@ def _print(report: dict[str, Any]) -> None:
             f"{r['store_reads_ms']['p50']:>10.2f} {r['ingest']['batched_records_per_s']:>10} "
             f"{r['ingest']['single_records_per_s']:>9} {r['window_tokens_p50']:>11}"
         )
+    print(
+        f"PostgreSQL p50 / SQLite p50 in this run: {report['postgres_over_sqlite_p50']}x; "
+        f"CPU reference p50 {report['cpu_reference_ms_p50']} ms"
+    )
 
 
 def main() -> None:

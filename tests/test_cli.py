@@ -357,6 +357,8 @@ def test_servers_settle_the_heap_just_before_they_answer(
     calls: list[str] = []
     monkeypatch.setattr(service, "settle_heap", lambda: calls.append("settle"))
     monkeypatch.setattr(uvicorn.Server, "run", lambda self: calls.append("run"))
+    # One process, as on a one-core machine (many workers each settle their own heap: workers.py).
+    monkeypatch.setattr("contextwright.server.workers.default_workers", lambda: 1)
 
     class Server:
         def run(self, *args: object, **kwargs: object) -> None:

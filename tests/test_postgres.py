@@ -571,3 +571,104 @@ def test_a_database_of_the_old_schema_migrates_to_project_scoped_identity(pg_url
             store.close()
     finally:
         _drop_db(pg_url, "cw_old_identity")
+
+
+def test_neighbours_match_sqlite_in_one_statement(pg: PostgresStore, tmp_path: Path) -> None:
+    """locality.py's batch of (session, time) anchors: the same records, sides and order as the
+    SQLite store, the agent's visibility applied, and one read for the whole batch."""
+    rng = random.Random(3)
+    records = [
+        rec(
+            i,
+            session=f"s{i % 3}",
+            author=rng.choice(["ann", "bob"]),
+            created_at=T0 + i // 2,  # ties in time: the rid decides
+            **(
+                {"visibility": "direct", "to": [rng.choice(["ann", "cy"])]}
+                if rng.random() < 0.3
+                else {}
+            ),
+        )
+        for i in range(60)
+    ]
+    lite = SQLiteStore(str(tmp_path / "n.db"))
+    pg.add_many(records)
+    lite.add_many(records)
+    anchors = [(f"s{i % 3}", T0 + i // 2) for i in range(0, 60, 7)] + [("s9", T0), ("s0", T0)]
+    reads: list[str] = []
+    read = pg._read
+    pg._read = lambda sql, params=None: reads.append(sql) or read(sql, params)  # type: ignore[method-assign]
+    for agent in ("ann", "bob", "cy"):
+        got = pg.neighbours(P, agent, anchors)
+        want = lite.neighbours(P, agent, anchors)
+        assert [([r.id for r in b], [r.id for r in a]) for b, a in got] == [
+            ([r.id for r in b], [r.id for r in a]) for b, a in want
+        ]
+    assert len(reads) == 3
+    assert pg.neighbours(P, "ann", []) == []
+    lite.close()
+
+
+# Indexes that do not lead with the project, and why (docs/scaling.md): a GIN index on one column,
+# the store-wide insertion order (not unique: a sharded table may keep it per shard), and the
+# documents, whose (collection, id) is unique across projects by the store contract.
+NOT_PROJECT_FIRST = {"records_tsv", "records_rid", "docs_pkey", "docs_by_key", "migrations_pkey"}
+
+
+def test_every_key_and_index_leads_with_the_project(pg: PostgresStore) -> None:
+    """What sharding by project (Citus) needs: the project in every primary key and unique
+    constraint, and first in every index, but for the exceptions named above."""
+    rows = pg._read(
+        "SELECT i.relname, a.attname, x.indisunique FROM pg_index x "
+        "JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
+        "JOIN pg_namespace n ON n.oid = t.relnamespace "
+        "LEFT JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = x.indkey[0] "
+        "WHERE n.nspname = current_schema()"
+    )
+    assert len(rows) > 15
+    leading = {name: column for name, column, _ in rows}
+    assert {n for n, c in leading.items() if c != "project"} == NOT_PROJECT_FIRST
+    tables = {r[0] for r in pg._read(
+        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}  # fmt: skip
+    keyed = {r[0] for r in pg._read(
+        "SELECT c.conrelid::regclass::text FROM pg_constraint c WHERE c.contype = 'p' AND "
+        "EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.conrelid "
+        "AND a.attname = 'project' AND a.attnum = ANY(c.conkey))")}  # fmt: skip
+    assert tables - keyed == {"docs", "migrations"}
+
+
+def test_m006_gives_addressing_and_tags_their_project(pg_url: str) -> None:
+    """m006_project_keys on a database of m001-m005 holding addressed, tagged, embedded records."""
+    url = _other_db(pg_url, "cw_old_keys")
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ)")
+            for name, script in MIGRATIONS:
+                if name < "m006":
+                    conn.execute(script)
+                    conn.execute("INSERT INTO migrations VALUES (%s, now())", (name,))
+            for rid, project in ((1, "alpha"), (2, "beta")):
+                conn.execute(
+                    "INSERT INTO records (rid, id, project, author, kind, recipients, visibility, "
+                    "mentions, tags, refs, pinned, created_at, content, tokens, content_hash, "
+                    "meta) VALUES (%s, 'd-1', %s, 'ann', 'message', '[\"bob\"]', 'direct', '[]', "
+                    "'[\"red\"]', '[]', 0, 1.0, 'secret words', 2, 'h', '{}')",
+                    (rid, project),
+                )
+                conn.execute("INSERT INTO addressing VALUES ('bob', 'to', %s)", (rid,))
+                conn.execute("INSERT INTO record_tags VALUES ('red', %s)", (rid,))
+        store = PostgresStore(url, max_size=1)
+        try:
+            assert store.applied_migrations()[-1] == "m006_project_keys"
+            for project in ("alpha", "beta"):
+                seen = store.query(Query(project, "bob"))
+                assert [r.id for r in seen] == ["d-1"]
+                assert store.query(Query(project, "cy")) == []
+                assert [r.id for r in store.query(Query(project, None, addressed_to="bob"))] == [
+                    "d-1"
+                ]
+                assert [r.id for r in store.query(Query(project, None, tag="red"))] == ["d-1"]
+        finally:
+            store.close()
+    finally:
+        _drop_db(pg_url, "cw_old_keys")

@@ -151,6 +151,10 @@ def content_hash(text: str) -> str:
 
 
 def parse_mentions(text: str) -> tuple[str, ...]:
+    if "@" not in text:
+        # The pattern has no literal prefix, so the regex engine tries it at every character: a
+        # long tool result without an @ cost ~0.1 ms, most of a batched add's own time.
+        return ()
     seen: dict[str, None] = {}
     for match in MENTION_RE.finditer(text):
         quoted = match.group(1)

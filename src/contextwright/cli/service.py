@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import re
 import socket
 
@@ -30,9 +31,20 @@ def settle_heap() -> None:
     default=None,
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
 )
+@click.option(
+    "--workers",
+    default=None,
+    type=click.IntRange(1, 256),
+    help="Server processes on the one database (default: one per CPU core).",
+)
 @pass_state
 def serve(
-    state: State, db: str | None, host: str | None, port: int | None, log_level: str | None
+    state: State,
+    db: str | None,
+    host: str | None,
+    port: int | None,
+    log_level: str | None,
+    workers: int | None,
 ) -> None:
     """Run the HTTP API and the inspector on 127.0.0.1 (SQLite file by default; --db for any store)."""
     try:
@@ -42,9 +54,15 @@ def serve(
         raise MissingExtra("contextwright serve", "server") from None
 
     from ..server import create_app
+    from ..server.workers import check_workers, default_workers, pool_url, to_env
 
     if db:
         state.settings = state.settings.with_(db=db)
+    if workers is None:
+        # memory:// is one process's store: more processes would each have their own.
+        workers = 1 if state.settings.db.startswith("memory:") else default_workers()
+    check_workers(workers, state.settings.db)
+    state.settings = state.settings.with_(db=pool_url(state.settings.db, workers))
     settings = state.settings.with_(
         **{
             k: v
@@ -56,13 +74,31 @@ def serve(
         with socket.socket() as sock:
             sock.bind((settings.host, 0))
             settings = settings.with_(port=int(sock.getsockname()[1]))
+    shown = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+    shown_db = re.sub(r"://[^/@]*@", "://***@", settings.db)  # never print a password
+    if workers > 1:
+        # Each worker opens its own engine (the factory reads these settings back); opening the
+        # store once here first applies the migrations before N processes race for them.
+        state.engine  # noqa: B018
+        state.close()
+        os.environ.update(to_env(settings))
+        click.echo(f"contextwright serving {shown_db} with {workers} workers", err=True)
+        click.echo(f"inspector: http://{shown}:{settings.port}/inspector/", err=True)
+        click.echo(f"API docs:  http://{shown}:{settings.port}/docs", err=True)
+        uvicorn.run(
+            "contextwright.server.workers:app_from_env",
+            factory=True,
+            workers=workers,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+        )
+        return
     app = create_app(state.engine, settings)
     config = uvicorn.Config(
         app, host=settings.host, port=settings.port, log_level=settings.log_level
     )
     server = uvicorn.Server(config)
-    shown = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
-    shown_db = re.sub(r"://[^/@]*@", "://***@", settings.db)  # never print a password
     click.echo(f"contextwright serving {shown_db}", err=True)
     click.echo(f"inspector: http://{shown}:{settings.port}/inspector/", err=True)
     click.echo(f"API docs:  http://{shown}:{settings.port}/docs", err=True)

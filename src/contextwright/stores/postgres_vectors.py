@@ -27,7 +27,10 @@ M003_VECTORS = """
         CREATE INDEX vectors_project ON vectors(project, model);
 """
 
-_MISSING = "NOT EXISTS (SELECT 1 FROM vectors v WHERE v.rid = r.rid AND v.model = %(model)s)"
+_MISSING = (
+    "NOT EXISTS (SELECT 1 FROM vectors v WHERE v.project = r.project AND v.rid = r.rid "
+    "AND v.model = %(model)s)"
+)
 
 
 def vector_literal(vec: Any) -> str:
@@ -64,7 +67,7 @@ class PostgresVectors:
                 cur.executemany(
                     "INSERT INTO vectors (rid, model, project, embedding) "
                     "SELECT rid, %s, project, %s::vector FROM records WHERE project = %s AND id = %s "
-                    "ON CONFLICT (rid, model) DO UPDATE SET embedding = excluded.embedding",
+                    "ON CONFLICT (project, rid, model) DO UPDATE SET embedding = excluded.embedding",
                     params,
                 )
 
@@ -78,7 +81,7 @@ class PostgresVectors:
         visible = f" AND {self._visible}" if agent is not None else ""
         sql = (
             f"SELECT {self._cols}, 1 - (v.embedding <=> %(vec)s::vector) AS score FROM vectors v "
-            "JOIN records r ON r.rid = v.rid "
+            "JOIN records r ON r.project = v.project AND r.rid = v.rid "
             f"WHERE v.project = %(project)s AND v.model = %(model)s{visible} "
             "ORDER BY v.embedding <=> %(vec)s::vector, r.rid LIMIT %(limit)s"
         )

@@ -112,3 +112,28 @@ class SQLiteFacts:
             (project, len(prefix), prefix),
         )
         return {k: v for k, v in rows}
+
+    def _status(
+        self,
+        conn: sqlite3.Connection,
+        project: str,
+        record_id: str,
+        status: str,
+        by: str,
+        at: float,
+        note: str,
+    ) -> None:
+        found = conn.execute(
+            "SELECT 1 FROM records WHERE project = ? AND id = ?", (project, record_id)
+        ).fetchone()
+        if found is None:
+            return  # a fact about no record of the project (as in the memory store): none kept
+        conn.execute(
+            "INSERT INTO status_facts (project, record_id, status, by, at, note) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (project, record_id, status, by, at, note),
+        )
+        conn.execute(
+            "UPDATE records SET current_status = ? WHERE project = ? AND id = ?",
+            (status, project, record_id),
+        )

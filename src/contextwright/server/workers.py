@@ -1,0 +1,88 @@
+"""Many server processes on one database: `contextwright serve --workers N`.
+
+uvicorn starts N processes that share the listening socket; each builds its own engine and app
+from the settings its parent put in the environment (`to_env`), the same way `Settings.from_env`
+reads them for one process. The processes share nothing but the database: every per-process cache
+of the engine and the stores is keyed by the project's store version, which every write through any
+process raises in its own transaction (docs/scaling.md).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+from typing import Any
+
+from fastapi import FastAPI
+
+from ..errors import ValidationError
+from ..settings import Settings
+
+# The database's connection budget that the workers share: PostgreSQL allows 100 by default; a
+# few are left for psql, backups and migrations.
+PG_CONNECTIONS = 90
+PG_POOL_MAX = 8  # one process: its source threads and the server's request threads
+
+
+def default_workers(cpus: int | None = None) -> int:
+    """One process per core: the engine's work is Python (the GIL), so a process per core is what
+    a machine can run at once; the database's waits are covered by each process's threads."""
+    n = os.cpu_count() if cpus is None else cpus
+    return max(1, n or 1)
+
+
+def check_workers(workers: int, db: str) -> None:
+    if workers > 1 and db.startswith("memory:"):
+        raise ValidationError(
+            "workers", workers, "use --workers 1 with memory:// (each process would have its own "
+            "store), or a sqlite:/// file or postgresql:// database",
+        )  # fmt: skip
+
+
+def pool_url(db: str, workers: int) -> str:
+    """`db` with a per-process pool size, unless it names one: PG_POOL_MAX each, fewer when
+    the workers together would pass PG_CONNECTIONS."""
+    if not db.startswith(("postgresql:", "postgres:")) or "pool_max=" in db:
+        return db
+    size = max(2, min(PG_POOL_MAX, PG_CONNECTIONS // max(workers, 1)))
+    return db + ("&" if "?" in db else "?") + f"pool_max={size}"
+
+
+def to_env(settings: Settings, prefix: str = "CONTEXTWRIGHT_") -> dict[str, str]:
+    """The environment from which `Settings.from_env` gives back `settings`."""
+    keys: dict[str, Any] = {
+        key: list(scope.projects)
+        if scope.agents is None
+        else {"project": scope.projects[0], "agents": list(scope.agents)}
+        for key, scope in settings.api_keys.items()
+    }
+    env = {
+        "DB": settings.db,
+        "HOST": settings.host,
+        "PORT": str(settings.port),
+        "MAX_BODY_BYTES": str(settings.max_body_bytes),
+        "LOG_LEVEL": settings.log_level,
+        "EMBEDDER": settings.embedder,
+        "RULES_DIR": settings.rules_dir or "",
+        "API_KEYS": json.dumps(keys) if keys else "",
+    }
+    return {prefix + k: v for k, v in env.items()}
+
+
+def app_from_env() -> FastAPI:
+    """uvicorn's factory in each worker process: the engine and the app of the parent's settings."""
+    from ..engine import Engine
+    from . import create_app
+
+    settings = Settings.from_env()
+    options: dict[str, Any] = {}
+    if settings.rules_dir:
+        options["rules"] = settings.rules_dir
+    if settings.embedder != "none":
+        options["embedder"] = settings.embedder
+    app = create_app(Engine.open(settings.db, **options), settings)
+    # As cli.service.settle_heap: start-up's objects out of every later full GC collection.
+    gc.collect()
+    gc.freeze()
+    return app
