@@ -499,3 +499,24 @@ def test_writer_bounds_its_backlog_and_its_thread_ends_when_idle(
     writer.close()  # a new thread was started for it, and close() waited for the write
     assert engine.store.get_doc("traces", "p", "again") is not None
     engine.close()
+
+
+def test_superseded_by_seeks_its_index(tmp_path: Path) -> None:
+    """Which decision replaced which is read through records_supersedes: an ORDER BY the
+    (project, created_at) index could serve made SQLite walk the whole project instead (55 ms
+    at 100k records, on a quarter of cold calls)."""
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    engine = Engine(store)
+    old = engine.add(project="p", author="a", kind="decision", content="use REST").id
+    new = engine.add(
+        project="p", author="a", kind="decision", content="use gRPC", supersedes=old
+    ).id
+    conn = store._conn()
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    assert store.superseded_by("p", [old]) == {old: new}
+    conn.set_trace_callback(None)
+    [sql] = [s for s in statements if "supersedes IN" in s]
+    plan = " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
+    assert "records_supersedes" in plan, plan
+    engine.close()

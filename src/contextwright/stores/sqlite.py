@@ -420,9 +420,12 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         if not ids:
             return {}
         marks = ", ".join("?" * len(ids))
+        # `+created_at`: an ORDER BY that the (project, created_at) index could serve made the
+        # planner walk the whole project in time order (55 ms at 100k records, on a quarter of
+        # cold calls) instead of seeking records_supersedes and sorting the few rows it finds.
         rows = self._conn().execute(
             f"SELECT supersedes, id FROM records WHERE project = ? AND supersedes IN ({marks}) "
-            "ORDER BY created_at, rid",
+            "ORDER BY +created_at, rid",
             [project, *ids],
         )
         return {old: new for old, new in rows}
