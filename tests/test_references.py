@@ -53,6 +53,31 @@ def test_references_that_resolve_raise_no_warning(eng: Engine) -> None:
     assert "warnings" not in {n for n, items in result.sections.items() if items}
 
 
+def test_references_in_messages_to_the_agent_are_checked(eng: Engine) -> None:
+    """What a peer asks the agent to read must exist: a missing key or file in a message
+    addressed to it is a warning, as in its task; references of messages to others are not its
+    business (and reading them would tell what those messages say)."""
+    eng.kv_set("p", "deploy.url", "https://example.test")
+    eng.add(project="p", author="alice", to=["bob"], visibility="direct",
+            content="@bob deploy with @kv:deploy.url and @kv:deploy.token, see @docs/deploy.md")  # fmt: skip
+    eng.add(project="p", author="alice", to=["carol"], visibility="direct",
+            content="@carol read @kv:carol.secret")  # fmt: skip
+    result = eng.assemble("p", "bob", "deploy the service", budget=2000)
+    assert result.warnings == [
+        "@kv:deploy.token: no KV key 'deploy.token' in project 'p' (in a message from alice); "
+        "set it with kv_set('p', 'deploy.token', ...) or fix the key",
+        "@docs/deploy.md: no file or artifact 'docs/deploy.md' is known in project 'p' "
+        "(in a message from alice); add it as a record (kind='file', tags=['docs/deploy.md']) "
+        "or fix the path",
+    ]
+    assert eng.trace("p", result.trace.id).warnings == result.warnings
+    eng.kv_set("p", "deploy.token", "t0k3n")
+    eng.add(
+        project="p", author="alice", kind="file", content="how to deploy", tags=["docs/deploy.md"]
+    )
+    assert eng.assemble("p", "bob", "deploy the service", budget=2000).warnings == []
+
+
 def test_a_record_the_agent_may_not_see_reads_as_missing(eng: Engine) -> None:
     secret = eng.add(project="p", author="alice", content="the root password", visibility="private")
     other = eng.add(project="q", author="alice", content="another project")

@@ -144,6 +144,40 @@ def validate_refs(
     return out
 
 
+# How many references of addressed messages one call checks: each is a store read or two.
+MAX_ADDRESSED_REFS = 16
+
+
+def addressed_refs(
+    store: Store,
+    project: str,
+    agent: str,
+    records: Sequence[Record],
+    *,
+    root: Path | None = None,
+) -> list[Unresolved]:
+    """The @references that messages addressed to `agent` make and that do not resolve: what a
+    peer asked it to read (`@kv:deploy.url`, `@src/auth.ts`, `@rec:ID`) is missing, so the agent
+    is told rather than left to look. Only explicit forms and paths are checked (a bare `@name` is
+    most often the agent itself or a peer), each once, at most MAX_ADDRESSED_REFS a call."""
+    out: list[Unresolved] = []
+    seen: set[str] = set()
+    for r in records:
+        for ref in r.mentions:
+            explicit = ref.startswith(("kv:", "rec:", "file:")) or looks_like_path(ref)
+            if not explicit or ref in seen or len(seen) >= MAX_ADDRESSED_REFS:
+                continue
+            seen.add(ref)
+            problem = check_reference(store, project, agent, ref, root=root)
+            if problem is not None:
+                out.append(
+                    Unresolved(
+                        ref, f"{problem.problem} (in a message from {r.author})", problem.fix
+                    )
+                )
+    return out
+
+
 # The fields of a record that name another record, and whether the writer must be able to see it.
 _LINKS = (("supersedes", True), ("reply_to", False))
 

@@ -26,7 +26,7 @@ from .cache import SourceCache
 from .candidates import synthetic
 from .packing import Decision, drop_last, pack
 from .pipeline import merge, run_sources
-from .references import validate_refs
+from .references import addressed_refs, validate_refs
 from .render import render
 from .request import AssembleRequest
 from .result import Assembly
@@ -161,6 +161,11 @@ class Assembler:
             role=agent_obj.profile,
         )
         excluded: list[Decision] = [*duplicates, *left_out]
+        addressed = [r for c in kept if "addressed" in (c.source, *c.sources) for r in c.records]
+        warnings.extend(
+            str(u)
+            for u in addressed_refs(self.store, project, agent, addressed, root=self.rules.root)
+        )
         kept.extend(synthetic(self.counter, task, warnings, request.working_memory))
         t_merge = time.perf_counter()
 
