@@ -113,8 +113,17 @@ class Engine:
             self.sources.append(self.tasks.source)
 
     @classmethod
-    def open(cls, url: str = "sqlite:///contextwright.db", **kwargs: Any) -> Engine:
-        return cls(open_store(url), **kwargs)
+    def open(
+        cls,
+        url: str = "sqlite:///contextwright.db",
+        *,
+        embedder: Embedder | str | None = "auto",
+        **kwargs: Any,
+    ) -> Engine:
+        """The engine over the store at `url`, with vectors on wherever the `vectors` extra is
+        installed (`embedder="auto"`, see embedders/__init__.py; the model loads in the
+        background); `embedder=None` turns them off."""
+        return cls(open_store(url), embedder=embedder, **kwargs)
 
     def flush(self) -> None:
         """Wait until every trace of an assemble call is in the store (they are written by a

@@ -82,8 +82,9 @@ class Settings:
     rules_dir: str | None = None
     """A directory of JSON context rules to load at startup (when rules are available)."""
     log_level: str = "warning"
-    embedder: str = "none"
-    """Vector search: "minilm" (the `vectors` extra), "hash", "static:PATH", or "none"."""
+    embedder: str = "auto"
+    """Vector search: "auto" (minilm where the `vectors` extra is installed), "minilm", "hash",
+    "static:PATH", or "none"."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:

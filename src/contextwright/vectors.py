@@ -231,65 +231,146 @@ class VectorSource:
 
 
 class Vectors:
-    """The engine's vector side: owns the worker and the source, and reports on every trace."""
+    """The engine's vector side: loads the embedder, owns the worker and the source, and reports
+    on every trace.
+
+    A model given by name ("minilm", or "auto" where that resolves to it) loads on a background
+    thread, so that no call waits for it: until it is ready each call runs on full text, and its
+    warnings and trace (`notes.vectors.state`: "loading") say so. Records added meanwhile are
+    embedded once it is. A name no embedder has raises at once; a missing extra or a model that
+    fails to load leaves the engine on full text, with a warning on every call."""
 
     def __init__(self, engine: Engine, embedder: Embedder | str | None) -> None:
-        from .embedders import load_embedder
-        from .errors import ValidationError
+        from .embedders import resolve_name
 
         self.engine = engine
         self.embedder: Embedder | None = None
         self.worker: EmbeddingWorker | None = None
         self.source: VectorSource | None = None
+        self.configured: str | None = None  # the embedder asked for, by name
+        self.state = "off"  # "off", "loading", "on" or "failed"
         self.problem: str | None = "no embedder configured; relevance is full text alone"
+        self._lock = threading.Lock()
+        self._closed = False
+        self._loaded = threading.Event()
+        self._loaded.set()
+        self.load_s: float | None = None
         if embedder is None:
             return
-        if isinstance(embedder, str):
-            try:
-                self.embedder = load_embedder(embedder)
-            except ValidationError:
-                raise
-            except Exception as exc:  # missing extra, corrupt model: fall back, loudly
+        if not isinstance(embedder, str):
+            self.configured = embedder.name
+            self._start(embedder)
+            return
+        given = embedder
+        name = resolve_name(embedder)  # a name no embedder has raises here, before anything
+        if name == "none":
+            if given == "auto":
                 self.problem = (
-                    f"embedder {embedder!r} failed to load ({type(exc).__name__}: {exc}); "
-                    "relevance is full text alone"
+                    "vectors are off: the vectors extra is not installed "
+                    "(pip install 'contextwright[vectors]'); relevance is full text alone"
                 )
-                return
-        else:
-            self.embedder = embedder
-        if self.embedder is None:
             return
+        self.configured = name
         if not supports_vectors(engine.store):
-            self.problem = (
-                f"store {engine.store.url} keeps no vectors; relevance is full text alone"
-            )
-            self.embedder = None
+            self._fail(f"store {engine.store.url} keeps no vectors; relevance is full text alone")
             return
+        missing = _missing(name)
+        if missing is not None:
+            self._fail(
+                f"embedder {name!r} failed to load ({missing}); relevance is full text alone"
+            )
+            return
+        if name != "minilm":  # the hash and static tables load in milliseconds
+            self._load(name)
+            return
+        self.state = "loading"
         self.problem = None
-        self.source = VectorSource(self.embedder)
-        self.worker = EmbeddingWorker(engine.store, self.embedder)  # type: ignore[arg-type]
-        engine.sources.append(self.source)
+        self._loaded.clear()
+        threading.Thread(
+            target=self._load, args=(name,), name="cw-embedder-load", daemon=True
+        ).start()
+
+    def _load(self, name: str) -> None:
+        from .embedders import load_embedder
+
+        t0 = time.perf_counter()
+        try:
+            loaded = load_embedder(name)
+        except Exception as exc:  # missing extra, corrupt model: fall back, loudly
+            self._fail(
+                f"embedder {name!r} failed to load ({type(exc).__name__}: {exc}); "
+                "relevance is full text alone"
+            )
+        else:
+            self.load_s = round(time.perf_counter() - t0, 3)
+            if loaded is not None:
+                self._start(loaded)
+        finally:
+            self._loaded.set()
+
+    def _fail(self, problem: str) -> None:
+        self.state, self.problem, self.embedder = "failed", problem, None
+
+    def _start(self, embedder: Embedder) -> None:
+        if not supports_vectors(self.engine.store):
+            self._fail(
+                f"store {self.engine.store.url} keeps no vectors; relevance is full text alone"
+            )
+            return
+        with self._lock:
+            if self._closed:
+                return
+            self.embedder = embedder
+            self.source = VectorSource(embedder)
+            self.worker = EmbeddingWorker(self.engine.store, embedder)  # type: ignore[arg-type]
+            # Appended whole: a call that started before this sees the old list (pick_sources
+            # copies it) and ran on full text, as its warnings say.
+            self.engine.sources.append(self.source)
+            self.problem = None
+            self.state = "on"
 
     @property
     def on(self) -> bool:
         return self.worker is not None
+
+    @property
+    def loading(self) -> bool:
+        return self.state == "loading"
 
     def notify(self) -> None:
         if self.worker is not None:
             self.worker.notify()
 
     def wait(self, timeout: float | None = None) -> bool:
-        return True if self.worker is None else self.worker.wait(timeout)
+        """Block until the embedder has loaded and every record stored so far has a vector;
+        True at once when vectors are off; False on timeout or when the embedder failed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._loaded.wait(timeout):
+            return False
+        if self.state == "failed":
+            return False
+        if self.worker is None:
+            return True
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        return self.worker.wait(left)
 
     def status(self) -> dict[str, Any]:
         if self.worker is None or self.embedder is None:
-            return {"on": False, "reason": self.problem}
-        out: dict[str, Any] = {
+            out: dict[str, Any] = {"on": False, "state": self.state, "reason": self.problem}
+            if self.configured is not None:
+                out["configured"] = self.configured
+            if self.state == "loading":
+                out["reason"] = f"embedder {self.configured!r} is loading; full text alone"
+            return out
+        out = {
             "on": True,
+            "state": "on",
             "embedder": self.embedder.name,
             "fusion": self.engine.scoring.fusion,
             "lag": self.worker.lag(),
         }
+        if self.load_s is not None:
+            out["load_s"] = self.load_s
         compute = getattr(self.embedder, "compute", None)
         if compute is not None:  # MiniLM: the int8 build or the packaged model (quantized.py)
             out["compute"] = compute
@@ -301,12 +382,14 @@ class Vectors:
         return out
 
     def warnings(self) -> list[str]:
+        """What a call ran on instead of its configuration: every call says it while true."""
+        if self.state == "loading":
+            return [
+                f"the embedder {self.configured!r} is still loading: this window was ranked on "
+                "full text alone, without vector search"
+            ]
         if self.worker is None:
-            return (
-                []
-                if self.problem is None or self.problem.startswith("no embedder")
-                else [self.problem]
-            )
+            return [self.problem] if self.state == "failed" and self.problem else []
         if self.worker.error:
             return [f"the embedder is failing ({self.worker.error}); vector results may be stale"]
         return []
@@ -315,5 +398,25 @@ class Vectors:
         trace.notes["vectors"] = self.status()
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True  # a model still loading is dropped when it arrives
         if self.worker is not None:
             self.worker.stop()
+
+
+def _missing(name: str) -> str | None:
+    """Why `name` cannot load on this machine, found without loading it (which takes seconds)."""
+    if name != "minilm":
+        return None
+    from .embedders import vectors_installed
+    from .errors import MissingExtra
+
+    if not vectors_installed():
+        return str(MissingExtra("the MiniLM embedder", "vectors"))
+    try:
+        from .embedders.minilm import model_path
+
+        model_path()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None

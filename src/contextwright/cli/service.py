@@ -51,6 +51,7 @@ def serve(
         with socket.socket() as sock:
             sock.bind((settings.host, 0))
             settings = settings.with_(port=int(sock.getsockname()[1]))
+    state.serving = True
     app = create_app(state.engine, settings)
     config = uvicorn.Config(
         app, host=settings.host, port=settings.port, log_level=settings.log_level
@@ -83,6 +84,7 @@ def mcp(state: State, transport: str, host: str, db: str | None, port: int) -> N
 
     if db:
         state.settings = state.settings.with_(db=db)
+    state.serving = True
     server = build_server(state.engine)
     settle_heap()
     if transport == "stdio":
