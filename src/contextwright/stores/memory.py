@@ -12,7 +12,7 @@ from typing import Any
 
 from ..ports import Hit, Query
 from ..records import Record
-from ._rows import _WORD_RE, STOPWORDS, RecordId, plan_batch, query_terms
+from ._rows import RecordId, fold_latin, plan_batch, query_terms, words
 from ._vectors import MemoryVectors
 
 
@@ -97,7 +97,7 @@ class MemoryStore(MemoryVectors):
         return self._time_sort(found, q.newest_first)[: q.limit]
 
     def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
-        terms = query_terms(text)
+        terms = list(dict.fromkeys(fold_latin(t) for t in query_terms(text)))
         if not terms or limit <= 0:
             return []
         with self._lock:
@@ -275,5 +275,6 @@ class MemoryStore(MemoryVectors):
 
 
 def _all_words(text: str) -> list[str]:
-    """Every non-stopword occurrence (BM25 needs term frequencies, not unique terms)."""
-    return [w for w in _WORD_RE.findall(text.lower()) if len(w) > 1 and w not in STOPWORDS]
+    """Every word occurrence (BM25 needs term frequencies, not unique terms), folded as SQLite's
+    index folds them, so that "cafe" finds "café" in either store."""
+    return [fold_latin(w) for w in words(text)]
