@@ -196,7 +196,7 @@ def fold_latin(word: str) -> str:
     (remove_diacritics) indexes it; other scripts keep theirs, as they do there."""
     if word.isascii():
         return word
-    out = []
+    out: list[str] = []
     for ch in unicodedata.normalize("NFD", word):
         if unicodedata.combining(ch) and out and out[-1] < "\u0250":  # a mark on a Latin base
             continue
