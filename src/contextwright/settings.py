@@ -1,6 +1,7 @@
 """Typed settings for the service edges (CLI, HTTP server, MCP server).
 
-The environment is read once, here, with a prefix; the library itself never reads it. Every field
+The environment is read once, here, with a prefix; the library itself reads only
+CONTEXTWRIGHT_EMBEDDER, to resolve `embedder="auto"` (embedders/__init__.py). Every field
 has a default that works on one machine: a SQLite file next to you, loopback only, no keys.
 
     settings = Settings.from_env()          # CONTEXTWRIGHT_DB, CONTEXTWRIGHT_API_KEYS, ...
