@@ -210,7 +210,8 @@ class Engine:
         return count
 
     def wait_for_embeddings(self, timeout: float | None = None) -> bool:
-        """Block until every stored record is searchable by vector (True at once without vectors)."""
+        """Block until the embedder has loaded and every stored record is searchable by vector
+        (True at once without vectors; False on timeout or if the embedder failed to load)."""
         return self.vectors.wait(timeout)
 
     def get(self, project: str, record_id: str) -> Record:
