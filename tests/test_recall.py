@@ -252,6 +252,9 @@ def test_the_bench_reports_what_it_measured_tokens_fits_and_a_plot(tmp_path: Pat
         assert 0 < row["tokens_used"] <= budget, (method, budget)
         assert row["by_category"]["4"]["name"] == "single-hop"
     assert rows[("contextwright", 4000)]["evidence_fits"] == 1.0
+    # The whole chat fits 4,000 tokens: the baselines hold it too (they read a conversation's
+    # records by its project, not its sample id, which here is not an identifier).
+    assert rows[("recency", 4000)]["turn_recall"] == 1.0
     # No baseline keeps all the evidence of more questions than could fit (it renders alike).
     for method in ("bm25", "recency"):
         row = rows[(method, 150)]
