@@ -12,7 +12,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet -e '.[cli]'
+	$(BIN)/pip install --quiet -e '.[cli,server,mcp,vectors]'
 	touch $@
 
 $(TEST_STAMP): $(BIN)/python pyproject.toml

@@ -378,7 +378,7 @@ def bench_store(path: str, records: int) -> str:
     on the same `--dir` reuses it)."""
     if not os.path.exists(path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)  # a new --dir
-        with Engine.open(f"sqlite:///{path}", persist_traces=False) as engine:
+        with Engine.open(f"sqlite:///{path}", persist_traces=False, embedder=None) as engine:
             fill(engine, generate(records))
     return path
 
@@ -432,7 +432,8 @@ def run_one(
     for f in store_files(path):  # the store, its traces, and their logs
         if os.path.exists(f):
             os.remove(f)
-    engine = Engine.open(f"sqlite:///{path}")
+    # Without vectors (Engine.open turns them on by default): bench/vectors.py measures them.
+    engine = Engine.open(f"sqlite:///{path}", embedder=None)
     ingest_s = fill(engine, generate(n))
     size = os.path.getsize(path)
 

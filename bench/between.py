@@ -59,7 +59,7 @@ def run(path: str, sessions: int, idle_s: float) -> dict[str, Any]:
     times: dict[str, list[float]] = {name: [] for name in names}
     rng = random.Random(13)
     turn_no = 0
-    with Engine.open(f"sqlite:///{path}") as engine:
+    with Engine.open(f"sqlite:///{path}", embedder=None) as engine:
         for agent, task, day in _requests(sessions, seed=13):
             session = f"between-{agent}-{day}-{turn_no}"
             for turn in range(10):

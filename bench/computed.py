@@ -148,7 +148,7 @@ def run(n_tasks: int, probes: int, rounds: int) -> dict[str, Any]:
         clock[0] += 1.0
         return clock[0]
 
-    engine = Engine.open(f"sqlite:///{tmp}/computed.db", clock=tick, workers=4)
+    engine = Engine.open(f"sqlite:///{tmp}/computed.db", clock=tick, workers=4, embedder=None)
     t0 = time.perf_counter()
     done = build(engine, n_tasks, rng)
     build_s = time.perf_counter() - t0

@@ -43,7 +43,7 @@ def free_port() -> int:
 def build_db(path: str, n: int) -> float:
     from contextwright import Engine
 
-    engine = Engine.open(f"sqlite:///{path}")
+    engine = Engine.open(f"sqlite:///{path}", embedder=None)
     seconds = fill(engine, generate(n))
     engine.close()
     return seconds
@@ -58,7 +58,7 @@ def serve(path: str, port: int) -> None:
     from contextwright.server import create_app
     from contextwright.settings import Settings
 
-    engine = Engine.open(f"sqlite:///{path}")
+    engine = Engine.open(f"sqlite:///{path}", embedder=None)
     app = create_app(engine, Settings(api_keys={KEY: [PROJECT]}))
     settle_heap()  # as `contextwright serve` does
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)

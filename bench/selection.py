@@ -103,7 +103,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         db = f"sqlite:///{root / 'bench.db'}"
-        engine = Engine.open(db, persist_traces=False, cache_ttl_s=0)
+        engine = Engine.open(db, persist_traces=False, cache_ttl_s=0, embedder=None)
         seed(engine, args.records, rng)
         # 20 distinct tasks, each asked calls/20 times: a team working on a few topics.
         distinct = [f"{rng.choice(TOPICS)} {' '.join(rng.sample(WORDS, 2))}" for _ in range(20)]
@@ -111,13 +111,15 @@ def main() -> None:
         results: dict[str, Any] = {"records": args.records, "calls": args.calls}
         results["cache_off"] = timed(engine, tasks)
         engine.close()
-        cached = Engine.open(db, persist_traces=False, cache_ttl_s=30)
+        cached = Engine.open(db, persist_traces=False, cache_ttl_s=30, embedder=None)
         results["cache_on"] = timed(cached, tasks)
         results["cache_on"]["hit_rate"] = round(
             cached.cache.stats.hits / max(cached.cache.stats.hits + cached.cache.stats.misses, 1), 3
         )
         cached.close()
-        ruled = Engine.open(db, persist_traces=False, cache_ttl_s=0, rules=rules_dir(root))
+        ruled = Engine.open(
+            db, persist_traces=False, cache_ttl_s=0, rules=rules_dir(root), embedder=None
+        )
         results["rules_12"] = timed(ruled, tasks)
         results["include_superseded"] = timed(ruled, tasks, include_superseded=True)
         ruled.close()

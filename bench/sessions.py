@@ -45,7 +45,7 @@ BUDGET = Budget(model="gpt-4o", window=32_000)
 
 
 def build(path: Path, turns: int) -> None:
-    engine = Engine.open(f"sqlite:///{path}", workers=1, persist_traces=False)
+    engine = Engine.open(f"sqlite:///{path}", workers=1, persist_traces=False, embedder=None)
     s = engine.sessions
     for i in range(turns):
         text = f"Please refactor src/mod{i}.py; we decided to keep f{i} pure."
@@ -98,7 +98,7 @@ def main() -> None:
         for src, dst in zip(store_files(str(base)), store_files(str(copy)), strict=True):
             if Path(src).exists():
                 shutil.copy(src, dst)
-        engine = Engine.open(f"sqlite:///{copy}", workers=1, persist_traces=False)
+        engine = Engine.open(f"sqlite:///{copy}", workers=1, persist_traces=False, embedder=None)
         t = time.perf_counter()
         c = engine.sessions.compact(P, A, S)
         compact_ms.append((time.perf_counter() - t) * 1000)
@@ -106,7 +106,7 @@ def main() -> None:
         engine.close()
     results["compact (whole, SQLite)"] = compact_ms
 
-    engine = Engine.open(f"sqlite:///{base}", workers=1, persist_traces=False)
+    engine = Engine.open(f"sqlite:///{base}", workers=1, persist_traces=False, embedder=None)
     sessions = engine.sessions
     turns = build_turns(sessions.live_records(P, A, S))
     sel = select(turns, 6)

@@ -127,7 +127,7 @@ def run(rows: int, queries: int, k: int, workdir: str) -> dict[str, Any]:
 
     # The store: the bench's records (every one the bench project's), a vector each.
     store_path = os.path.join(workdir, "store.db")
-    engine = Engine.open(f"sqlite:///{store_path}", persist_traces=False)
+    engine = Engine.open(f"sqlite:///{store_path}", persist_traces=False, embedder=None)
     fill(engine, generate(rows))
     ids = [r.id for r in engine.store.query(Query(PROJECT, None, limit=rows, newest_first=False))]
     row_of = {rid: i for i, rid in enumerate(ids)}

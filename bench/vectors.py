@@ -73,7 +73,7 @@ def run(n: int, calls: int, sample: int, workdir: str, name: str = "minilm") -> 
     path = os.path.join(workdir, "vectors.db")
 
     # 1. Ingest without embeddings.
-    engine = Engine.open(f"sqlite:///{path}", persist_traces=False)
+    engine = Engine.open(f"sqlite:///{path}", persist_traces=False, embedder=None)
     plain_rate = n / fill(engine, records)  # checkpointed by fill
     size_plain = file_mb(path)
 

@@ -33,6 +33,9 @@ def _hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_cache: Path
         if key.startswith("CONTEXTWRIGHT_"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("CONTEXTWRIGHT_CACHE", str(model_cache))
+    # Engine.open, the server and MCP turn vectors on by default ("auto"); loading MiniLM in
+    # every test would take minutes on two cores. Tests of the default delete this.
+    monkeypatch.setenv("CONTEXTWRIGHT_EMBEDDER", "none")
 
 
 def make_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Store:

@@ -228,3 +228,57 @@ def test_bench_runs_on_a_chat_between_people_with_display_names(tmp_path: Path) 
     # At 150 tokens the window holds a few turns: the named speaker's words win over filler.
     assert rows[("contextwright", 150)]["turn_recall"] >= 0.6
     assert rows[("contextwright", 150)]["turn_recall"] > rows[("recency", 150)]["turn_recall"]
+
+
+def test_the_bench_reports_what_it_measured_tokens_fits_and_a_plot(tmp_path: Path) -> None:
+    """`bench recall` says which configuration it measured, the tokens each method used, the
+    share of questions whose evidence fits the budget, recall per category, and draws a PNG."""
+    from click.testing import CliRunner
+
+    from contextwright.cli import cli
+
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(real_chat(), ensure_ascii=False), "utf-8")
+    png = tmp_path / "recall.png"
+    args = ["bench", "recall", "--path", str(path), "--budgets", "150,4000", "--embedder", "hash"]
+    result = CliRunner().invoke(cli, [*args, "--json", "--plot", str(png)])
+    assert result.exit_code == 0, (result.output, result.stderr)
+    report = json.loads(result.stdout)
+    assert report["configuration"]["embedder"] == "hash"
+    assert report["configuration"]["vectors"] == "hash" and "vector" in report[
+        "configuration"]["sources"]  # fmt: skip
+    rows = {(r["method"], r["budget"]): r for r in report["results"]}
+    for (method, budget), row in rows.items():
+        assert 0 < row["tokens_used"] <= budget, (method, budget)
+        assert row["by_category"]["4"]["name"] == "single-hop"
+    assert rows[("contextwright", 4000)]["evidence_fits"] == 1.0
+    # The whole chat fits 4,000 tokens: the baselines hold it too (they read a conversation's
+    # records by its project, not its sample id, which here is not an identifier).
+    assert rows[("recency", 4000)]["turn_recall"] == 1.0
+    # No baseline keeps all the evidence of more questions than could fit (it renders alike).
+    for method in ("bm25", "recency"):
+        row = rows[(method, 150)]
+        assert row["all_evidence_recall"] <= row["evidence_fits"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and report["plot"] == str(png)
+    text = CliRunner().invoke(cli, args)
+    assert text.exit_code == 0
+    assert "measured: embedder hash (vectors: hash)" in text.stdout
+    assert "single-hop" in text.stdout and "tokens" in text.stdout
+
+
+def test_the_bench_measures_the_default_embedder_unless_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(real_chat(), ensure_ascii=False), "utf-8")
+    monkeypatch.setenv("CONTEXTWRIGHT_EMBEDDER", "hash")  # what "auto" resolves to here
+    report = run_recall(path, [4000], ["contextwright"])
+    assert report["configuration"]["embedder"] == "auto"
+    assert report["configuration"]["vectors"] == "hash"
+
+
+def test_plot_wants_a_png_name(tmp_path: Path) -> None:
+    from contextwright.evals.recall import plot
+
+    with pytest.raises(ValidationError, match="png"):
+        plot({"results": [], "dataset": "x"}, tmp_path / "recall.svg")

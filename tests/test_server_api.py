@@ -343,7 +343,7 @@ def test_the_cli_engine_takes_its_embedder_from_the_settings(tmp_path: Path) -> 
             "CONTEXTWRIGHT_EMBEDDER": "hash",
         }
     )
-    assert settings.embedder == "hash" and Settings().embedder == "none"
+    assert settings.embedder == "hash" and Settings().embedder == "auto"
     state = State(settings)
     try:
         engine = state.engine

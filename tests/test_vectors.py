@@ -93,6 +93,7 @@ def test_vector_source_finds_records_and_trace_reports_no_lag(vengine: Engine) -
     assert "redis" in best["preview"]
     assert result.trace.notes["vectors"] == {
         "on": True,
+        "state": "on",
         "embedder": "hash",
         "fusion": vengine.scoring.fusion,
         "lag": 0,

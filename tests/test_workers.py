@@ -6,6 +6,7 @@ follows the store version that both processes see."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -154,6 +155,26 @@ def test_worker_settings_round_trip_through_the_environment() -> None:
     )  # fmt: skip
     assert Settings.from_env(environ=to_env(settings)) == settings
     assert Settings.from_env(environ=to_env(Settings())) == Settings()
+    for embedder in ("none", "hash", "auto"):  # and the debug block: a worker renders as one
+        changed = settings.with_(embedder=embedder, debug_context=True)
+        assert Settings.from_env(environ=to_env(changed)) == changed
+
+
+@pytest.mark.parametrize(("embedder", "state"), [("none", "off"), ("hash", "on")])
+def test_a_worker_opens_its_engine_with_the_parents_embedder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedder: str, state: str
+) -> None:
+    from contextwright.server.workers import app_from_env
+
+    settings = Settings(db=f"sqlite:///{tmp_path / 'w.db'}", embedder=embedder)
+    for key, value in to_env(settings).items():
+        monkeypatch.setenv(key, value)
+    engine = app_from_env().state.engine
+    try:
+        assert engine.vectors.state == state
+    finally:
+        engine.close()
+        gc.unfreeze()  # app_from_env froze this process's heap, as a worker's
 
 
 def test_workers_defaults_and_limits() -> None:

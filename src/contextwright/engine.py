@@ -77,29 +77,18 @@ class Engine:
         pool = ThreadPoolExecutor if workers > 1 else None
         self._pool = pool(max_workers=workers, thread_name_prefix="cw-source") if pool else None
         self.scoring = scoring or ScoringConfig()
-        # Vectors on with an embedder (or its name: "minilm"); see vectors.py.
+        # Vectors on with an embedder or its name ("minilm" loads in the background); vectors.py.
         self.vectors = Vectors(store, embedder, self.scoring)
         self.book = RecordBook(store, self.counter, clock, self.counts, self.vectors.notify)
         self.agents_dir = AgentDirectory(store, clock)
         self.assembler = Assembler(
-            store=store,
-            counter=self.counter,
-            sources=[],
-            scoring=self.scoring,
-            source_caps=default_caps(source_caps),
-            deadline_s=deadline_ms / 1000.0,
-            clock=clock,
-            rules=coerce_rules(rules),
-            cache=SourceCache(ttl_s=cache_ttl_s),
-            traces=self._traces,
-            counts=self.counts,
-            agent=self.agents_dir.get,
-            is_agent=self.agents_dir.is_known,
-            pool=self._pool,
-            persist_traces=persist_traces,
-            locality=locality,
+            store=store, counter=self.counter, sources=[], scoring=self.scoring,
+            source_caps=default_caps(source_caps), deadline_s=deadline_ms / 1000.0, clock=clock,
+            rules=coerce_rules(rules), cache=SourceCache(ttl_s=cache_ttl_s), traces=self._traces,
+            counts=self.counts, agent=self.agents_dir.get, is_agent=self.agents_dir.is_known,
+            pool=self._pool, persist_traces=persist_traces, locality=locality,
             notes=[self.vectors],
-        )
+        )  # fmt: skip
         # Tasks and computed context (tasks/); the `computed` source runs when a call names a task.
         self.tasks = TaskBoard(self.book)
         self.assembler.task_text = self.tasks.task_text
@@ -109,16 +98,26 @@ class Engine:
 
     def _register(self, given: Sequence[Source] | None) -> None:
         """The one place that decides which sources run: the given list as it is, or the
-        defaults plus the features' own (computed context, session layers, vectors if on)."""
+        defaults plus the features' own (computed context, session layers, vectors when on)."""
         if given is not None:
             self.assembler.sources[:] = list(given)
             return
-        feats: list[Source | None] = [self.vectors.source, self.tasks.source, self.sessions.source]
+        feats: list[Source | None] = [self.tasks.source, self.sessions.source]
         self.assembler.sources[:] = [*default_sources(), *(f for f in feats if f is not None)]
+        self.vectors.join(self.assembler, before=feats)  # once loaded, if loading in background
 
     @classmethod
-    def open(cls, url: str = "sqlite:///contextwright.db", **kwargs: Any) -> Engine:
-        return cls(open_store(url), **kwargs)
+    def open(
+        cls,
+        url: str = "sqlite:///contextwright.db",
+        *,
+        embedder: Embedder | str | None = "auto",
+        **kwargs: Any,
+    ) -> Engine:
+        """The engine over the store at `url`, with vectors on wherever the `vectors` extra is
+        installed (`embedder="auto"`, see embedders/__init__.py; the model loads in the
+        background); `embedder=None` turns them off."""
+        return cls(open_store(url), embedder=embedder, **kwargs)
 
     def flush(self) -> None:
         """Wait until every trace of an assemble call is in the store (they are written by a
@@ -165,7 +164,8 @@ class Engine:
         return self.book.add_batch(items)
 
     def wait_for_embeddings(self, timeout: float | None = None) -> bool:
-        """Block until every stored record is searchable by vector (True at once without vectors)."""
+        """Block until the embedder has loaded and every stored record is searchable by vector
+        (True at once without vectors; False on timeout or if the embedder failed to load)."""
         return self.vectors.wait(timeout)
 
     def get(self, project: str, record_id: str) -> Record:

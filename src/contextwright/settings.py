@@ -1,6 +1,7 @@
 """Typed settings for the service edges (CLI, HTTP server, MCP server).
 
-The environment is read once, here, with a prefix; the library itself never reads it. Every field
+The environment is read once, here, with a prefix; the library itself reads only
+CONTEXTWRIGHT_EMBEDDER, to resolve `embedder="auto"` (embedders/__init__.py). Every field
 has a default that works on one machine: a SQLite file next to you, loopback only, no keys.
 
     settings = Settings.from_env()          # CONTEXTWRIGHT_DB, CONTEXTWRIGHT_API_KEYS, ...
@@ -89,8 +90,9 @@ class Settings:
     rules_dir: str | None = None
     """A directory of JSON context rules to load at startup (when rules are available)."""
     log_level: str = "warning"
-    embedder: str = "none"
-    """Vector search: "minilm" (the `vectors` extra), "hash", "static:PATH", or "none"."""
+    embedder: str = "auto"
+    """Vector search: "auto" (minilm where the `vectors` extra is installed), "minilm", "hash",
+    "static:PATH", or "none"."""
     debug_context: bool = False
     """Append the "## Context Debug" block to every computed context the CLI and the server
     render (CONTEXTWRIGHT_DEBUG_CONTEXT=true; see tasks/debug.py)."""

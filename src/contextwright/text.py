@@ -4,6 +4,7 @@ stores' full-text queries and task signals. Pure functions, no I/O."""
 from __future__ import annotations
 
 import re
+import unicodedata
 
 STOPWORDS = frozenset(
     [
@@ -167,15 +168,42 @@ STOPWORDS = frozenset(
     ]
 )
 
-WORD_RE = re.compile(r"[A-Za-z0-9_]+")
+# A word as SQLite FTS5's unicode61 tokenizer sees one: a run of letters and digits of any script
+# (Unicode categories L* and N*); the underscore, punctuation, emoji and combining marks separate
+# words. "Zoë", "Москва" and "東京タワー" are words; "cache_ttl" is two.
+WORD_RE = re.compile(r"[^\W_]+")
+
+
+def words(text: str) -> list[str]:
+    """Every word worth matching in `text`, lowercased, in order, repeats kept: no stopwords, and
+    no one-character ASCII words ("a", "x"), while a single character of another script (a CJK
+    ideograph: "猫") is a word."""
+    return [
+        w
+        for w in WORD_RE.findall(text.lower())
+        if (len(w) > 1 or not w.isascii()) and w not in STOPWORDS
+    ]
+
+
+def fold_latin(word: str) -> str:
+    """`word` with the diacritics of Latin letters removed ("café" -> "cafe"), as unicode61
+    (remove_diacritics) indexes it; other scripts keep theirs, as they do there."""
+    if word.isascii():
+        return word
+    out: list[str] = []
+    for ch in unicodedata.normalize("NFD", word):
+        if unicodedata.combining(ch) and out and out[-1] < "\u0250":  # a mark on a Latin base
+            continue
+        out.append(ch)
+    return unicodedata.normalize("NFC", "".join(out))
 
 
 def query_terms(text: str, limit: int = 32) -> list[str]:
-    """Lowercased words worth matching: no stopwords, no 1-letter words, first occurrence order."""
+    """The distinct words of `words(text)`, first occurrence order, at most `limit`. They are
+    not folded: SQLite's index folds them in the query, PostgreSQL's keeps accents."""
     seen: dict[str, None] = {}
-    for word in WORD_RE.findall(text.lower()):
-        if len(word) > 1 and word not in STOPWORDS:
-            seen.setdefault(word, None)
+    for word in words(text):
+        seen.setdefault(word, None)
         if len(seen) >= limit:
             break
     return list(seen)

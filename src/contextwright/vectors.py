@@ -19,16 +19,17 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from .assembly.candidates import Candidate
 from .assembly.scoring import ScoringConfig
-from .assembly.sources import SourceContext, hit_candidates
+from .assembly.sources import Source, SourceContext, hit_candidates
 from .ports import Embedder, KeepsVectors, NearestHere, Store, VectorStore, hits_for
 from .records import Record
 
 if TYPE_CHECKING:
+    from .assembly.run import Assembler
     from .traces.trace import Trace
 
 BATCH = 64
@@ -226,65 +227,164 @@ class VectorSource:
 
 
 class Vectors:
-    """The engine's vector side: owns the worker and the source, and reports on every trace."""
+    """The engine's vector side: loads the embedder, owns the worker and the source, and reports
+    on every trace.
+
+    A model given by name ("minilm", or "auto" where that resolves to it) loads on a background
+    thread, so that no call waits for it: until it is ready each call runs on full text, and its
+    warnings and trace (`notes.vectors.state`: "loading") say so. Records added meanwhile are
+    embedded once it is. A name no embedder has raises at once; a missing extra or a model that
+    fails to load leaves the engine on full text, with a warning on every call."""
 
     def __init__(
         self, store: Store, embedder: Embedder | str | None, scoring: ScoringConfig
     ) -> None:
-        from .embedders import load_embedder
-        from .errors import ValidationError
+        from .embedders import resolve_name
 
         self.store = store
         self.scoring = scoring
         self.embedder: Embedder | None = None
         self.worker: EmbeddingWorker | None = None
         self.source: VectorSource | None = None
+        self.configured: str | None = None  # the embedder asked for, by name
+        self.state = "off"  # "off", "loading", "on" or "failed"
         self.problem: str | None = "no embedder configured; relevance is full text alone"
+        self._lock = threading.Lock()
+        self._closed = False
+        self._loaded = threading.Event()
+        self._loaded.set()
+        self.load_s: float | None = None
+        self._assembler: Assembler | None = None  # where the source joins, once it exists
+        self._before: tuple[Source | None, ...] = ()
         if embedder is None:
             return
-        if isinstance(embedder, str):
-            try:
-                self.embedder = load_embedder(embedder)
-            except ValidationError:
-                raise
-            except Exception as exc:  # missing extra, corrupt model: fall back, loudly
+        if not isinstance(embedder, str):
+            self.configured = embedder.name
+            self._start(embedder)
+            return
+        given = embedder
+        name = resolve_name(embedder)  # a name no embedder has raises here, before anything
+        if name == "none":
+            if given == "auto":
                 self.problem = (
-                    f"embedder {embedder!r} failed to load ({type(exc).__name__}: {exc}); "
-                    "relevance is full text alone"
+                    "vectors are off: the vectors extra is not installed "
+                    "(pip install 'contextwright[vectors]'); relevance is full text alone"
                 )
-                return
-        else:
-            self.embedder = embedder
-        if self.embedder is None:
             return
+        self.configured = name
         if not supports_vectors(store):
-            self.problem = f"store {store.url} keeps no vectors; relevance is full text alone"
-            self.embedder = None
+            self._fail(f"store {store.url} keeps no vectors; relevance is full text alone")
             return
+        missing = _missing(name)
+        if missing is not None:
+            self._fail(
+                f"embedder {name!r} failed to load ({missing}); relevance is full text alone"
+            )
+            return
+        if name != "minilm":  # the hash and static tables load in milliseconds
+            self._load(name)
+            return
+        self.state = "loading"
         self.problem = None
-        self.source = VectorSource(self.embedder)
-        self.worker = EmbeddingWorker(store, self.embedder)  # type: ignore[arg-type]
+        self._loaded.clear()
+        threading.Thread(
+            target=self._load, args=(name,), name="cw-embedder-load", daemon=True
+        ).start()
+
+    def _load(self, name: str) -> None:
+        from .embedders import load_embedder
+
+        t0 = time.perf_counter()
+        try:
+            loaded = load_embedder(name)
+        except Exception as exc:  # missing extra, corrupt model: fall back, loudly
+            self._fail(
+                f"embedder {name!r} failed to load ({type(exc).__name__}: {exc}); "
+                "relevance is full text alone"
+            )
+        else:
+            self.load_s = round(time.perf_counter() - t0, 3)
+            if loaded is not None:
+                self._start(loaded)
+        finally:
+            self._loaded.set()
+
+    def _fail(self, problem: str) -> None:
+        self.state, self.problem, self.embedder = "failed", problem, None
+
+    def _start(self, embedder: Embedder) -> None:
+        if not supports_vectors(self.store):
+            self._fail(f"store {self.store.url} keeps no vectors; relevance is full text alone")
+            return
+        with self._lock:
+            if self._closed:
+                return
+            self.embedder = embedder
+            self.source = VectorSource(embedder)
+            self.worker = EmbeddingWorker(self.store, embedder)  # type: ignore[arg-type]
+            self.problem = None
+            self.state = "on"
+            self._insert()
+
+    def join(self, assembler: Assembler, before: Sequence[Source | None]) -> None:
+        """Run the vector source in `assembler`, ahead of the first of `before` there: now if the
+        embedder is ready, else as soon as it has loaded in the background."""
+        with self._lock:
+            self._assembler, self._before = assembler, tuple(before)
+            self._insert()
+
+    def _insert(self) -> None:
+        # Under self._lock. The list is swapped whole: a call that started before this sees the
+        # old one (pick_sources copies it) and ran on full text, as its warnings say.
+        a, src = self._assembler, self.source
+        if a is None or src is None or src in a.sources:
+            return
+        at = [a.sources.index(s) for s in self._before if s is not None and s in a.sources]
+        i = min(at, default=len(a.sources))
+        a.sources[:] = [*a.sources[:i], src, *a.sources[i:]]
 
     @property
     def on(self) -> bool:
         return self.worker is not None
+
+    @property
+    def loading(self) -> bool:
+        return self.state == "loading"
 
     def notify(self) -> None:
         if self.worker is not None:
             self.worker.notify()
 
     def wait(self, timeout: float | None = None) -> bool:
-        return True if self.worker is None else self.worker.wait(timeout)
+        """Block until the embedder has loaded and every record stored so far has a vector;
+        True at once when vectors are off; False on timeout or when the embedder failed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._loaded.wait(timeout):
+            return False
+        if self.state == "failed":
+            return False
+        if self.worker is None:
+            return True
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        return self.worker.wait(left)
 
     def status(self) -> dict[str, Any]:
         if self.worker is None or self.embedder is None:
-            return {"on": False, "reason": self.problem}
-        out: dict[str, Any] = {
+            out: dict[str, Any] = {"on": False, "state": self.state, "reason": self.problem}
+            if self.configured is not None:
+                out["configured"] = self.configured
+            if self.state == "loading":
+                out["reason"] = f"embedder {self.configured!r} is loading; full text alone"
+            return out
+        out = {
             "on": True,
+            "state": "on",
             "embedder": self.embedder.name,
             "fusion": self.scoring.fusion,
             "lag": self.worker.lag(),
         }
+        if self.load_s is not None:
+            out["load_s"] = self.load_s
         compute = getattr(self.embedder, "compute", None)
         if compute is not None:  # MiniLM: the int8 build or the packaged model (quantized.py)
             out["compute"] = compute
@@ -296,12 +396,14 @@ class Vectors:
         return out
 
     def warnings(self) -> list[str]:
+        """What a call ran on instead of its configuration: every call says it while true."""
+        if self.state == "loading":
+            return [
+                f"the embedder {self.configured!r} is still loading: this window was ranked on "
+                "full text alone, without vector search"
+            ]
         if self.worker is None:
-            return (
-                []
-                if self.problem is None or self.problem.startswith("no embedder")
-                else [self.problem]
-            )
+            return [self.problem] if self.state == "failed" and self.problem else []
         if self.worker.error:
             return [f"the embedder is failing ({self.worker.error}); vector results may be stale"]
         return []
@@ -310,5 +412,25 @@ class Vectors:
         trace.notes["vectors"] = self.status()
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True  # a model still loading is dropped when it arrives
         if self.worker is not None:
             self.worker.stop()
+
+
+def _missing(name: str) -> str | None:
+    """Why `name` cannot load on this machine, found without loading it (which takes seconds)."""
+    if name != "minilm":
+        return None
+    from .embedders import vectors_installed
+    from .errors import MissingExtra
+
+    if not vectors_installed():
+        return str(MissingExtra("the MiniLM embedder", "vectors"))
+    try:
+        from .embedders.minilm import model_path
+
+        model_path()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None

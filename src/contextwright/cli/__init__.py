@@ -70,6 +70,7 @@ class State:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._engine: Engine | None = None
+        self.serving = False  # serve and mcp: vectors on by default (settings.embedder "auto")
 
     @property
     def engine(self) -> Engine:
@@ -77,8 +78,12 @@ class State:
             options: dict[str, Any] = {}
             if self.settings.rules_dir:
                 options["rules"] = self.settings.rules_dir
-            if self.settings.embedder != "none":
-                options["embedder"] = self.settings.embedder
+            embedder = self.settings.embedder
+            if embedder == "auto" and not self.serving:
+                # A one-shot command exits before a model would load; the server embeds what
+                # it stores when it next runs.
+                embedder = "none"
+            options["embedder"] = None if embedder == "none" else embedder
             self._engine = Engine.open(self.settings.db, **options)
         return self._engine
 

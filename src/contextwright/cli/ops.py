@@ -151,9 +151,22 @@ def bench() -> None:
 @click.option("--path", required=True, type=click.Path(dir_okay=False), help="The dataset file.")
 @click.option("--budgets", default="500,1000,2000,4000", show_default=True)
 @click.option("--methods", default=None, help="Comma-separated (default: all).")
-@click.option("--embedder", default="minilm", show_default=True, help="minilm, hash or none.")
+@click.option(
+    "--embedder",
+    default="auto",
+    show_default=True,
+    help="auto (the engine's default: minilm where the vectors extra is installed), minilm, "
+    "hash or none.",
+)
 @click.option("--conversations", type=click.IntRange(1), default=None)
 @click.option("--questions", type=click.IntRange(1), default=None, help="Per conversation.")
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also draw recall against budget into this PNG (needs the bench extra).",
+)
 @json_option
 def bench_recall(
     dataset: str,
@@ -163,9 +176,11 @@ def bench_recall(
     embedder: str,
     conversations: int | None,
     questions: int | None,
+    plot_path: str | None,
     as_json: bool,
 ) -> None:
-    """Recall of evidence turns inside the window, per budget, against baselines."""
+    """Recall of evidence turns inside the window, per budget, against baselines: tokens used,
+    recall per question category, and the share of questions whose evidence fits the budget."""
     from ..evals import recall
 
     kwargs: dict[str, Any] = {
@@ -176,5 +191,11 @@ def bench_recall(
     }
     if methods:
         kwargs["methods"] = [m.strip() for m in methods.split(",") if m.strip()]
+    from ..errors import ValidationError
+
+    if plot_path is not None and not plot_path.lower().endswith(".png"):
+        raise ValidationError("--plot", plot_path, "give a file name ending in .png")
     report = recall.run_recall(path, budgets, **kwargs)
+    if plot_path is not None:
+        report["plot"] = str(recall.plot(report, plot_path))
     emit(report, as_json, recall.table(report))

@@ -78,7 +78,8 @@ def serve(
     shown_db = re.sub(r"://[^/@]*@", "://***@", settings.db)  # never print a password
     if workers > 1:
         # Each worker opens its own engine (the factory reads these settings back); opening the
-        # store once here first applies the migrations before N processes race for them.
+        # store once here first applies the migrations before N processes race for them. The
+        # parent is not serving, so under embedder "auto" it loads no model; the workers do.
         state.engine  # noqa: B018
         state.close()
         os.environ.update(to_env(settings))
@@ -94,6 +95,7 @@ def serve(
             log_level=settings.log_level,
         )
         return
+    state.serving = True
     app = create_app(state.engine, settings)
     config = uvicorn.Config(
         app, host=settings.host, port=settings.port, log_level=settings.log_level
@@ -124,6 +126,7 @@ def mcp(state: State, transport: str, host: str, db: str | None, port: int) -> N
 
     if db:
         state.settings = state.settings.with_(db=db)
+    state.serving = True
     server = build_server(state.engine)
     settle_heap()
     if transport == "stdio":

@@ -95,7 +95,9 @@ def open_fresh(directory: str) -> Engine:
     for f in store_files(path):  # the store, its traces, and their logs
         if os.path.exists(f):
             os.remove(f)
-    return Engine.open(f"sqlite:///{path}", clock=scenario.clock)
+    # Full text alone: the acts assemble right after adding, and with vectors each window would
+    # depend on how far the background embedder had got (vectors.py); the printout must not.
+    return Engine.open(f"sqlite:///{path}", clock=scenario.clock, embedder=None)
 
 
 def main(argv: list[str] | None = None) -> None:

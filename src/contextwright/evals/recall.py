@@ -56,20 +56,26 @@ def source_limit(budget: int) -> int:
 
 
 class Scores:
-    """Turn recall and all-evidence recall, overall and per category."""
+    """Turn recall and all-evidence recall, overall and per category; the tokens the windows
+    used; and how many questions' evidence could fit at all (`fits`: the evidence turns alone,
+    rendered, within the budget: the ceiling of all-evidence recall)."""
 
     def __init__(self) -> None:
         self.turn: list[float] = []
         self.whole: list[float] = []
+        self.tokens: list[float] = []
+        self.fits: list[float] = []
         self.by_cat: defaultdict[int, tuple[list[float], list[float]]] = defaultdict(
             lambda: ([], [])
         )
 
-    def add(self, q: Question, inside: set[str]) -> None:
+    def add(self, q: Question, inside: set[str], tokens: int = 0, fits: bool = True) -> None:
         found = len(q.evidence & inside) / len(q.evidence)
         whole = 1.0 if q.evidence <= inside else 0.0
         self.turn.append(found)
         self.whole.append(whole)
+        self.tokens.append(float(tokens))
+        self.fits.append(1.0 if fits else 0.0)
         self.by_cat[q.category][0].append(found)
         self.by_cat[q.category][1].append(whole)
 
@@ -80,6 +86,8 @@ class Scores:
             "turn_recall": _mean(self.turn),
             "all_evidence_recall": _mean(self.whole),
             "questions": len(self.turn),
+            "tokens_used": round(sum(self.tokens) / len(self.tokens), 1) if self.tokens else 0.0,
+            "evidence_fits": _mean(self.fits),
             "by_category": {
                 str(cat): {
                     "name": CATEGORIES.get(cat, str(cat)),
@@ -132,33 +140,41 @@ class Baseline:
         skeleton = f"{header(AGENT)}\n## State\n- Task: {task}\n\n## Knowledge\n"
         return self.engine.counter.count(skeleton)
 
-    def fit(self, ranked: Iterable[Record], task: str, budget: int) -> set[str]:
-        left = budget - self.fixed(task)
+    def fit(self, ranked: Iterable[Record], task: str, budget: int) -> tuple[set[str], int]:
+        """The records that fit, first come first kept, and the tokens they and the skeleton use."""
+        fixed = self.fixed(task)
+        left = budget - fixed
         kept = set()
         for r in ranked:
             c = self.cost[r.id]
             if c <= left:
                 kept.add(r.id)
                 left -= c
-        return kept
+        return kept, budget - left
 
-    def recency(self, task: str, budget: int) -> set[str]:
+    def fits(self, task: str, ids: Iterable[str], budget: int) -> bool:
+        """Would these records alone, rendered as the baselines render them, fit the budget?"""
+        return self.fixed(task) + sum(self.cost[i] for i in ids) <= budget
+
+    def recency(self, task: str, budget: int) -> tuple[set[str], int]:
         return self.fit(self.newest, task, budget)
 
-    def bm25(self, project: str, task: str, budget: int) -> set[str]:
+    def bm25(self, project: str, task: str, budget: int) -> tuple[set[str], int]:
         hits = self.engine.store.search_text(project, AGENT, task, source_limit(budget) * 2)
         return self.fit((h.record for h in hits), task, budget)
 
 
-def assembled_ids(engine: Engine, project: str, task: str, budget: int) -> set[str]:
+def assembled_ids(engine: Engine, project: str, task: str, budget: int) -> tuple[set[str], int]:
+    """The records inside the window the engine assembles for `task`, and its tokens."""
     limits = {"fulltext": source_limit(budget), "vector": source_limit(budget)}
     result = engine.assemble(project, AGENT, task, budget, format=FORMAT, limits=limits)
-    return {
+    ids = {
         rid
         for item in result.trace.items
         if item["decision"] != "dropped"
         for rid in item["record_ids"]
     }
+    return ids, result.tokens
 
 
 def run_recall(
@@ -166,7 +182,7 @@ def run_recall(
     budgets: Sequence[int] | str = (500, 1000, 2000, 4000),
     methods: Sequence[str] = METHODS,
     *,
-    embedder: Embedder | str | None = "minilm",
+    embedder: Embedder | str | None = "auto",
     conversations: int | None = None,
     questions: int | None = None,
     progress: Progress | None = None,
@@ -200,33 +216,53 @@ def run_recall(
                 clock["now"] = conv.end + 3600.0
                 records = engine.store.get_many(conv.project, list(dia))
                 base = Baseline(engine, records)
-                if engine.vectors.on:
+                if engine.vectors.on or engine.vectors.loading:
                     if progress:
                         progress(done, total, f"embedding {conv.sample_id}")
                     engine.wait_for_embeddings()
+                by_dia = {d: i for i, d in dia.items()}
                 for q in conv.questions:
+                    evidence = [by_dia[d] for d in q.evidence if d in by_dia]
                     for b in budget_list:
+                        fits = base.fits(q.question, evidence, b)
                         for m in methods:
                             if m == "contextwright":
-                                ids = assembled_ids(engine, conv.project, q.question, b)
+                                ids, used = assembled_ids(engine, conv.project, q.question, b)
                             elif m == "recency":
-                                ids = base.recency(q.question, b)
+                                ids, used = base.recency(q.question, b)
                             else:
-                                ids = base.bm25(conv.project, q.question, b)
-                            scores[(m, b)].add(q, {dia[i] for i in ids if i in dia})
+                                ids, used = base.bm25(conv.project, q.question, b)
+                            inside = {dia[i] for i in ids if i in dia}
+                            scores[(m, b)].add(q, inside, used, fits)
                     done += 1
                     if progress:
                         progress(done, total, conv.sample_id)
             vectors = engine.vectors.status()
+            config = configuration(engine, embedder)
         finally:
             engine.close()
     return {
         "dataset": str(path),
         "conversations": len(convs),
         "skipped_questions": sum(c.skipped for c in convs),
+        "configuration": config,
         "vectors": vectors,
         "seconds": round(time.perf_counter() - t0, 1),
         "results": [scores[(m, b)].to_dict(m, b) for b in budget_list for m in methods],
+    }
+
+
+def configuration(engine: Engine, embedder: Embedder | str | None) -> dict[str, Any]:
+    """What the contextwright method measured: the engine's defaults but for what is listed."""
+    given = embedder if isinstance(embedder, str) or embedder is None else embedder.name
+    return {
+        "embedder": given,
+        "vectors": engine.vectors.embedder.name if engine.vectors.embedder else None,
+        "fusion": engine.scoring.fusion,
+        "sources": [s.name for s in engine.sources],
+        "source_caps": dict(engine.assembler.source_caps),
+        "source_limits": "max(40, budget // 12) hits for fulltext and vector",
+        "format": FORMAT,
     }
 
 
@@ -240,13 +276,77 @@ def bar(done: int, total: int, label: str) -> None:
 
 
 def table(report: dict[str, Any]) -> str:
-    lines = ["method          budget  turn recall  all-evidence  questions"]
-    for r in report["results"]:
+    """The report as text: the configuration measured, then one line per method and budget with
+    the per-category turn recall."""
+    lines = []
+    config = report.get("configuration")
+    if config:
         lines.append(
-            f"{r['method']:<15} {r['budget']:>6}  {r['turn_recall']:>11.3f}  "
-            f"{r['all_evidence_recall']:>12.3f}  {r['questions']:>9}"
+            f"measured: embedder {config['embedder']} (vectors: {config['vectors'] or 'off'}), "
+            f"fusion {config['fusion']}, sources {', '.join(config['sources'])}"
+        )
+    cats: list[str] = []
+    for r in report["results"]:
+        for c in r.get("by_category", {}).values():
+            if c["name"] not in cats:
+                cats.append(c["name"])
+    head = "method          budget  tokens  turn recall  all-evidence  fits"
+    lines.append(head + "".join(f"  {c[:11]:>11}" for c in cats))
+    for r in report["results"]:
+        by_name = {c["name"]: c["turn_recall"] for c in r.get("by_category", {}).values()}
+        lines.append(
+            f"{r['method']:<15} {r['budget']:>6}  {r.get('tokens_used', 0):>6.0f}  "
+            f"{r['turn_recall']:>11.3f}  {r['all_evidence_recall']:>12.3f}  "
+            f"{r.get('evidence_fits', 0):>4.2f}"
+            + "".join(f"  {by_name[c]:>11.3f}" if c in by_name else f"  {'':>11}" for c in cats)
         )
     return "\n".join(lines)
+
+
+def plot(report: dict[str, Any], path: str | Path) -> Path:
+    """Draw turn recall (solid) and all-evidence recall (dashed) against the budget, one colour
+    per method, into a PNG at `path`. Needs matplotlib (the `bench` extra)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only: no display is needed or wanted
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        from ..errors import MissingExtra
+
+        raise MissingExtra("bench recall --plot", "bench") from exc
+    out = Path(path)
+    if out.suffix.lower() != ".png":
+        raise ValidationError("plot", str(path), "give a file name ending in .png")
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    methods = list(dict.fromkeys(r["method"] for r in report["results"]))
+    for i, m in enumerate(methods):
+        rows = sorted((r for r in report["results"] if r["method"] == m), key=lambda r: r["budget"])
+        xs = [r["budget"] for r in rows]
+        colour = f"C{i}"
+        ax.plot(xs, [r["turn_recall"] for r in rows], "o-", color=colour, label=f"{m}: turns")
+        ax.plot(
+            xs,
+            [r["all_evidence_recall"] for r in rows],
+            "s--",
+            color=colour,
+            alpha=0.7,
+            label=f"{m}: all evidence",
+        )
+    ax.set_xscale("log", base=2)
+    budgets = sorted({r["budget"] for r in report["results"]})
+    ax.set_xticks(budgets, [str(b) for b in budgets])
+    ax.set_xlabel("token budget")
+    ax.set_ylabel("recall of evidence turns")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    config = report.get("configuration") or {}
+    ax.set_title(f"{Path(str(report['dataset'])).name}: vectors {config.get('vectors') or 'off'}")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -254,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--path", required=True, help="a LoCoMo-format JSON file")
     parser.add_argument("--budgets", default="500,1000,2000,4000")
     parser.add_argument("--methods", default=",".join(METHODS))
-    parser.add_argument("--embedder", default="minilm", help="minilm, hash or none")
+    parser.add_argument("--embedder", default="auto", help="auto, minilm, hash or none")
     parser.add_argument("--conversations", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="print the JSON report")
     args = parser.parse_args(argv)

@@ -64,6 +64,7 @@ def to_env(settings: Settings, prefix: str = "CONTEXTWRIGHT_") -> dict[str, str]
         "MAX_BODY_BYTES": str(settings.max_body_bytes),
         "LOG_LEVEL": settings.log_level,
         "EMBEDDER": settings.embedder,
+        "DEBUG_CONTEXT": "true" if settings.debug_context else "",
         "RULES_DIR": settings.rules_dir or "",
         "API_KEYS": json.dumps(keys) if keys else "",
     }
@@ -79,8 +80,9 @@ def app_from_env() -> FastAPI:
     options: dict[str, Any] = {}
     if settings.rules_dir:
         options["rules"] = settings.rules_dir
-    if settings.embedder != "none":
-        options["embedder"] = settings.embedder
+    # A worker serves: "auto" keeps vectors on (as `serve` with one process); "none" must reach
+    # Engine.open as None, whose own default is "auto".
+    options["embedder"] = None if settings.embedder == "none" else settings.embedder
     app = create_app(Engine.open(settings.db, **options), settings)
     # As cli.service.settle_heap: start-up's objects out of every later full GC collection.
     gc.collect()

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..ports import Hit, Query
 from ..records import Record
-from ..text import STOPWORDS, WORD_RE, query_terms
+from ..text import fold_latin, query_terms, words
 from ._vectors import MemoryVectors
 from .batches import RecordId, plan_batch
 
@@ -98,7 +98,7 @@ class MemoryStore(MemoryVectors):
         return self._time_sort(found, q.newest_first)[: q.limit]
 
     def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
-        terms = query_terms(text)
+        terms = list(dict.fromkeys(fold_latin(t) for t in query_terms(text)))
         if not terms or limit <= 0:
             return []
         with self._lock:
@@ -276,5 +276,6 @@ class MemoryStore(MemoryVectors):
 
 
 def _all_words(text: str) -> list[str]:
-    """Every non-stopword occurrence (BM25 needs term frequencies, not unique terms)."""
-    return [w for w in WORD_RE.findall(text.lower()) if len(w) > 1 and w not in STOPWORDS]
+    """Every word occurrence (BM25 needs term frequencies, not unique terms), folded as SQLite's
+    index folds them, so that "cafe" finds "café" in either store."""
+    return [fold_latin(w) for w in words(text)]

@@ -87,7 +87,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
                 "mmap_mb", mmap_mb, "give megabytes from 0 to 65536 (0: no memory-mapped reads)"
             )
         self.path = path
-        self.records = RecordCache(record_cache)  # decoded records by row id (see _rows.py)
+        self.records = RecordCache(record_cache)  # decoded records by row id (see rows.py)
         self.url = f"sqlite:///{path}"
         # One connection per thread, reading the first `mmap_mb` of the file through mmap
         # (docs/stores.md).
