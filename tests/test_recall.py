@@ -67,8 +67,11 @@ def test_report_shape_and_a_budget_that_holds_everything(tmp_path: Path) -> None
             "all_evidence_recall",
             "questions",
             "by_category",
+            "tokens_used",
+            "evidence_fits",
         }
         assert 0.0 <= r["all_evidence_recall"] <= r["turn_recall"] <= 1.0
+        assert 0 < r["tokens_used"] <= r["budget"] and 0.0 <= r["evidence_fits"] <= 1.0
         assert r["questions"] == 12
         assert sum(c["questions"] for c in r["by_category"].values()) == 12
     # The two sessions hold ~2,000 tokens: at 8,000 every method sees every turn.
