@@ -17,7 +17,9 @@ month (`generate`), the requests its `_requests` (agent, task, day) and the budg
   conversation), all on one `SQLAlchemyChatStore` over `sqlite+aiosqlite`; the records are put
   in order through `aput_messages` in turns of 20, so that the memory archives what falls out of
   its 8,000-token queue as it would in use. Timed: `aget()` of the request's session (it reads
-  the active queue and counts its tokens; no retrieval by the task).
+  the active queue and counts its tokens; no retrieval by the task). It never reads the archive,
+  so its cost hardly grows with the store: one memory for the whole team measured the same
+  (3.1 ms p50 at 10k; the query seeks the `status` index).
 - LangGraph: every record an item (namespace `("bench", author)`, value `{"content", "kind"}`),
   the content indexed (dims 384, cosine). Timed: `search(("bench",), query=task, limit=10)`,
   which embeds the task with MiniLM and scans every vector (sqlite-vec's `vec_distance_cosine`),
