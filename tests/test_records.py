@@ -447,3 +447,12 @@ def test_frozen_configs_pickle_and_copy(obj: Any) -> None:
     """The frozen, slotted config classes pickle and copy."""
     for again in (pickle.loads(pickle.dumps(obj)), copy.copy(obj), copy.deepcopy(obj)):
         assert again == obj
+
+
+@pytest.mark.parametrize("field", ["project", "session", "milestone", "id", "reply_to"])
+def test_an_identifier_with_a_trailing_newline_is_refused(field: str) -> None:
+    # `$` in the identifier pattern matched before a final newline: "p\n" was a valid project.
+    data = {"project": "p", "author": "a", "content": "x", field: "p\n"}
+    with pytest.raises(ValidationError) as err:
+        build_record(data, len)
+    assert err.value.field == field

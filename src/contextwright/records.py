@@ -50,7 +50,7 @@ MAX_LIST_ITEMS = 256
 MAX_META_DEPTH = 32
 
 # Identifiers (project, session, milestone, ids): they go into URL paths, file names and keys.
-_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/\-]*$")
+_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/\-]*\Z")  # \Z: `$` would let "p\n" pass
 # Display names (author, `to`, agent, `by`) are what people are called: any script, spaces,
 # punctuation, emoji. Refused: what would break a rendered line or a comparison. Control characters
 # (a newline in an author line forges a new line), line and paragraph separators, lone surrogates
