@@ -162,12 +162,14 @@ def _sentence(rng: random.Random) -> str:
     )
 
 
-def _child(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+def run_child(cmd: list[str]) -> subprocess.CompletedProcess[str]:
     """Run one measuring process; if it fails, show its own error and stop with its code."""
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         sys.stderr.write(out.stderr or out.stdout)
-        sys.exit(f"bench/assemble.py: the run `{' '.join(cmd[1:])}` failed (exit {out.returncode})")
+        sys.exit(
+            f"{os.path.basename(cmd[1])}: the run `{' '.join(cmd[2:])}` failed (exit {out.returncode})"
+        )
     return out
 
 
@@ -661,7 +663,7 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--one", str(n), "--calls", str(args.calls)]
             cmd += ["--loop-sessions", str(args.loop_sessions)]
             cmd += ["--settle-heap"] if args.settle_heap else []
-            out = _child([*cmd, "--dir", workdir])
+            out = run_child([*cmd, "--dir", workdir])
             results.append(json.loads(out.stdout.strip().splitlines()[-1]))
             if not args.json:
                 print(f"... {n} records done", file=sys.stderr)
@@ -671,7 +673,7 @@ def main() -> None:
         report["vectors"] = []
         for n in sizes:
             cmd = [sys.executable, script, "--records", str(n), "--calls", str(args.calls)]
-            out = _child([*cmd, "--json"])
+            out = run_child([*cmd, "--json"])
             report["vectors"].append(json.loads(out.stdout))
     if args.json:
         print(json.dumps(report, indent=2))

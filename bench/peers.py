@@ -39,7 +39,6 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,6 +60,7 @@ from assemble import (
     fill,
     generate,
     machine,
+    run_child,
 )
 
 from contextwright import Engine
@@ -322,10 +322,7 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--one", str(n), "--calls", str(args.calls)]
             cmd += ["--embed-sample", str(args.embed_sample), "--dir", tmp]
             cmd += ["--vectors"] if args.vectors else []
-            out = subprocess.run(cmd, capture_output=True, text=True)
-            if out.returncode != 0:
-                sys.stderr.write(out.stderr or out.stdout)
-                sys.exit(f"bench/peers.py: the run at {n} records failed (exit {out.returncode})")
+            out = run_child(cmd)
             results.append(json.loads(out.stdout.strip().splitlines()[-1]))
             if not args.json:
                 print(f"... {n} records done", file=sys.stderr)
