@@ -17,7 +17,7 @@ the writer's project, or the write is refused (`check_links`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,12 +136,23 @@ def validate_refs(
     root: Path | None = None,
 ) -> list[Unresolved]:
     """Every @reference in `task` that does not resolve, in the order they appear."""
-    out = []
-    for ref in parse_mentions(task):
-        problem = check_reference(store, project, agent, ref, is_agent=is_agent, root=root)
-        if problem is not None:
-            out.append(problem)
-    return out
+    return unresolved(store, project, agent, parse_mentions(task), is_agent=is_agent, root=root)
+
+
+def unresolved(
+    store: Store,
+    project: str,
+    agent: str,
+    refs: Iterable[str],
+    *,
+    is_agent: Callable[[str], bool] = lambda name: False,
+    root: Path | None = None,
+) -> list[Unresolved]:
+    """The references of `refs` that do not resolve, in order (check_reference on each)."""
+    checked = (
+        check_reference(store, project, agent, r, is_agent=is_agent, root=root) for r in refs
+    )
+    return [problem for problem in checked if problem is not None]
 
 
 # How many references of addressed messages one call checks: each is a store read or two.
@@ -160,22 +171,16 @@ def addressed_refs(
     peer asked it to read (`@kv:deploy.url`, `@src/auth.ts`, `@rec:ID`) is missing, so the agent
     is told rather than left to look. Only explicit forms and paths are checked (a bare `@name` is
     most often the agent itself or a peer), each once, at most MAX_ADDRESSED_REFS a call."""
-    out: list[Unresolved] = []
-    seen: set[str] = set()
+    sender: dict[str, str] = {}  # each explicit reference once, with who wrote it first
     for r in records:
         for ref in r.mentions:
-            explicit = ref.startswith(("kv:", "rec:", "file:")) or looks_like_path(ref)
-            if not explicit or ref in seen or len(seen) >= MAX_ADDRESSED_REFS:
-                continue
-            seen.add(ref)
-            problem = check_reference(store, project, agent, ref, root=root)
-            if problem is not None:
-                out.append(
-                    Unresolved(
-                        ref, f"{problem.problem} (in a message from {r.author})", problem.fix
-                    )
-                )
-    return out
+            if ref.startswith(("kv:", "rec:", "file:")) or looks_like_path(ref):
+                sender.setdefault(ref, r.author)
+    refs = list(sender)[:MAX_ADDRESSED_REFS]
+    return [
+        Unresolved(u.ref, f"{u.problem} (in a message from {sender[u.ref]})", u.fix)
+        for u in unresolved(store, project, agent, refs, root=root)
+    ]
 
 
 # The fields of a record that name another record, and whether the writer must be able to see it.
