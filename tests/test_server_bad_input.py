@@ -186,6 +186,8 @@ def test_another_projects_key_and_ids(world: World, method: str, path: str, body
         ("GET", "/v1/projects/acme/records?agent=bob&limit=abc", None, "limit"),
         ("GET", "/v1/projects/acme/records?agent=bob&limit=0", None, "limit"),
         ("GET", "/v1/projects/acme/records?agent=bob&pinned=maybe", None, "pinned"),
+        ("GET", "/v1/projects/acme/records?agent=bob&since=nan", None, "since"),
+        ("GET", "/v1/projects/acme/records?agent=bob&before=-inf", None, "before"),
         ("GET", "/v1/projects/acme/records", None, "agent"),
         ("GET", "/v1/projects/acme/records/{rec}", None, "agent"),
         ("PUT", "/v1/projects/acme/agents/x", {"role": 5}, "role"),
