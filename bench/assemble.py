@@ -551,6 +551,26 @@ def run_one(
     }
 
 
+def one_engine_memory(n: int, calls: int, workdir: str) -> dict[str, Any]:
+    """The memory of what a user runs: one engine with the defaults (vectors aside, as in every
+    call here) in a fresh process on the store `run_one` built, after the same cold calls. The
+    process that built the store holds four engines and the generator's freed heap, so its RSS
+    says little about a deployment."""
+    path = os.path.join(workdir, f"bench-{n}.db")
+    with Engine.open(f"sqlite:///{path}", embedder=None) as engine:
+        for agent, task, day in _requests(calls):
+            engine.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
+        engine.flush()
+        gc.collect()
+        now = rss_parts()
+    return {
+        "rss_mb": round(now.get("RssAnon", 0.0) + now.get("RssFile", 0.0), 1),
+        "rss_anon_mb": now.get("RssAnon"),
+        "rss_file_mb": now.get("RssFile"),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
 def rss_parts() -> dict[str, float]:
     """RssAnon and RssFile of this process in MB, from /proc/self/status (Linux; else {})."""
     out: dict[str, float] = {}
@@ -612,7 +632,7 @@ def _print(report: dict[str, Any]) -> None:
         f"{'no-pool p50':>12} "
         f"{'queries p50':>12} "
         f"{'last-N p50':>11} {'cpu ref':>8} {'full GCs':>12} {'ingest/s':>9} {'file MB':>8} "
-        f"{'RSS MB':>7} {'anon MB':>8}"
+        f"{'RSS MB':>7} {'anon MB':>8} {'1 engine RSS/anon MB':>21}"
     )
     print(head)
     for r in report["results"]:
@@ -627,7 +647,8 @@ def _print(report: dict[str, Any]) -> None:
             f"{r['baseline_queries_ms']['p50']:>12.2f} {r['baseline_last_n_ms']['p50']:>11.2f} "
             f"{r['cpu_reference_ms']['p50']:>8.2f} {gcs:>12} "
             f"{r['ingest_records_per_s']:>9} {r['file_mb']:>8.1f} {r['peak_rss_mb']:>7.1f} "
-            f"{r['rss_anon_mb'] or 0:>8.1f}"
+            f"{r['rss_anon_mb'] or 0:>8.1f} "
+            f"{r['one_engine']['rss_mb']:>12.1f} / {r['one_engine']['rss_anon_mb'] or 0:>6.1f}"
         )
 
 
@@ -640,6 +661,7 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--memory", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--dir", help="where the database files go (default: a temp dir)")
     parser.add_argument(
         "--vectors", action="store_true", help="also run bench/vectors.py at each size"
@@ -650,6 +672,9 @@ def main() -> None:
         help="gc.collect() then gc.freeze() after the warm-up, as the servers do",
     )
     args = parser.parse_args()
+    if args.memory:
+        print(json.dumps(one_engine_memory(args.memory, args.calls, args.dir)))
+        return
     if args.one:
         report = run_one(args.one, args.calls, args.dir, args.loop_sessions, args.settle_heap)
         print(json.dumps(report))
@@ -665,6 +690,9 @@ def main() -> None:
             cmd += ["--settle-heap"] if args.settle_heap else []
             out = run_child([*cmd, "--dir", workdir])
             results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            cmd = [sys.executable, __file__, "--memory", str(n), "--calls", str(args.calls)]
+            out = run_child([*cmd, "--dir", workdir])
+            results[-1]["one_engine"] = json.loads(out.stdout.strip().splitlines()[-1])
             if not args.json:
                 print(f"... {n} records done", file=sys.stderr)
     report: dict[str, Any] = {"machine": machine(), "results": results}

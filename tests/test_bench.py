@@ -65,6 +65,10 @@ def test_assemble_bench_reports_both_workloads_and_the_baselines(tmp_path: Path)
     assert r["ingest_records_per_s"] > 0 and r["file_mb"] > 0
     # The RSS split: the process's own memory, and the store's pages mapped (docs/stores.md).
     assert 0 < r["rss_anon_mb"] <= r["peak_rss_mb"] and 0 <= r["rss_file_mb"] <= r["peak_rss_mb"]
+    # One engine with the defaults in a fresh process: what a deployment holds.
+    one = r["one_engine"]
+    assert 0 < one["rss_anon_mb"] < one["rss_mb"] <= one["peak_rss_mb"] + 1
+    assert one["rss_mb"] == pytest.approx(one["rss_anon_mb"] + one["rss_file_mb"], abs=0.2)
     assert report["machine"]["nproc"] >= 1
     assert r["frozen_objects"] == 0  # nothing frozen without --settle-heap
 
