@@ -264,15 +264,19 @@ def _schema_error(err: Any, file: str) -> RuleError:
 # -- reading -------------------------------------------------------------------------------------
 
 
+class _Refused(ValueError):
+    """What the JSON reader refuses that JSON's grammar allows; its message is the fix."""
+
+
 def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number; give a finite number")
+    raise _Refused(f"{name} is not a JSON number; give a finite number")
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in pairs:
         if k in out:
-            raise ValueError(f"the key {k!r} appears twice in one object; give it once")
+            raise _Refused(f"the key {k!r} appears twice in one object; give it once")
         out[k] = v
     return out
 
@@ -376,8 +380,10 @@ def parse_text(text: str | bytes, file: str) -> tuple[list[Pipeline], list[RuleE
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         return [], [RuleError(file, where, f"fix the JSON syntax: {exc.msg}")]
-    except ValueError as exc:  # NaN, Infinity, a repeated key, a number of thousands of digits
+    except _Refused as exc:  # NaN, Infinity, a repeated key
         return [], [RuleError(file, "(document)", str(exc))]
+    except ValueError:  # an integer of thousands of digits (Python's int conversion limit)
+        return [], [RuleError(file, "(document)", "give numbers of at most a few digits")]
     return parse_document(doc, file)
 
 
