@@ -506,3 +506,54 @@ def test_cli_prints_the_defaults() -> None:
     out = CliRunner().invoke(cli, ["pipelines", "default"])
     assert out.exit_code == 0
     assert json.loads(out.output) == json.loads(PACKAGED.read_text())
+
+
+# -- replay runs the same definitions ----------------------------------------------------------
+
+
+def _fulltext(a: Any) -> int:
+    return int(next(s["candidates"] for s in a.trace.sources if s["name"] == "fulltext"))
+
+
+def test_replay_runs_the_definitions_that_produced_the_trace(store: Store, tmp_path: Path) -> None:
+    f = tmp_path / "team.json"
+    f.write_text(_doc({"step": "fulltext", "topK": 3}, name="fulltext"))
+    with Engine(store, clock=lambda: T0, pipelines=f) as e, Engine(store, clock=lambda: T0) as d:
+        _seed(e)
+        a = e.assemble("p", "bob", "login form session cookie", 3000)
+        assert _fulltext(a) == 3
+        e.flush()
+        f.write_text(_doc({"step": "fulltext", "topK": 1}, name="fulltext"))  # edited since
+        # Replayed by an engine on other definitions (the defaults), the file's ran again.
+        again = d.replay("p", a.trace.id, "bob")
+        assert _fulltext(again) == 3
+        assert again.text == a.text
+        got, was = again.trace.notes["pipelines"], a.trace.notes["pipelines"]
+        assert got["sources"] == was["sources"]
+        # A one-line change, replayed: the call's own definition runs, and the trace says so.
+        lower = [{"name": "fulltext", "steps": [{"step": "fulltext", "topK": 2}]}]
+        changed = d.replay("p", a.trace.id, "bob", pipelines=lower)
+        assert _fulltext(changed) == 2
+        assert changed.trace.notes["pipelines"]["from"] == "request"
+        assert changed.trace.notes["pipelines"]["sources"]["fulltext"] != was["sources"]["fulltext"]
+        d.flush()
+        # ... and a replay of that replay runs the call's definitions again.
+        assert _fulltext(d.replay("p", changed.trace.id, "bob")) == 2
+
+
+def test_a_calls_own_pipelines_are_not_served_from_another_definitions_cache(store: Store) -> None:
+    with Engine(store, clock=lambda: T0) as e:
+        _seed(e)
+        task = "login form session cookie"
+        counts = [
+            _fulltext(e.assemble("p", "bob", task, 3000, pipelines=pipes))
+            for pipes in (
+                [{"name": "fulltext", "steps": [{"step": "fulltext", "topK": 3}]}],
+                [{"name": "fulltext", "steps": [{"step": "fulltext", "topK": 5}]}],
+                None,
+            )
+        ]
+        assert counts[:2] == [3, 5] and counts[2] > 5
+        with pytest.raises(RuleError, match=r"<pipelines>: pipelines\[0\]\.steps\[0\]\.topK"):
+            e.assemble("p", "bob", task, 3000, pipelines=[
+                {"name": "fulltext", "steps": [{"step": "fulltext", "topK": 0}]}])  # fmt: skip

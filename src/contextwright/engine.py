@@ -69,8 +69,7 @@ class Engine:
         embedder: Embedder | str | None = None,
         pipelines: PipelinesArg = None,
     ) -> None:
-        self.store = store
-        self.pipelines = coerce_pipelines(pipelines)  # assembly/definitions.py
+        self.store, self.pipelines = store, coerce_pipelines(pipelines)  # definitions: 1st
         self.counter: Tokenizer = counter or default_counter()
         self.clock = clock
         self._traces = TraceWriter(store)  # traces are written off the hot path (writer.py)
@@ -255,6 +254,7 @@ class Engine:
         task_kind: str | None = None,
         rules: RulesArg = None,
         task_id: str | None = None,
+        pipelines: PipelinesArg = None,
     ) -> Assembly:
         """Compute `agent`'s context window from scratch, packed into `budget`, with its trace.
 
@@ -269,7 +269,7 @@ class Engine:
                 project, agent, task, budget, format, session=session, milestone=milestone,
                 working_memory=working_memory, sources=sources, limits=limits,
                 include_superseded=include_superseded, task_kind=task_kind, rules=rules,
-                task_id=task_id,
+                task_id=task_id, pipelines=pipelines,
             )
         )  # fmt: skip
 

@@ -114,7 +114,7 @@ class Pipeline:
     def digest(self) -> str:
         """What the trace names a definition by: the same steps give the same digest, whatever
         file they came from or how the JSON was spelt."""
-        return _digest(self.to_dict())
+        return digest(self.to_dict())
 
     @property
     def retrieval(self) -> tuple[Step, ...]:
@@ -150,7 +150,7 @@ class Pipelines:
 
     @property
     def digest(self) -> str:
-        return _digest(self.to_dict())
+        return digest(self.to_dict())
 
     def extended(self, more: Iterable[Pipeline], file: str | None = None) -> Pipelines:
         """These pipelines with `more`: one of the same name replaces it where it stands, a new
@@ -167,7 +167,8 @@ class Pipelines:
         return Pipelines(tuple(out), files)
 
 
-def _digest(doc: Mapping[str, Any]) -> str:
+def digest(doc: Mapping[str, Any]) -> str:
+    """A short, stable name for a definition (JSON with sorted keys, hashed)."""
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 

@@ -19,7 +19,15 @@ from typing import Any, Protocol
 
 from ..traces.trace import Trace
 from .candidates import Candidate
-from .definitions import DEFAULT_FILE, RETRIEVAL_STEPS, Pipeline, Pipelines, Step, default_pipelines
+from .definitions import (
+    DEFAULT_FILE,
+    RETRIEVAL_STEPS,
+    Pipeline,
+    Pipelines,
+    Step,
+    default_pipelines,
+    digest,
+)
 from .definitions import PipelinesArg as PipelinesArg  # the engine's argument, re-exported
 from .definitions import coerce_pipelines as coerce_pipelines
 from .kv_source import KVSource
@@ -212,6 +220,7 @@ class HasSource(Protocol):
 class Assembles(Protocol):
     sources: list[Source]
     notes: list[Any]
+    call_pipelines: Callable[[Any], tuple[Any, list[Source]]] | None
 
 
 Join = Callable[..., None]  # Vectors.join(assembler, before=..., wrap=...)
@@ -226,6 +235,27 @@ def install(pipelines: Pipelines, assembler: Assembles, join: Join, **features: 
     assembler.sources[:] = now
     assembler.notes.append(PipelineNotes(pipelines))
     join(assembler, before=before, wrap=joined)
+
+    def for_call(given: PipelinesArg) -> tuple[Pipelines, list[Source]]:
+        resolved = coerce_pipelines(given)
+        return resolved, call_sources(resolved, {**store_providers(), **providers})
+
+    assembler.call_pipelines = for_call
+
+
+def call_sources(pipelines: Pipelines, providers: Mapping[str, Provider]) -> list[Source]:
+    """The sources of a call's own pipelines, in their order; the vector search ones only when
+    the embedder is ready (as the engine's join it then)."""
+    vector = providers.get("vector")
+    ready = vector is not None and vector() is not None
+    out = []
+    for p in pipelines.enabled:
+        if is_late(p) and not ready:
+            continue
+        src = build_source(p, providers)
+        if src is not None:
+            out.append(src)
+    return out
 
 
 def _feature(f: HasSource) -> Provider:
@@ -264,6 +294,16 @@ class PipelineNotes:
 
     def annotate(self, trace: Trace) -> None:
         ran = [s.get("name") for s in trace.sources]
+        given = trace.request.get("pipelines")
+        if isinstance(given, list):  # the call's own, kept whole in the request
+            defs = {p.get("name"): p for p in given if isinstance(p, dict)}
+            trace.notes["pipelines"] = {
+                "digest": digest({"pipelines": given}),
+                "sources": {n: digest(defs[n]) for n in ran if isinstance(n, str) and n in defs},
+                "defined": {},
+                "from": "request",
+            }
+            return
         by_name = {p.name: p for p in self.pipelines.enabled}
         used = [by_name[n] for n in ran if isinstance(n, str) and n in by_name]
         trace.notes["pipelines"] = {
