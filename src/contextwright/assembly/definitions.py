@@ -486,17 +486,3 @@ def coerce_pipelines(value: PipelinesArg) -> Pipelines:
         "give Pipelines, a pipelines file or directory, or a list of pipeline objects",
     )
 
-
-__all__ = [
-    "DEFAULT_PIPELINES_DIR",
-    "Pipeline",
-    "Pipelines",
-    "PipelinesArg",
-    "Step",
-    "check_pipelines",
-    "coerce_pipelines",
-    "default_pipelines",
-    "load_pipelines",
-    "pipelines_from",
-    "schema",
-]
