@@ -485,4 +485,3 @@ def coerce_pipelines(value: PipelinesArg) -> Pipelines:
         "pipelines",
         "give Pipelines, a pipelines file or directory, or a list of pipeline objects",
     )
-
