@@ -134,6 +134,11 @@ def test_default_windows_unchanged(store: Store, tmp_path: Path) -> None:
                 assert _window(old, **kw) == (text, items)
                 assert _window(same, **kw) == (text, items)
                 assert "fly.io" in text and "never log the cookie" in text
+            # A copy of the defaults is the defaults: the same digests, nothing of its own kept.
+            notes = [
+                x.assemble("p", "bob", "login", 3000).trace.notes["pipelines"] for x in (e, same)
+            ]
+            assert notes[0] == notes[1] and notes[1]["defined"] == {}
         finally:
             old.close()
             same.close()

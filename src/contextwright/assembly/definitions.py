@@ -257,6 +257,9 @@ def _schema_error(err: Any, file: str) -> RuleError:
         return RuleError(
             file, at, f"give {sub.get('minLength', 0)} to {sub.get('maxLength')} characters"
         )
+    if kw in ("minimum", "exclusiveMinimum", "maximum"):
+        side = "over the maximum" if kw == "maximum" else "under the minimum"
+        return RuleError(file, at, f"{_short(value)} is {side}; {given or err.message}")
     if given:
         return RuleError(file, at, f"{_short(value)} does not fit; {given}")
     return RuleError(file, at, f"{_short(value)} does not fit: {err.message}")

@@ -20,7 +20,6 @@ from typing import Any, Protocol
 from ..traces.trace import Trace
 from .candidates import Candidate
 from .definitions import (
-    DEFAULT_FILE,
     RETRIEVAL_STEPS,
     Pipeline,
     Pipelines,
@@ -282,6 +281,12 @@ def pipeline_sources(
     return now, [s for _, s in built[first:] if s is not None], joined
 
 
+def _own(p: Pipeline) -> bool:
+    """Is `p` another definition than the packaged one of its name (a copy of it is not)?"""
+    base = default_pipelines().get(p.name)
+    return base is None or base.digest != p.digest
+
+
 class PipelineNotes:
     """Every trace says which definition produced each source's candidates (its digest), and
     keeps the definitions that came from a user's file, so that replay runs them again."""
@@ -309,7 +314,5 @@ class PipelineNotes:
         trace.notes["pipelines"] = {
             "digest": self.pipelines.digest,
             "sources": {p.name: p.digest for p in used},
-            "defined": {
-                p.name: {"file": p.file, **p.to_dict()} for p in used if p.file != DEFAULT_FILE
-            },
+            "defined": {p.name: {"file": p.file, **p.to_dict()} for p in used if _own(p)},
         }
