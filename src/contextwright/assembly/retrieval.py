@@ -281,18 +281,15 @@ def pipeline_sources(
     return now, [s for _, s in built[first:] if s is not None], joined
 
 
-def _own(p: Pipeline) -> bool:
-    """Is `p` another definition than the packaged one of its name (a copy of it is not)?"""
-    base = default_pipelines().get(p.name)
-    return base is None or base.digest != p.digest
-
-
 class PipelineNotes:
     """Every trace says which definition produced each source's candidates (its digest), and
-    keeps the definitions that came from a user's file, so that replay runs them again."""
+    keeps the definitions that differ from the packaged ones, so that replay runs them again."""
 
     def __init__(self, pipelines: Pipelines) -> None:
         self.pipelines = pipelines
+        # Worked out once: the note is written on every call.
+        self._digest = pipelines.digest
+        self._of = {p.name: (p.digest, _defined(p)) for p in pipelines.enabled}
 
     def warnings(self) -> list[str]:
         return []
@@ -309,10 +306,18 @@ class PipelineNotes:
                 "from": "request",
             }
             return
-        by_name = {p.name: p for p in self.pipelines.enabled}
-        used = [by_name[n] for n in ran if isinstance(n, str) and n in by_name]
+        used = [(n, self._of[n]) for n in ran if isinstance(n, str) and n in self._of]
         trace.notes["pipelines"] = {
-            "digest": self.pipelines.digest,
-            "sources": {p.name: p.digest for p in used},
-            "defined": {p.name: {"file": p.file, **p.to_dict()} for p in used if _own(p)},
+            "digest": self._digest,
+            "sources": {n: d for n, (d, _) in used},
+            "defined": {n: dict(own) for n, (_, own) in used if own is not None},
         }
+
+
+def _defined(p: Pipeline) -> dict[str, Any] | None:
+    """`p` whole, with its file, if it is another definition than the packaged one of its name
+    (a copy of that is not)."""
+    base = default_pipelines().get(p.name)
+    if base is not None and base.digest == p.digest:
+        return None
+    return {"file": p.file, **p.to_dict()}
