@@ -562,3 +562,30 @@ def test_a_calls_own_pipelines_are_not_served_from_another_definitions_cache(sto
         with pytest.raises(RuleError, match=r"<pipelines>: pipelines\[0\]\.steps\[0\]\.topK"):
             e.assemble("p", "bob", task, 3000, pipelines=[
                 {"name": "fulltext", "steps": [{"step": "fulltext", "topK": 0}]}])  # fmt: skip
+
+
+def test_the_cli_and_server_engine_read_the_pipelines_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(_doc({"step": "vector", "topK": 0}))
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    monkeypatch.setenv("CONTEXTWRIGHT_PIPELINES", str(bad))
+    out = CliRunner().invoke(cli, ["--db", db, "add", "-p", "acme", "-a", "ann", "hello"])
+    assert out.exit_code != 0
+    assert f"{bad}: pipelines[0].steps[0].topK" in out.output
+    good = tmp_path / "good.json"
+    good.write_text(_doc({"step": "fulltext", "topK": 2}, name="fulltext"))
+    monkeypatch.setenv("CONTEXTWRIGHT_PIPELINES", str(good))
+    for i in range(4):
+        args = ["--db", db, "add", "-p", "acme", "-a", "ann", f"@bob login note {i}"]
+        assert CliRunner().invoke(cli, args).exit_code == 0
+    out = CliRunner().invoke(
+        cli, ["--db", db, "assemble", "-p", "acme", "-a", "bob", "-t", "login note", "--json"]
+    )
+    assert out.exit_code == 0, out.output
+    trace_id = json.loads(out.output)["trace_id"]
+    out = CliRunner().invoke(cli, ["--db", db, "trace", "show", "-p", "acme", trace_id, "--json"])
+    trace = json.loads(out.output)
+    assert {s["name"]: s["candidates"] for s in trace["sources"]}["fulltext"] == 2
+    assert trace["notes"]["pipelines"]["defined"]["fulltext"]["file"] == str(good)
