@@ -167,9 +167,9 @@ def test_top_k_changes_how_many_candidates_a_search_returns(store: Store) -> Non
 def test_top_k_of_the_vector_step(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'v.db'}")
     with Engine(store, clock=lambda: T0, embedder="hash") as e:
-        _seed(e, 30)
+        _seed(e, 60)
         assert e.wait_for_embeddings(60)
-        assert _count(e, "vector") > 10
+        assert _count(e, "vector") == 40  # the source's own size (retrieval.SOURCE_LIMITS)
     ten = [{"name": "vector", "steps": [{"step": "vector", "topK": 10}]}]
     with Engine(open_store(f"sqlite:///{tmp_path / 'v.db'}"), clock=lambda: T0,
                 embedder="hash", pipelines=ten) as e:  # fmt: skip
@@ -589,3 +589,44 @@ def test_the_cli_and_server_engine_read_the_pipelines_setting(
     trace = json.loads(out.output)
     assert {s["name"]: s["candidates"] for s in trace["sources"]}["fulltext"] == 2
     assert trace["notes"]["pipelines"]["defined"]["fulltext"]["file"] == str(good)
+
+
+def test_the_known_default_sizes_are_the_sources_own(tmp_path: Path) -> None:
+    """A step at its source's default size runs the source unwrapped (retrieval.SOURCE_LIMITS):
+    each size must be what the source reads by itself, and the packaged file must say it."""
+    from contextwright.assembly.definitions import Pipeline as Def
+    from contextwright.assembly.definitions import Step
+    from contextwright.assembly.retrieval import SOURCE_LIMITS, STORE_STEPS
+
+    for p in default_pipelines():
+        (step,) = p.steps
+        assert step.limit == SOURCE_LIMITS.get(step.step), p.name
+    store = open_store(f"sqlite:///{tmp_path / 'sizes.db'}")
+    with Engine(store, clock=lambda: T0) as e:
+        rows: list[dict[str, Any]] = []
+        for i in range(70):
+            common = {"project": "p", "created_at": T0 - i}
+            rows += [
+                {**common, "author": "bob", "kind": "message", "session": "s1",
+                 "content": f"login form turn {i}"},
+                {**common, "author": "ann", "kind": "note", "content": f"@bob login form {i}"},
+                {**common, "author": "ann", "kind": "task", "content": f"open task {i}"},
+                {**common, "author": "ann", "kind": "decision", "content": f"decision {i}"},
+                {**common, "author": "ann", "kind": "note", "pinned": True,
+                 "content": f"pinned {i}"},
+            ]  # fmt: skip
+        e.add_many(rows)
+        for i in range(30):
+            e.kv_set("p", f"k{i}", f"value {i}")
+        ctx = _ctx(store)
+        ctx.task = "login form " + " ".join(f"@k{i}" for i in range(30))
+        for name, make in STORE_STEPS.items():
+            size = SOURCE_LIMITS[name]
+            own = [c.key for c in make().run(ctx)]
+
+            def sized(n: int, name: str = name, make: Any = make) -> list[str]:
+                wrapped = PipelineSource(Def("x", (Step(name, limit=n),)), [lambda: make()])
+                return [c.key for c in wrapped.run(ctx)]
+
+            assert sized(size) == own, name
+            assert sized(size - 1) != own, f"{name}: the store does not reach its size"

@@ -167,11 +167,18 @@ def capped(step: Step, found: list[Candidate]) -> list[Candidate]:
     return kept
 
 
-def _default_limit(step: Step, name: str) -> int | None:
-    base = default_pipelines().get(name)
-    if base is None or len(base.steps) != 1 or base.steps[0].step != step.step:
-        return None
-    return base.steps[0].limit
+# The size each source reads when nothing says otherwise (its `ctx.limit(name, default)`): a step
+# of this size needs no wrapper. tests/test_pipelines.py checks these against the sources.
+SOURCE_LIMITS = {
+    "history": 60,
+    "addressed": 25,
+    "open_items": 20,
+    "fulltext": 40,
+    "pinned": 40,
+    "decisions": 15,
+    "kv": 20,
+    "vector": 40,
+}
 
 
 def is_late(p: Pipeline) -> bool:
@@ -184,7 +191,7 @@ def build_source(p: Pipeline, providers: Mapping[str, Provider]) -> Source | Non
     steps = p.steps
     if len(steps) == 1 and RETRIEVAL_STEPS[steps[0].step] == p.name:
         limit = steps[0].limit
-        if limit is None or limit == _default_limit(steps[0], p.name):
+        if limit is None or limit == SOURCE_LIMITS.get(steps[0].step):
             provider = providers.get(steps[0].step)
             return provider() if provider is not None else None
     return PipelineSource(p, [providers.get(s.step) if s.retrieves else None for s in steps])
