@@ -630,3 +630,59 @@ def test_the_known_default_sizes_are_the_sources_own(tmp_path: Path) -> None:
 
             assert sized(size) == own, name
             assert sized(size - 1) != own, f"{name}: the store does not reach its size"
+
+
+# -- over HTTP: a replay with pipelines -----------------------------------------------------------
+
+HOSTILE_REPLAYS: list[tuple[Any, str]] = [
+    ([{"name": "fulltext", "steps": [{"step": "fulltext", "topK": 10**9}]}], "steps[0].topK"),
+    ([{"name": "x", "steps": [{"step": "sql"}]}], "steps[0].step"),
+    ([{"name": "x"}], "pipelines[0].steps"),
+    ([{"name": "x", "steps": [{"step": "kv"}, {"step": "filter", "author": ["\ud800"]}]}],
+     "author[0]"),
+    ([{"name": "x", "steps": [{"step": "kv"}, {"step": "filter", "tags": _nest(40)}]}],
+     "nest"),
+]  # fmt: skip
+
+
+def test_a_replay_over_http_takes_pipelines_and_refuses_bad_ones(tmp_path: Path) -> None:
+    import httpx
+
+    from contextwright.server import create_app
+    from contextwright.settings import Settings
+    from servers import ACME_KEY, KEYS, auth, running
+
+    engine = Engine.open(f"sqlite:///{tmp_path / 'http.db'}", embedder=None)
+    try:
+        _seed_acme(engine)
+        with (
+            running(create_app(engine, Settings(api_keys=KEYS))) as base,
+            httpx.Client(base_url=base, headers=auth(ACME_KEY)) as client,
+        ):
+            a = client.post("/v1/projects/acme/assemble",
+                            json={"agent": "bob", "task": "login form", "budget": 3000})  # fmt: skip
+            assert a.status_code == 200, a.text
+            url = f"/v1/projects/acme/traces/{a.json()['trace_id']}/replay"
+            lower = [{"name": "fulltext", "steps": [{"step": "fulltext", "topK": 2}]}]
+            r = client.post(url, json={"pipelines": lower})
+            assert r.status_code == 200, r.text
+            runs = {s["name"]: s["candidates"] for s in r.json()["trace"]["sources"]}
+            assert runs["fulltext"] == 2
+            assert "pipelines" in r.json()["diff"]["request"]
+            engine.flush()
+            before = len(engine.traces("acme", limit=100))
+            for body, field in HOSTILE_REPLAYS:
+                raw = json.dumps({"pipelines": body})  # escapes the lone surrogate as JSON may
+                r = client.post(url, content=raw, headers={"content-type": "application/json"})
+                assert r.status_code == 422, (field, r.text)
+                assert field in r.text and "<pipelines>" in r.text, r.text
+            engine.flush()
+            assert len(engine.traces("acme", limit=100)) == before  # nothing stored
+    finally:
+        engine.close()
+
+
+def _seed_acme(engine: Engine) -> None:
+    engine.register_agent("acme", "bob", "developer")
+    for i in range(8):
+        engine.add(project="acme", author="ann", kind="note", content=f"login form note {i}")
