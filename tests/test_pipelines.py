@@ -686,3 +686,15 @@ def _seed_acme(engine: Engine) -> None:
     engine.register_agent("acme", "bob", "developer")
     for i in range(8):
         engine.add(project="acme", author="ann", kind="note", content=f"login form note {i}")
+
+
+def test_a_pipeline_whose_vector_step_waits_for_the_embedder(store: Store) -> None:
+    """Full text and vectors in one pipeline: with vectors off it runs on full text alone, on
+    the pool's terms of the vector source (a bounded local read), and is never cached."""
+    both = [{"name": "both", "steps": [{"step": "fulltext", "topK": 5}, {"step": "vector"}]}]
+    with Engine(store, clock=lambda: T0, pipelines=both) as e:
+        _seed(e)
+        src = next(s for s in e.sources if s.name == "both")
+        assert isinstance(src, PipelineSource)
+        assert src.inline == "local" and not src.cacheable
+        assert _count(e, "both") == 5

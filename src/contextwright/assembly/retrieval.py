@@ -67,11 +67,12 @@ class PipelineSource:
         self.name = pipeline.name
         self.pipeline = pipeline
         self._steps = list(zip(pipeline.steps, providers, strict=True))
-        known = [p() for s, p in self._steps if p is not None]
-        late = len(known) < len(pipeline.retrieval)  # a feature's source that is not there yet
+        resolved = [p() if p is not None else None for s, p in self._steps if s.retrieves]
+        known = [src for src in resolved if src is not None]
+        late = len(known) < len(resolved)  # a feature's source that is not there yet
         # As inline as its least inline step (pipeline.py decides where a source runs): a step
         # that is not there yet is taken for the vector source, a bounded read of a local store.
-        ranks = [_inline_rank(getattr(s, "inline", False)) for s in known if s is not None]
+        ranks = [_inline_rank(getattr(s, "inline", False)) for s in known]
         rank = min([*ranks, 1] if late else ranks, default=2)
         self.inline: bool | str = True if rank == 2 else "local" if rank == 1 else False
         # The cache keys on the request, not the clock: an age filter's answer changes with time.
@@ -81,7 +82,7 @@ class PipelineSource:
             and all(getattr(s, "cacheable", False) for s in known)
             and not any(s.max_age_days is not None for s in pipeline.steps)
         )
-        preparing = [s for s in known if s is not None and hasattr(s, "prepare")]
+        preparing = [s for s in known if hasattr(s, "prepare")]
         self.prepare_weight = float(
             getattr(preparing[0], "prepare_weight", 1.0) if preparing else 1.0
         )
