@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -129,7 +129,7 @@ class Pipelines:
     pipelines: tuple[Pipeline, ...] = ()
     files: tuple[str, ...] = ()
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[Pipeline]:
         return iter(self.pipelines)
 
     def __len__(self) -> int:
