@@ -698,3 +698,10 @@ def test_a_pipeline_whose_vector_step_waits_for_the_embedder(store: Store) -> No
         assert isinstance(src, PipelineSource)
         assert src.inline == "local" and not src.cacheable
         assert _count(e, "both") == 5
+
+
+def test_the_docs_show_the_default_definitions_verbatim() -> None:
+    text = (Path(__file__).parents[1] / "docs" / "pipelines.md").read_text()
+    section = text.split("## The default definitions", 1)[1]
+    block = section.split("```json\n", 1)[1].split("```", 1)[0]
+    assert block == PACKAGED.read_text()
