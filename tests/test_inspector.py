@@ -246,6 +246,30 @@ def test_replay_rejects_bad_rules_with_the_field(page: object) -> None:
     page.fill("#replay-rules", "")
 
 
+def test_replay_with_a_changed_pipeline(page: object) -> None:
+    """The spec's troubleshooting, in the inspector: the sources tab names the definition behind
+    each source; a one-line change of a pipeline, replayed, shows what it changes."""
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    assemble(page, "bob", "fix the login bug where users are logged out", 3000)
+    page.click("#tabs button[data-tab=sources]")
+    expect(page.locator("#sources tr[data-source=fulltext]")).to_contain_text("default · sha256:")
+    page.click("#tabs button[data-tab=replay]")
+    page.fill("#replay-budget", "3000")
+    page.fill("#replay-pipelines", '[{"name": "fulltext", "steps": [{"step": "fulltext", '
+              '"topK": 10}, {"step": "filter", "kind": ["gotcha"]}]}]')  # fmt: skip
+    page.click("#replay")
+    out = page.locator("#replay-out")
+    expect(out).to_contain_text("pipelines")
+    page.fill(
+        "#replay-pipelines", '[{"name": "fulltext", "steps": [{"step": "fulltext", "topK": 0}]}]'
+    )
+    page.click("#replay")
+    expect(page.locator("#error")).to_contain_text("topK")
+    page.fill("#replay-pipelines", "")
+
+
 def test_browse_records_with_filters(page: object) -> None:
     from playwright.sync_api import Page, expect
 

@@ -10,6 +10,7 @@ and may change without notice.
 """
 
 from .assembly.candidates import SECTIONS, Candidate
+from .assembly.definitions import Pipelines, check_pipelines, load_pipelines
 from .assembly.result import Assembly
 from .assembly.scoring import ScoringConfig
 from .assembly.sources import Source, SourceContext
@@ -54,6 +55,7 @@ __all__ = [
     "Hit",
     "MissingExtra",
     "NotFound",
+    "Pipelines",
     "Query",
     "Record",
     "RoleProfile",
@@ -70,7 +72,9 @@ __all__ = [
     "TokenCounter",
     "Trace",
     "ValidationError",
+    "check_pipelines",
     "check_rules",
+    "load_pipelines",
     "load_rules",
     "open_store",
     "register_model",

@@ -20,9 +20,9 @@ from typing import Any
 
 from .agents import AgentDirectory
 from .assembly.cache import SourceCache
-from .assembly.defaults import default_sources
 from .assembly.request import AssembleRequest
 from .assembly.result import Assembly
+from .assembly.retrieval import PipelinesArg, coerce_pipelines, install
 from .assembly.run import Assembler, Setting
 from .assembly.run import source_caps as default_caps
 from .assembly.scoring import ScoringConfig
@@ -67,8 +67,9 @@ class Engine:
         rules: RulesArg = None,
         cache_ttl_s: float = 30.0,
         embedder: Embedder | str | None = None,
+        pipelines: PipelinesArg = None,
     ) -> None:
-        self.store = store
+        self.store, self.pipelines = store, coerce_pipelines(pipelines)  # definitions: 1st
         self.counter: Tokenizer = counter or default_counter()
         self.clock = clock
         self._traces = TraceWriter(store)  # traces are written off the hot path (writer.py)
@@ -97,14 +98,12 @@ class Engine:
         self._register(sources)
 
     def _register(self, given: Sequence[Source] | None) -> None:
-        """The one place that decides which sources run: the given list as it is, or the
-        defaults plus the features' own (computed context, session layers, vectors when on)."""
+        """The one place that decides which sources run: the given list, or the pipelines'."""
         if given is not None:
             self.assembler.sources[:] = list(given)
             return
-        feats: list[Source | None] = [self.tasks.source, self.sessions.source]
-        self.assembler.sources[:] = [*default_sources(), *(f for f in feats if f is not None)]
-        self.vectors.join(self.assembler, before=feats)  # once loaded, if loading in background
+        install(self.pipelines, self.assembler, self.vectors.join,
+                graph=self.tasks, session=self.sessions, vector=self.vectors)  # fmt: skip
 
     @classmethod
     def open(
@@ -255,6 +254,7 @@ class Engine:
         task_kind: str | None = None,
         rules: RulesArg = None,
         task_id: str | None = None,
+        pipelines: PipelinesArg = None,
     ) -> Assembly:
         """Compute `agent`'s context window from scratch, packed into `budget`, with its trace.
 
@@ -269,7 +269,7 @@ class Engine:
                 project, agent, task, budget, format, session=session, milestone=milestone,
                 working_memory=working_memory, sources=sources, limits=limits,
                 include_superseded=include_superseded, task_kind=task_kind, rules=rules,
-                task_id=task_id,
+                task_id=task_id, pipelines=pipelines,
             )
         )  # fmt: skip
 

@@ -89,6 +89,8 @@ class Settings:
     """Request bodies above this get 413 before they are read."""
     rules_dir: str | None = None
     """A directory of JSON context rules to load at startup (when rules are available)."""
+    pipelines: str | None = None
+    """A file or directory of JSON retrieval pipelines that change and extend the defaults."""
     log_level: str = "warning"
     embedder: str = "auto"
     """Vector search: "auto" (minilm where the `vectors` extra is installed), "minilm", "hash",
@@ -129,7 +131,7 @@ class Settings:
         kwargs: dict[str, Any] = {}
         if debug_enabled(env, prefix + "DEBUG_CONTEXT"):
             kwargs["debug_context"] = True
-        for name in ("db", "host", "rules_dir", "log_level", "embedder"):
+        for name in ("db", "host", "rules_dir", "log_level", "embedder", "pipelines"):
             value = env.get(prefix + name.upper())
             if value:
                 kwargs[name] = value

@@ -256,6 +256,9 @@ class Vectors:
         self.load_s: float | None = None
         self._assembler: Assembler | None = None  # where the source joins, once it exists
         self._before: tuple[Source | None, ...] = ()
+        # What joins the assembler for the vector source (the pipelines that search by vector).
+        self._wrap: Callable[[Source], Sequence[Source]] = lambda src: [src]
+        self._joined: list[Source] | None = None
         if embedder is None:
             return
         if not isinstance(embedder, str):
@@ -326,22 +329,34 @@ class Vectors:
             self.state = "on"
             self._insert()
 
-    def join(self, assembler: Assembler, before: Sequence[Source | None]) -> None:
-        """Run the vector source in `assembler`, ahead of the first of `before` there: now if the
+    def join(
+        self,
+        assembler: Assembler,
+        before: Sequence[Source | None],
+        wrap: Callable[[Source], Sequence[Source]] | None = None,
+    ) -> None:
+        """Run the vector source in `assembler` (or the sources `wrap` makes of it: the
+        pipelines that search by vector), ahead of the first of `before` there: now if the
         embedder is ready, else as soon as it has loaded in the background."""
         with self._lock:
             self._assembler, self._before = assembler, tuple(before)
+            if wrap is not None:
+                self._wrap, self._joined = wrap, None
             self._insert()
 
     def _insert(self) -> None:
         # Under self._lock. The list is swapped whole: a call that started before this sees the
         # old one (pick_sources copies it) and ran on full text, as its warnings say.
         a, src = self._assembler, self.source
-        if a is None or src is None or src in a.sources:
+        if a is None or src is None:
+            return
+        if self._joined is None:
+            self._joined = list(self._wrap(src))
+        if not self._joined or any(s in a.sources for s in self._joined):
             return
         at = [a.sources.index(s) for s in self._before if s is not None and s in a.sources]
         i = min(at, default=len(a.sources))
-        a.sources[:] = [*a.sources[:i], src, *a.sources[i:]]
+        a.sources[:] = [*a.sources[:i], *self._joined, *a.sources[i:]]
 
     @property
     def on(self) -> bool:

@@ -40,6 +40,9 @@ class AssembleRequest:
     task_kind: str | None = None
     rules: RulesArg = None
     task_id: str | None = None
+    # The call's own retrieval pipelines (definitions.py), over the defaults; the engine resolves
+    # them to a Pipelines, which the trace keeps whole, so that replay runs the same ones.
+    pipelines: Any = None
 
     @classmethod
     def build(
@@ -59,6 +62,7 @@ class AssembleRequest:
         task_kind: str | None = None,
         rules: RulesArg = None,
         task_id: str | None = None,
+        pipelines: Any = None,
     ) -> AssembleRequest:
         """A request from `assemble()`'s arguments, each checked by name (ValidationError)."""
         check_identifier("project", project)
@@ -103,6 +107,7 @@ class AssembleRequest:
             task_kind=task_kind,
             rules=rules,
             task_id=task_id,
+            pipelines=pipelines,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -124,6 +129,9 @@ class AssembleRequest:
         }
         if self.task_id is not None:
             out["task_id"] = self.task_id
+        if self.pipelines is not None:
+            to_dict = getattr(self.pipelines, "to_dict", None)
+            out["pipelines"] = to_dict()["pipelines"] if to_dict else self.pipelines
         return out
 
     def kwargs(self) -> dict[str, Any]:

@@ -68,6 +68,8 @@ class Assembler:
     locality: bool = True
     notes: list[TraceNotes] = field(default_factory=list)
     task_text: Callable[[str, str, str], str] | None = None
+    # A call's own pipelines -> (them resolved, their sources): retrieval.install sets it.
+    call_pipelines: Callable[[Any], tuple[Any, list[Source]]] | None = None
     _people: dict[str, tuple[int, frozenset[str]]] = field(default_factory=dict)
 
     def people(self, project: str, version: int) -> frozenset[str]:
@@ -89,7 +91,11 @@ class Assembler:
             request = replace(
                 request, budget=Budget(model=p.default_model, window=p.default_window)
             )
-        active = pick_sources(self.sources, request.sources)
+        sources = self.sources
+        if request.pipelines is not None and self.call_pipelines is not None:
+            resolved, sources = self.call_pipelines(request.pipelines)
+            request = replace(request, pipelines=resolved)
+        active = pick_sources(sources, request.sources)
         return replace(request, sources=tuple(s.name for s in active)), agent, active
 
     def assemble(self, request: AssembleRequest) -> Assembly:
@@ -119,6 +125,8 @@ class Assembler:
         ctx.options["locality"] = self.locality
         if request.task_id is not None:
             ctx.options["task_id"] = request.task_id
+        if request.pipelines is not None:  # the cache keys on options: other definitions, others
+            ctx.options["pipelines"] = getattr(request.pipelines, "digest", "")
         ruleset = self.rules if request.rules is None else coerce_rules(request.rules)
         # @references in the task that resolve to nothing become warnings, never silence.
         warnings = [

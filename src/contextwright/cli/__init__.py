@@ -78,6 +78,8 @@ class State:
             options: dict[str, Any] = {}
             if self.settings.rules_dir:
                 options["rules"] = self.settings.rules_dir
+            if self.settings.pipelines:
+                options["pipelines"] = self.settings.pipelines
             embedder = self.settings.embedder
             if embedder == "auto" and not self.serving:
                 # A one-shot command exits before a model would load; the server embeds what

@@ -142,6 +142,54 @@ def rules_check(directory: str, as_json: bool) -> None:
 
 
 @cli.group()
+def pipelines() -> None:
+    """Retrieval pipelines: the sources an assemble call runs, as data (docs/pipelines.md)."""
+
+
+@pipelines.command("check")
+@click.argument("path", type=click.Path())
+@json_option
+def pipelines_check(path: str, as_json: bool) -> None:
+    """Check a pipelines file (or a directory of them) and print the pipelines an engine would
+    run with it: the defaults as PATH replaces and extends them. Every problem is listed with
+    its file, field and fix."""
+    from ..assembly.definitions import check_pipelines, load_pipelines
+
+    problems = check_pipelines(path)
+    if problems:
+        emit([p.to_dict() for p in problems], as_json, "\n".join(p.message for p in problems))
+        sys.exit(1)
+    loaded = load_pipelines(path)
+    data = {
+        "pipelines": [{**p.to_dict(), "file": p.file, "digest": p.digest} for p in loaded],
+        "digest": loaded.digest,
+        "problems": [],
+    }
+    emit(data, as_json, f"{len(loaded)} pipelines OK with {path}:\n" + show_pipelines(loaded))
+
+
+@pipelines.command("default")
+def pipelines_default() -> None:
+    """Print the packaged default pipelines: a file to copy and edit."""
+    from importlib import resources
+
+    text = resources.files("contextwright").joinpath("assembly/default_pipelines.json")
+    click.echo(text.read_text(encoding="utf-8"), nl=False)
+
+
+def show_pipelines(loaded: Any) -> str:
+    lines = []
+    for p in loaded:
+        steps = " -> ".join(
+            " ".join([s.step, *(f"{k} {v}" for k, v in s.to_dict().items() if k != "step")])
+            for s in p.steps
+        )
+        off = " (off)" if not p.enabled else ""
+        lines.append(f"  {p.name}{off}: {steps}   [{p.file}]")
+    return "\n".join(lines)
+
+
+@cli.group()
 def bench() -> None:
     """Benchmarks (recall on real conversations)."""
 

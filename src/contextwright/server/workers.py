@@ -66,6 +66,7 @@ def to_env(settings: Settings, prefix: str = "CONTEXTWRIGHT_") -> dict[str, str]
         "EMBEDDER": settings.embedder,
         "DEBUG_CONTEXT": "true" if settings.debug_context else "",
         "RULES_DIR": settings.rules_dir or "",
+        "PIPELINES": settings.pipelines or "",
         "API_KEYS": json.dumps(keys) if keys else "",
     }
     return {prefix + k: v for k, v in env.items()}
@@ -80,6 +81,8 @@ def app_from_env() -> FastAPI:
     options: dict[str, Any] = {}
     if settings.rules_dir:
         options["rules"] = settings.rules_dir
+    if settings.pipelines:
+        options["pipelines"] = settings.pipelines
     # A worker serves: "auto" keeps vectors on (as `serve` with one process); "none" must reach
     # Engine.open as None, whose own default is "auto".
     options["embedder"] = None if settings.embedder == "none" else settings.embedder

@@ -22,7 +22,9 @@ from ..errors import ValidationError
 from .trace import Trace
 
 # Request fields that a replay may override; everything else comes from the stored request.
-OVERRIDABLE = ("budget", "format", "sources", "task", "working_memory", "limits", "rules")
+OVERRIDABLE = (
+    "budget", "format", "sources", "task", "working_memory", "limits", "rules", "pipelines",
+)  # fmt: skip
 _BUDGET_INPUT = ("model", "window", "reserve", "section_caps")
 
 
@@ -32,6 +34,12 @@ def stored_request(trace: Trace) -> dict[str, Any]:
     budget = req.get("budget")
     if isinstance(budget, Mapping):
         req["budget"] = {k: budget[k] for k in _BUDGET_INPUT if k in budget}
+    notes = trace.notes.get("pipelines")
+    defined = notes.get("defined") if isinstance(notes, Mapping) else None
+    if req.get("pipelines") is None and defined:
+        # The pipelines of a user's file ran: the same definitions run again, whatever the file
+        # holds now (assembly/retrieval.py's PipelineNotes keeps them).
+        req["pipelines"] = [{k: v for k, v in d.items() if k != "file"} for d in defined.values()]
     return {k: v for k, v in req.items() if v is not None}
 
 

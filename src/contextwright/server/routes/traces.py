@@ -29,6 +29,7 @@ class ReplayIn(BaseModel):
     sources: list[str] | None = None
     task: str | None = None
     rules: list[dict[str, Any]] | None = None
+    pipelines: list[dict[str, Any]] | None = None  # retrieval pipelines (docs/pipelines.md)
 
 
 def own_trace(ctx: ProjectDep, trace_id: str) -> Trace:

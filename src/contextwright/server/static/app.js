@@ -183,6 +183,17 @@ function bar(ms, max) {
   return el("div", { class: "hbar" }, el("div", { style: `width:${w.toFixed(1)}%` }));
 }
 
+// Which definition produced a source's candidates (docs/pipelines.md): its digest, and where a
+// definition other than the packaged one came from.
+function pipelineCell(t, name) {
+  const p = (t.notes || {}).pipelines;
+  const digest = p && p.sources ? p.sources[name] : undefined;
+  if (!digest) return el("td", {});
+  const defined = (p.defined || {})[name];
+  const from = defined ? defined.file : (p.from === "request" ? "this call's" : "default");
+  return el("td", { class: "muted", title: JSON.stringify(defined || {}) }, `${from} · ${digest}`);
+}
+
 function renderSources() {
   const t = state.trace;
   if (!t) return;
@@ -191,7 +202,7 @@ function renderSources() {
   $("#sources tbody").replaceChildren(...t.sources.map((s) =>
     el("tr", { "data-source": s.name }, el("td", {}, s.name), el("td", { class: "num" }, s.ms.toFixed(2)),
       el("td", {}, bar(s.ms, max)), el("td", { class: "num" }, s.candidates),
-      el("td", {}, s.cache), el("td", { class: "error" }, s.error || ""))));
+      el("td", {}, s.cache), el("td", { class: "error" }, s.error || ""), pipelineCell(t, s.name))));
   const steps = Object.entries(t.timings_ms || {});
   const tmax = Math.max(...steps.map(([, v]) => v), 0.001);
   $("#timings tbody").replaceChildren(...steps.map(([k, v]) =>
@@ -253,6 +264,10 @@ async function replay() {
   const rules = $("#replay-rules").value.trim();
   if (rules) {
     try { body.rules = JSON.parse(rules); } catch (e) { throw new Error("rules: not JSON: " + e.message); }
+  }
+  const pipelines = $("#replay-pipelines").value.trim();
+  if (pipelines) {
+    try { body.pipelines = JSON.parse(pipelines); } catch (e) { throw new Error("pipelines: not JSON: " + e.message); }
   }
   const out = await api("POST", `/v1/projects/${P()}/traces/${state.trace.id}/replay`, body);
   renderDiff($("#replay-out"), out.diff);
