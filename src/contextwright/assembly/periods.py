@@ -39,7 +39,9 @@ _MONTHS = {
 }
 _MONTHS["sept"] = 9
 # Capitalized as written in English ("May", "Sept."), whatever the case of the rest of the task.
-_M = "(?-i:(?P<m>" + "|".join(sorted((m.title() for m in _MONTHS), key=len, reverse=True)) + r"))\.?"
+_M = (
+    "(?-i:(?P<m>" + "|".join(sorted((m.title() for m in _MONTHS), key=len, reverse=True)) + r"))\.?"
+)
 _Y = r"(?P<y>(?:19|20)\d\d)"
 _D = r"(?P<d>[0-3]?\d)(?:st|nd|rd|th)?"
 _SEP = r"[\s,]+"
@@ -80,7 +82,7 @@ class Period:
 
 def task_periods(task: str, now: float) -> list[Period]:
     """The periods the task names, in the order it names them (at most one per span of text)."""
-    if not task or not any(ch.isdigit() for ch in task) and not _has_month(task):
+    if not task or (not any(ch.isdigit() for ch in task) and not _has_month(task)):
         return []
     return list(_periods(task, int(now // DAY)))
 
@@ -101,10 +103,10 @@ def _periods(task: str, today: int) -> tuple[Period, ...]:
 
 
 def _period(g: dict[str, str | None], now: float, text: str) -> Period | None:
-    m = g.get("m")
+    m, d, y = g.get("m"), g.get("d"), g.get("y")
     month = (int(m) if m.isdigit() else _MONTHS[m.lower()]) if m else None
-    day = int(g["d"]) if g.get("d") else None
-    year = int(g["y"]) if g.get("y") else None
+    day = int(d) if d else None
+    year = int(y) if y else None
     today = datetime.fromtimestamp(now, UTC)
     try:
         if year is None:
