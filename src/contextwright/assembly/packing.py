@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ..errors import BudgetError
 from ..ports import Tokenizer
 from .candidates import SECTIONS, Candidate, Item
+from .caps import charged_source
 from .render import DATED_SECTIONS, day_heading, fixed_cost, heading_cost, quoted, unit_cost
 from .scoring import day_label, item_prefix
 
@@ -137,7 +138,8 @@ def pack(
             else:
                 cost = unit_cost(c, fmt, agent, counter)
             extra = 0 if items else head
-            src_cap = source_caps.get(c.source)
+            charged = charged_source(c, source_caps) if source_caps else None  # caps.py
+            src_cap = None if charged is None else source_caps[charged]
             src_left = None if src_cap is None else src_cap - source_used.get(c.source, 0)
             room = remaining - extra
             if cap is not None:
@@ -179,7 +181,8 @@ def pack(
                     continue
             remaining -= cost + extra
             used_here += cost + extra
-            source_used[c.source] = source_used.get(c.source, 0) + cost
+            if charged is not None:
+                source_used[c.source] = source_used.get(c.source, 0) + cost
         if sections[name]:
             section_tokens[name] = used_here
     # History reads in time order; it was packed newest first.
