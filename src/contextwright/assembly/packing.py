@@ -138,8 +138,13 @@ def pack(
             else:
                 cost = unit_cost(c, fmt, agent, counter)
             extra = 0 if items else head
-            charged = charged_source(c, source_caps) if source_caps else None  # caps.py
-            src_cap = None if charged is None else source_caps[charged]
+            src_cap = source_caps.get(c.source)
+            if (
+                src_cap is not None
+                and len(c.sources) > 1
+                and charged_source(c, source_caps) is None
+            ):
+                src_cap = None  # another source without a cap found it too (caps.py)
             src_left = None if src_cap is None else src_cap - source_used.get(c.source, 0)
             room = remaining - extra
             if cap is not None:
@@ -181,7 +186,7 @@ def pack(
                     continue
             remaining -= cost + extra
             used_here += cost + extra
-            if charged is not None:
+            if src_cap is not None:
                 source_used[c.source] = source_used.get(c.source, 0) + cost
         if sections[name]:
             section_tokens[name] = used_here
