@@ -203,3 +203,30 @@ def test_same_input_same_output() -> None:
     assert [(d.candidate.key, d.kept, d.reason) for d in a.decisions] == [
         (d.candidate.key, d.kept, d.reason) for d in b.decisions
     ]
+
+
+def test_a_record_an_uncapped_source_found_too_is_not_charged_to_a_capped_one() -> None:
+    """Full text is capped; what vectors found as well is not full text crowding out the rest
+    (caps.py), so it neither counts against the cap nor is dropped by it."""
+    both = [
+        cand(f"b{i}", "knowledge", f"- found by both {i}", source="fulltext", score=10 - i)
+        for i in range(4)
+    ]
+    for c in both:
+        c.sources = ["fulltext", "vector"]
+    alone = [
+        cand(f"f{i}", "knowledge", f"- full text alone {i}", source="fulltext", score=5 - i)
+        for i in range(4)
+    ]
+    one = alone[0].tokens + 1
+    p = pack(
+        [*both, *alone],
+        available=2000,
+        agent="bob",
+        fmt="markdown",
+        counter=C,
+        source_caps={"fulltext": 2 * one},
+    )
+    kept = kept_keys(p)
+    assert {"b0", "b1", "b2", "b3"} <= set(kept)  # uncharged: all four, past the cap of two
+    assert len([k for k in kept if k.startswith("f")]) == 2  # the cap holds for the rest

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ..errors import BudgetError
 from ..ports import Tokenizer
 from .candidates import SECTIONS, Candidate, Item
+from .caps import charged_source
 from .render import DATED_SECTIONS, day_heading, fixed_cost, heading_cost, quoted, unit_cost
 from .scoring import day_label, item_prefix
 
@@ -138,6 +139,12 @@ def pack(
                 cost = unit_cost(c, fmt, agent, counter)
             extra = 0 if items else head
             src_cap = source_caps.get(c.source)
+            if (
+                src_cap is not None
+                and len(c.sources) > 1
+                and charged_source(c, source_caps) is None
+            ):
+                src_cap = None  # another source without a cap found it too (caps.py)
             src_left = None if src_cap is None else src_cap - source_used.get(c.source, 0)
             room = remaining - extra
             if cap is not None:
@@ -179,7 +186,8 @@ def pack(
                     continue
             remaining -= cost + extra
             used_here += cost + extra
-            source_used[c.source] = source_used.get(c.source, 0) + cost
+            if src_cap is not None:
+                source_used[c.source] = source_used.get(c.source, 0) + cost
         if sections[name]:
             section_tokens[name] = used_here
     # History reads in time order; it was packed newest first.

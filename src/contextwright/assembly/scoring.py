@@ -15,6 +15,7 @@ The components, each 0..1 unless noted:
   that is resolved or already answered.
 - `prior`: the source's prior (history and pins are near certain); `boost`: context rules.
 - `named`: the task names the record's author ("what did Caroline research?").
+- `period`: the record was said in a period the task names ("in May 2023"), periods.py.
 - `substance`: how much a relevance candidate has to say, by its length on a log scale (a
   one-line "cool, thanks!" matches words of a task but rarely answers it).
 """
@@ -57,6 +58,7 @@ class ScoringConfig:
             "resolved": -1.0,  # a question already answered drops in weight
             "boost": 1.0,  # context rules
             "named": 0.3,  # the task names the record's author
+            "period": 1.0,  # said in a period the task names, 0.5 the week after (periods.py)
             "substance": 0.5,  # log-scaled length of a relevance candidate, 0..1
         }
     )

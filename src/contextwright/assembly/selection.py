@@ -4,7 +4,8 @@ score of every candidate. One function, so that the engine's assemble reads as t
 Order matters: a rule suppresses, pins and boosts first (a suppressed question does not pull in
 its answers); superseded records are left out or folded beside their replacements; questions are
 folded with their answers; relevance signals are fused over the whole set; records near strong
-matches are lifted; the candidates whose author the task names are marked; then each candidate
+matches are lifted; the candidates whose author the task names, or said in a period it names,
+are marked; then each candidate
 gets its shared components and its score.
 """
 
@@ -19,6 +20,7 @@ from .candidates import Candidate
 from .chains import link_replies, link_superseded
 from .locality import spread
 from .packing import Decision
+from .periods import mark_periods, task_periods
 from .scoring import ScoringConfig, finish_all, fuse_relevance, mark_named
 from .sources import SourceContext
 
@@ -41,6 +43,7 @@ def select(
     if ctx.options.get("locality", True):
         kept = spread(kept, ctx, config)  # nearby records of strong matches (locality.py)
     mark_named(kept, ctx.task)  # the task names the author (scoring.py)
+    mark_periods(kept, task_periods(ctx.task, ctx.now))  # ... or a date (periods.py)
     finish_all(
         kept,
         now=ctx.now,

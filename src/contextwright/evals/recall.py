@@ -33,8 +33,6 @@ from .locomo import CATEGORIES, Conversation, Question, load_locomo
 
 AGENT = "assistant"
 FORMAT = "markdown"
-# Relevance sources may fill the window here: nothing else competes for it in a conversation.
-SOURCE_CAPS: dict[str, float] = {}
 
 Progress = Callable[[int, int, str], None]
 
@@ -51,7 +49,7 @@ def parse_budgets(text: str | Iterable[int]) -> list[int]:
 
 
 def source_limit(budget: int) -> int:
-    """How many hits each relevance source returns: enough to fill the budget twice over."""
+    """How many hits the bm25 baseline ranks (twice this): enough to fill the budget twice over."""
     return max(40, budget // 12)
 
 
@@ -165,9 +163,9 @@ class Baseline:
 
 
 def assembled_ids(engine: Engine, project: str, task: str, budget: int) -> tuple[set[str], int]:
-    """The records inside the window the engine assembles for `task`, and its tokens."""
-    limits = {"fulltext": source_limit(budget), "vector": source_limit(budget)}
-    result = engine.assemble(project, AGENT, task, budget, format=FORMAT, limits=limits)
+    """The records inside the window the engine assembles for `task`, and its tokens: the call
+    as users make it, with the engine's own source caps and hit limits."""
+    result = engine.assemble(project, AGENT, task, budget, format=FORMAT)
     ids = {
         rid
         for item in result.trace.items
@@ -205,7 +203,6 @@ def run_recall(
         engine = Engine(
             SQLiteStore(str(Path(tmp) / "recall.db")),
             embedder=embedder if "contextwright" in methods else None,
-            source_caps=SOURCE_CAPS,
             clock=lambda: clock["now"],
             persist_traces=False,
         )
@@ -261,7 +258,7 @@ def configuration(engine: Engine, embedder: Embedder | str | None) -> dict[str, 
         "fusion": engine.scoring.fusion,
         "sources": [s.name for s in engine.sources],
         "source_caps": dict(engine.assembler.source_caps),
-        "source_limits": "max(40, budget // 12) hits for fulltext and vector",
+        "source_limits": "the sources' defaults (40 hits for fulltext and vector)",
         "format": FORMAT,
     }
 
