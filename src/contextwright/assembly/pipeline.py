@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import Any, cast
 
-from ..ports import RemoteReads
+from ..ports import RemoteReads, capable
 from ..traces.trace import SourceRun
 from .cache import SourceCache
 from .candidates import SECTION_RANK, Candidate
@@ -140,7 +140,9 @@ def is_inline(src: Source, ctx: SourceContext | None = None) -> bool:
     has nothing to add to this call (`applies(ctx)` false, e.g. `computed` without a task)."""
     inline = getattr(src, "inline", False)
     if inline == "local":
-        if ctx is None or not (isinstance(ctx.store, RemoteReads) and ctx.store.remote):
+        if ctx is None or not (
+            capable(ctx.store, RemoteReads) and cast(RemoteReads, ctx.store).remote
+        ):
             return True
     elif inline:
         return True
