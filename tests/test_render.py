@@ -21,16 +21,13 @@ from contextwright.assembly.render import (
     check_format,
     count_anthropic,
     count_openai,
-    counted_text,
     fixed_cost,
     quoted,
     render,
-    system_lines,
     unit_cost,
 )
 from contextwright.records import Record, build_record
-from contextwright.tokens.counter import TokenCounter, default_counter
-from exact import UNCACHED
+from contextwright.tokens.counter import default_counter
 
 C = default_counter()
 T0 = 1_750_000_000.0
@@ -413,47 +410,3 @@ def test_window_structure_is_the_engines_whatever_the_content(fmt: str, content:
         talk = [(m["role"], m.get("name")) for m in r.messages[1:]]
         assert talk == [("assistant", None) if a == "bob" else ("user", a) for a in authors]
     assert all(x.startswith("- ") for x in rest[:n_items])
-
-
-_LINE_TEXT = st.sampled_from(
-    [
-        "Ship it.",
-        "@dev check the p95",
-        "why?",
-        "ok\nnext line",
-        "Zoë said hi",
-        "a\r\nb",
-        "a\rb",
-        "x\u2028y",
-        "12 rows",
-    ]
-)
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.lists(
-        st.tuples(st.sampled_from(["constraints", "knowledge", "suggestions"]), _LINE_TEXT),
-        min_size=1,
-        max_size=8,
-    ),
-    st.booleans(),
-)
-def test_the_system_text_is_counted_from_its_parts_exactly(
-    lines: list[tuple[str, str]], stored: bool
-) -> None:
-    """The system text's count, taken piece by piece and from records' stored counts, is
-    tiktoken's count of the whole text; a fresh counter, so that nothing is a cache hit."""
-    sections: dict[str, list[Item]] = {name: [] for name in SECTIONS}
-    for i, (section, content) in enumerate(lines):
-        r = record(content=content, created_at=T0 + i)
-        text = f"- {r.author} ({r.kind}): {r.content}"
-        c = Candidate(
-            key=r.id, section=section, source="s", text=text, records=(r,), tokens=C.count(text)
-        )
-        day = "14 Jun 2025" if section != "constraints" else None
-        sections[section].append(Item(c, text, C.count(text), day=day))
-    parts = system_lines("rex", sections, include_history=False)
-    text, tokens = counted_text(parts, TokenCounter(), stored)
-    assert text == "".join(p for p, _ in parts)
-    assert tokens == UNCACHED.count(text)

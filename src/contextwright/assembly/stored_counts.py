@@ -2,7 +2,7 @@
 
 Every record carries the count of its content (`Record.tokens`), made by the tokenizer of the
 engine that stored it. The renderer counts a window's record lines from those counts instead of
-counting each line anew (render.counted_text, docs/tokens.md); that is exact only when they
+counting each line anew (render.remember_counts, docs/tokens.md); that is exact only when they
 were made by the tokenizer that counts the window, and the exact count is what keeps a window
 within its budget. So each project keeps a note of the tokenizer that counted its records (a doc
 in the store, collection `counts`): the first engine to store a record there writes its
