@@ -115,11 +115,10 @@ def day_heading(day: str) -> str:
     return f"{day}:\n"
 
 
-def dated_lines(items: Sequence[Item]) -> list[tuple[str, Item | None]]:
-    """The lines of a dated section, each with its item (None for a day's line): items without a
-    day first (folded chains, values), in packing order; then each day's line and its records'
-    lines, in time order."""
-    out: list[tuple[str, Item | None]] = [(item_text(i) + "\n", i) for i in items if i.day is None]
+def dated_lines(items: Sequence[Item]) -> list[str]:
+    """The lines of a dated section: items without a day first (folded chains, values), in
+    packing order; then each day's line and its records' lines, in time order."""
+    out = [item_text(i) + "\n" for i in items if i.day is None]
     shown = None
     for i in sorted(
         (i for i in items if i.day is not None),
@@ -127,8 +126,8 @@ def dated_lines(items: Sequence[Item]) -> list[tuple[str, Item | None]]:
     ):
         if i.day is not None and i.day != shown:
             shown = i.day
-            out.append((day_heading(i.day), None))
-        out.append((item_text(i) + "\n", i))
+            out.append(day_heading(i.day))
+        out.append(item_text(i) + "\n")
     return out
 
 
@@ -267,73 +266,19 @@ def count_anthropic(system: str, messages: Sequence[Mapping[str, Any]], counter:
 def system_text(
     agent: str, sections: Mapping[str, Sequence[Item]], *, include_history: bool
 ) -> str:
-    return "".join(line for line, _ in system_lines(agent, sections, include_history))
-
-
-def system_lines(
-    agent: str, sections: Mapping[str, Sequence[Item]], include_history: bool
-) -> list[tuple[str, Item | None]]:
-    """The system text in its parts, in order: the header, each section's heading and each
-    item's line(s), with the item a part shows (None for the window's own lines)."""
-    parts: list[tuple[str, Item | None]] = [(header(agent), None)]
+    parts = [header(agent)]
     for name in SECTIONS:
         items = sections.get(name) or []
         if not items or (name == "history" and not include_history):
             continue
-        parts.append((section_heading(name), None))
+        parts.append(section_heading(name))
         if name == "history":
-            parts.extend((markdown_history_line(i, agent) + "\n", None) for i in items)
+            parts.extend(markdown_history_line(i, agent) + "\n" for i in items)
         elif name in DATED_SECTIONS:
             parts.extend(dated_lines(items))
         else:
-            parts.extend((item_text(i) + "\n", i) for i in items)
-    return parts
-
-
-def counted_text(
-    parts: Sequence[tuple[str, Item | None]], counter: Tokenizer, stored_counts: bool
-) -> tuple[str, int]:
-    """The text of `parts` and its exact count, as `counter.count` of the whole text gives it.
-
-    The text is counted in pieces: a piece ends before a part that starts with a visible ASCII
-    character, after a newline, where no cl100k pre-token spans (tokens.split_lines' rule), so
-    the counts of the pieces add up. A piece that is one record's line (`prefix content`) is
-    counted from the record's stored count (`stored_counts`, tokens.count_line): neither the
-    window nor its lines are counted from their text, nor the window cut into lines again."""
-    line_count = getattr(counter, "line_count", None) if stored_counts else None
-    total = 0
-    piece = ""
-    item: Item | None = None
-    for text, of in parts:
-        if piece and piece[-1] == "\n" and "!" <= text[:1] <= "~":
-            total += _piece_count(piece, item, counter, line_count)
-            piece, item = text, of
-        elif piece:
-            piece, item = piece + text, None  # joined: no longer one record's line
-        else:
-            piece, item = text, of
-    if piece:
-        total += _piece_count(piece, item, counter, line_count)
-    return "".join(text for text, _ in parts), total
-
-
-def _piece_count(piece: str, item: Item | None, counter: Tokenizer, line_count: Any) -> int:
-    if item is not None and line_count is not None and not item.truncated:
-        recs = item.candidate.records
-        if len(recs) == 1:
-            text = item.text
-            content = recs[0].content
-            cut = len(text) - len(content) - 1
-            # The line shows the item's text as it is (quoted() left it alone): `prefix content`.
-            if (
-                cut > 0
-                and len(piece) == len(text) + 1
-                and text[cut] == " "
-                and text.endswith(content)
-                and piece.startswith(text)
-            ):
-                return int(line_count(piece, text[:cut], content, recs[0].tokens))
-    return counter.count(piece)
+            parts.extend(item_text(i) + "\n" for i in items)
+    return "".join(parts)
 
 
 def markdown_history_line(item: Item, agent: str) -> str:
@@ -383,20 +328,34 @@ def _anthropic_messages(items: Sequence[Item], agent: str) -> list[dict[str, Any
 
 
 def remember_counts(sections: Mapping[str, Sequence[Item]], fmt: str, counter: Tokenizer) -> None:
-    """Give the counter the counts that the records carry, before the messages are counted: a
+    """Give the counter the counts that the records carry, before the window is counted: a
     record's content is counted when it is stored (`Record.tokens`), so a history message that
-    is a record's content needs no count. (The system text's record lines are counted from
-    them by `counted_text`.) A counter without `remember` counts everything."""
+    is a record's content needs no count, and a line `prefix content` is counted from it
+    (`tokens.count_line`). A cold call's window is mostly lines no earlier window showed: this
+    spares counting each of their words. A counter without `remember` counts everything."""
     remember = getattr(counter, "remember", None)
-    if remember is None or fmt == "markdown":  # markdown's history lines are not the contents
+    remember_line = getattr(counter, "remember_line", None)
+    if remember is None or remember_line is None:
         return
-    for item in sections.get("history") or ():
-        recs = item.candidate.records
-        if not recs or item.truncated:
-            continue
-        last = recs[-1]  # a tool pair shows its result
-        if item.text == last.content:
-            remember(item.text, last.tokens)
+    for name, items in sections.items():
+        history = name == "history"
+        if history and fmt == "markdown":
+            continue  # its lines are not the records' contents
+        for item in items:
+            recs = item.candidate.records
+            if not recs or item.truncated:
+                continue
+            text = item.text
+            if history:
+                last = recs[-1]  # a tool pair shows its result
+                if text == last.content:
+                    remember(text, last.tokens)
+                continue
+            r = recs[0]
+            content = r.content
+            cut = len(text) - len(content) - 1
+            if cut > 0 and text[cut] == " " and text.endswith(content):
+                remember_line(text[:cut], content, r.tokens)
 
 
 def render(
@@ -412,26 +371,27 @@ def render(
         remember_counts(sections, fmt, counter)
     history = list(sections.get("history") or [])
     if fmt == "markdown":
-        parts = system_lines(agent, sections, include_history=True)
-        text, tokens = counted_text(parts, counter, stored_counts)
+        text = system_text(agent, sections, include_history=True)
         return Rendered(
-            fmt, [{"role": "user", "content": text}], text=text, tokens=tokens, payload=text
+            fmt,
+            [{"role": "user", "content": text}],
+            text=text,
+            tokens=counter.count(text),
+            payload=text,
         )
-    system, system_tokens = counted_text(
-        system_lines(agent, sections, include_history=False), counter, stored_counts
-    )
+    system = system_text(agent, sections, include_history=False)
     if fmt == "openai":
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
         for item in history:
             messages.extend(_history_messages_openai(item, agent))
-        # count_openai(messages) without counting the system text again: its message's share.
-        tokens = count_openai(messages[1:], counter) + PER_MESSAGE
-        tokens += counter.count("system") + system_tokens
-        return Rendered(fmt, messages, system=system, tokens=tokens, payload=messages)
+        return Rendered(
+            fmt, messages, system=system, tokens=count_openai(messages, counter), payload=messages
+        )
     anth = _anthropic_messages(history, agent)
     payload = {"system": system, "messages": anth}
-    tokens = count_anthropic("", anth, counter) + (system_tokens if system else 0)
-    return Rendered(fmt, anth, system=system, tokens=tokens, payload=payload)
+    return Rendered(
+        fmt, anth, system=system, tokens=count_anthropic(system, anth, counter), payload=payload
+    )
 
 
 def unit_cost(c: Candidate, fmt: str, agent: str, counter: Tokenizer) -> int:

@@ -218,20 +218,6 @@ class TokenCounter:
         if n is not None:
             cache.put(line, n)
 
-    def line_count(self, line: str, head: str, content: str, tokens: int) -> int:
-        """The count of `line`, which is `head + " " + content + "\n"`, taken from `tokens` (the
-        count of `content`) by `count_line` where it applies, else counted; kept where `count`
-        keeps it, so that a line shown again is a cache read."""
-        cache = self._cache_for(len(line))
-        hit = None if cache is None else cache.get(line)
-        if hit is None:
-            hit = count_line(self.count, head, content, tokens)
-            if hit is None:
-                return self.count(line)
-            if cache is not None:
-                cache.put(line, hit)
-        return hit
-
     def _count_new(self, text: str) -> int:
         """The count of a string that no cache holds: word by word, through the word cache."""
         if len(text) < _WORDS_FROM:
