@@ -37,9 +37,10 @@ def machine_busy() -> bool:
     preparing nothing took a cold call's p50 from 1.0 to 0.92 (in-run A/B; bench/assemble.py's
     `no-pool` column shows the same). The 1-minute average lags a spell by up to a minute: the
     pool then stays idle for a while on a machine gone quiet, as with `workers=1`."""
+    load = getattr(os, "getloadavg", None)  # Unix only
     try:
-        return os.getloadavg()[0] >= CORES
-    except OSError:  # no load average on this platform: assume a core is spare
+        return load is not None and load()[0] >= CORES
+    except OSError:  # no load average to be had: assume a core is spare
         return False
 
 
