@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from contextwright import Engine
+from contextwright.assembly import pipeline
 from contextwright.ports import Store
 from contextwright.stores import open_store
 
@@ -36,6 +37,9 @@ def _hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_cache: Path
     # Engine.open, the server and MCP turn vectors on by default ("auto"); loading MiniLM in
     # every test would take minutes on two cores. Tests of the default delete this.
     monkeypatch.setenv("CONTEXTWRIGHT_EMBEDDER", "none")
+    # Where sources' prepared work runs must not depend on what else the machine runs: a core
+    # is spare, as on a quiet machine (tests/test_hot_path_io.py tests the busy case).
+    monkeypatch.setattr(pipeline, "machine_busy", lambda: False)
 
 
 def make_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Store:

@@ -315,6 +315,28 @@ def test_prepared_work_beyond_the_spare_cores_is_left_to_its_source(
     assert [c.key for c in found] == ["light:0", "heavy:0"]
 
 
+def test_no_work_is_prepared_while_the_machine_is_busy(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With every core taken by other processes, the source does its own work on the calling
+    thread, as without a pool, and finds the same."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from contextwright.assembly import pipeline
+
+    engine = Engine(store, workers=1)
+    _seed(engine)
+    quiet = PreparedSource("v", ["vec"])
+    with ThreadPoolExecutor(2, thread_name_prefix="pool") as pool:
+        found, _ = run_sources([quiet], _ctx(engine), pool, 5.0)
+        monkeypatch.setattr(pipeline, "machine_busy", lambda: True)
+        busy = PreparedSource("v", ["vec"])
+        again, runs = run_sources([busy], _ctx(engine), pool, 5.0)
+    assert [e for e, _ in quiet.log] == ["work", "run:prepared"]
+    assert busy.log == [("run:inline", threading.current_thread().name)]
+    assert runs[0].error is None and [c.key for c in again] == [c.key for c in found]
+
+
 class BrokenPrepare(InlineScripted):
     def prepare(self, ctx: SourceContext) -> object:
         raise RuntimeError("no GPU today")

@@ -145,6 +145,27 @@ def test_a_custom_store_needs_only_public_names() -> None:
     assert store.searches >= 1
 
 
+def test_a_capability_is_checked_per_class_except_through_a_wrapper(tmp_path: Path) -> None:
+    """`ports.capable` remembers a class's answer, but a wrapper that forwards attribute reads
+    has what it wraps: the same wrapper class over SQLite ranks here, over memory it does not."""
+    from contextwright.ports import RanksHere, capable
+
+    class Wrapper:
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.inner, name)
+
+    sqlite = contextwright.open_store(f"sqlite:///{tmp_path / 'w.db'}")
+    memory = contextwright.open_store("memory://")
+    assert capable(sqlite, RanksHere) and capable(sqlite, RanksHere)
+    assert not capable(memory, RanksHere)
+    assert capable(Wrapper(sqlite), RanksHere)
+    assert not capable(Wrapper(memory), RanksHere)
+    sqlite.close()
+
+
 def test_one_exception_tree() -> None:
     for err in (
         ValidationError,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 from .assembly.candidates import Candidate
 from .assembly.scoring import ScoringConfig
 from .assembly.sources import Source, SourceContext, hit_candidates
-from .ports import Embedder, KeepsVectors, NearestHere, Store, VectorStore, hits_for
+from .ports import Embedder, KeepsVectors, NearestHere, Store, VectorStore, capable, hits_for
 from .records import Record
 
 if TYPE_CHECKING:
@@ -42,11 +42,11 @@ def embed_text(r: Record) -> str:
 
 def searches_here(store: object) -> bool:
     """The store searches its vectors in this process (`vector_nearest`: SQLite, memory)."""
-    return isinstance(store, NearestHere)
+    return capable(store, NearestHere)
 
 
 def supports_vectors(store: object) -> bool:
-    return isinstance(store, KeepsVectors)
+    return capable(store, KeepsVectors)
 
 
 class EmbeddingWorker:

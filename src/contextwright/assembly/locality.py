@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
-from ..ports import BatchNeighbours, Query
+from ..ports import BatchNeighbours, Query, capable
 from ..records import Record
 from .candidates import Candidate
 from .scoring import ScoringConfig
@@ -111,10 +112,10 @@ def asks_something(text: str) -> bool:
 
 def _all_neighbours(matches: Sequence[Record], ctx: SourceContext) -> dict[str, list[Record]]:
     """`_neighbours` of every match; in one statement when the store can (SQLite)."""
-    if not isinstance(ctx.store, BatchNeighbours):
+    if not capable(ctx.store, BatchNeighbours):
         return {m.id: _neighbours(m, ctx) for m in matches}
     out: dict[str, list[Record]] = {}
-    sides = ctx.store.neighbours(
+    sides = cast(BatchNeighbours, ctx.store).neighbours(
         ctx.project, ctx.agent, [(m.session, m.created_at) for m in matches]
     )
     for m, (before, after) in zip(matches, sides, strict=True):

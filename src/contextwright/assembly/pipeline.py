@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import Any, cast
 
-from ..ports import RemoteReads
+from ..ports import RemoteReads, capable
 from ..traces.trace import SourceRun
 from .cache import SourceCache
 from .candidates import SECTION_RANK, Candidate
@@ -26,7 +26,22 @@ def _cores() -> int:
 
 
 # Threads for prepared work at once: the cores beside the calling thread's own, at least one.
-SPARE_CORES = max(_cores() - 1, 1)
+CORES = _cores()
+SPARE_CORES = max(CORES - 1, 1)
+
+
+def machine_busy() -> bool:
+    """Does the machine's load average say every core is taken (other processes)? Then no core
+    is spare for prepared work: queued for a core, it waits behind those processes while the
+    calling thread, which holds one, would have done it sooner. On the 2-core VM at load 5-9,
+    preparing nothing took a cold call's p50 from 1.0 to 0.92 (in-run A/B; bench/assemble.py's
+    `no-pool` column shows the same). The 1-minute average lags a spell by up to a minute: the
+    pool then stays idle for a while on a machine gone quiet, as with `workers=1`."""
+    load = getattr(os, "getloadavg", None)  # Unix only
+    try:
+        return load is not None and load()[0] >= CORES
+    except OSError:  # no load average to be had: assume a core is spare
+        return False
 
 
 # The steps of one source's run, as functions of their own: closures over run_sources' locals
@@ -73,7 +88,8 @@ def run_sources(
     this process) run on the calling thread, one after another. The pool runs what holds no GIL:
     the work a source starts with `prepare` (embedding the query, or ranking full text in SQL
     that answers in one row: a core of its own while the reads run; not started when the cache
-    will answer; the heaviest by `prepare_weight` first, on at most SPARE_CORES threads at once),
+    will answer; the heaviest by `prepare_weight` first, on at most SPARE_CORES threads at once,
+    and none while the machine is busy: `machine_busy`),
     and sources that do not say they are bounded (plugins), so that the deadline can cut them
     off. Sources with prepared work run last on the calling thread, to give that work the most
     time."""
@@ -93,8 +109,9 @@ def run_sources(
             if prepare is None or not inline[i] or (cache is not None and cache.holds(src, ctx)):
                 continue  # nothing to start, or the cache will answer
             ready.append((-float(getattr(src, "prepare_weight", 1.0)), src.name, prepare))
+        spare = 0 if ready and machine_busy() else SPARE_CORES
         for _, name, prepare in sorted(ready, key=lambda r: r[0]):  # ties: the sources' order
-            if len(ctx.prepared) >= SPARE_CORES:
+            if len(ctx.prepared) >= spare:
                 break
             try:
                 work = prepare(ctx)
@@ -140,7 +157,9 @@ def is_inline(src: Source, ctx: SourceContext | None = None) -> bool:
     has nothing to add to this call (`applies(ctx)` false, e.g. `computed` without a task)."""
     inline = getattr(src, "inline", False)
     if inline == "local":
-        if ctx is None or not (isinstance(ctx.store, RemoteReads) and ctx.store.remote):
+        if ctx is None or not (
+            capable(ctx.store, RemoteReads) and cast(RemoteReads, ctx.store).remote
+        ):
             return True
     elif inline:
         return True

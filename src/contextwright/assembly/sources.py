@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard, TypeVar, cast
 
 from ..errors import ValidationError
-from ..ports import Hit, Query, RanksHere, Store, Tokenizer, WarmHere
+from ..ports import Hit, Query, RanksHere, Store, Tokenizer, WarmHere, capable
 from ..records import Record
 from ..roles import RoleProfile
 from .candidates import Candidate
@@ -284,7 +284,7 @@ def ranks_here(store: object) -> TypeGuard[RanksHere]:
     """The store ranks full text in this process, in SQL that holds no GIL while it works, and
     reads the hits apart (`ranking_plan`, `ranking_rows`, `ranking_result`, `ranked_hits`:
     SQLite)."""
-    return isinstance(store, RanksHere)
+    return capable(store, RanksHere)
 
 
 class FullTextSource:
@@ -304,7 +304,7 @@ class FullTextSource:
     def prepare(self, ctx: SourceContext) -> Callable[[], Callable[[], Any]] | None:
         if not ctx.task.strip() or not ranks_here(ctx.store):
             return None
-        if isinstance(ctx.store, WarmHere) and ctx.store.warm_here():
+        if capable(ctx.store, WarmHere) and cast(WarmHere, ctx.store).warm_here():
             # This thread just wrote: its page cache is the only warm one, so `run` ranks here.
             # In the agent loop (a reply written before every call) that was 16% of a call.
             return None
@@ -315,7 +315,7 @@ class FullTextSource:
         (sqlite_text.py's three steps): a pool thread that ran Python beside this one would take
         the GIL from it at each of its statements."""
         store = ctx.store
-        assert isinstance(store, RanksHere)  # prepare and run ask ranks_here first
+        assert ranks_here(store)  # prepare and run ask it first
         plan = store.ranking_plan(ctx.project, ctx.agent, ctx.query_text, ctx.limit(self.name, 40))
 
         def work() -> Callable[[], Any]:
