@@ -557,13 +557,28 @@ def one_engine_memory(n: int, calls: int, workdir: str) -> dict[str, Any]:
     process that built the store holds four engines and the generator's freed heap, so its RSS
     says little about a deployment."""
     path = os.path.join(workdir, f"bench-{n}.db")
+    reqs = _requests(calls)
+    full: list[float] = []
+    reference: list[float] = []
     with Engine.open(f"sqlite:///{path}", embedder=None) as engine:
-        for agent, task, day in _requests(calls):
+        for agent, task, day in reqs[:10]:  # the warm-up run_one gives its engines
             engine.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
-        engine.flush()
+            engine.flush()
+        with FullCollections() as collections:
+            for agent, task, day in reqs:
+                session = f"{agent}-{day}"
+                full.append(assemble_ms(engine, PROJECT, agent, task, BUDGET, session=session))
+                engine.flush()
+                reference.append(cpu_reference_ms())
         gc.collect()
         now = rss_parts()
     return {
+        # The same cold calls with this engine alone in its process: no other engine's caches
+        # and objects beside it (run_one interleaves three more engines and the baselines).
+        "assemble_ms": _stats(full),
+        "cpu_reference_ms": _stats(reference),
+        "assemble_per_reference": per_reference(full, reference),
+        "full_collections": collections.report(),
         "rss_mb": round(now.get("RssAnon", 0.0) + now.get("RssFile", 0.0), 1),
         "rss_anon_mb": now.get("RssAnon"),
         "rss_file_mb": now.get("RssFile"),
@@ -632,7 +647,7 @@ def _print(report: dict[str, Any]) -> None:
         f"{'no-pool p50':>12} "
         f"{'queries p50':>12} "
         f"{'last-N p50':>11} {'cpu ref':>8} {'full GCs':>12} {'ingest/s':>9} {'file MB':>8} "
-        f"{'RSS MB':>7} {'anon MB':>8} {'1 engine RSS/anon MB':>21}"
+        f"{'RSS MB':>7} {'anon MB':>8}"
     )
     print(head)
     for r in report["results"]:
@@ -647,8 +662,22 @@ def _print(report: dict[str, Any]) -> None:
             f"{r['baseline_queries_ms']['p50']:>12.2f} {r['baseline_last_n_ms']['p50']:>11.2f} "
             f"{r['cpu_reference_ms']['p50']:>8.2f} {gcs:>12} "
             f"{r['ingest_records_per_s']:>9} {r['file_mb']:>8.1f} {r['peak_rss_mb']:>7.1f} "
-            f"{r['rss_anon_mb'] or 0:>8.1f} "
-            f"{r['one_engine']['rss_mb']:>12.1f} / {r['one_engine']['rss_anon_mb'] or 0:>6.1f}"
+            f"{r['rss_anon_mb'] or 0:>8.1f}"
+        )
+    print("one engine alone in a fresh process, the same cold calls:")
+    print(
+        f"{'records':>8} {'p50 ms':>8} {'p99 ms':>8} {'per ref':>8} {'cpu ref':>8} "
+        f"{'full GCs':>12} {'RSS MB':>7} {'anon MB':>8} {'file MB':>8}"
+    )
+    for r in report["results"]:
+        one = r["one_engine"]
+        n, longest = one["full_collections"]["count"], one["full_collections"]["max_ms"]
+        gcs = f"{n}, ≤{longest:.0f} ms" if n else "0"
+        print(
+            f"{r['records']:>8} {one['assemble_ms']['p50']:>8.2f} {one['assemble_ms']['p99']:>8.2f} "
+            f"{one['assemble_per_reference']:>8.2f} {one['cpu_reference_ms']['p50']:>8.2f} "
+            f"{gcs:>12} {one['rss_mb']:>7.1f} {one['rss_anon_mb'] or 0:>8.1f} "
+            f"{one['rss_file_mb'] or 0:>8.1f}"
         )
 
 

@@ -67,6 +67,7 @@ def test_assemble_bench_reports_both_workloads_and_the_baselines(tmp_path: Path)
     assert 0 < r["rss_anon_mb"] <= r["peak_rss_mb"] and 0 <= r["rss_file_mb"] <= r["peak_rss_mb"]
     # One engine with the defaults in a fresh process: what a deployment holds.
     one = r["one_engine"]
+    assert _positive(one["assemble_ms"]) and _positive(one["cpu_reference_ms"])
     assert 0 < one["rss_anon_mb"] < one["rss_mb"] <= one["peak_rss_mb"] + 1
     assert one["rss_mb"] == pytest.approx(one["rss_anon_mb"] + one["rss_file_mb"], abs=0.2)
     assert report["machine"]["nproc"] >= 1
