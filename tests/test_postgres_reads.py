@@ -35,8 +35,8 @@ def pg(pg_url: str) -> Iterator[PostgresStore]:
 
 
 def test_a_word_busy_long_ago_still_ranks_the_newest_window(pg: PostgresStore) -> None:
-    """1,100 matches among the oldest of 10,000 records: by its count the word is expected among
-    the newest rows, where only 191 of its matches are. The newest LARGE_WINDOW (500) are ranked:
+    """1,100 matches among the oldest of 12,000 records: by its count the word is expected among
+    the newest rows, where only 9 of its matches are. The newest LARGE_WINDOW (500) are ranked:
     their short ones (rank first), not only the long ones of the newest rows, and not the older
     short ones outside the window."""
     old_short, window_short, window_long = 600, 200, 300
@@ -45,7 +45,7 @@ def test_a_word_busy_long_ago_still_ranks_the_newest_window(pg: PostgresStore) -
         *["alpha"] * old_short,  # outside the window: would outrank everything
         *["alpha beta"] * window_short,  # the best of the window
         *[long_text] * window_long,
-        *[f"unrelated note {i}" for i in range(10_000 - 1_100)],
+        *[f"unrelated note {i}" for i in range(12_000 - 1_100)],
     ]
     assert window_short + window_long == LARGE_WINDOW
     records = [rec(i, c) for i, c in enumerate(contents)]
@@ -58,8 +58,9 @@ def test_a_word_busy_long_ago_still_ranks_the_newest_window(pg: PostgresStore) -
 
 
 def test_a_word_busy_lately_is_ranked_from_the_newest_rows(pg: PostgresStore) -> None:
-    """The common case of the floor: matches spread evenly, the newest 500 found above it."""
-    records = [rec(i, "gamma" if i % 4 == 0 else f"other {i}") for i in range(8_000)]
+    """The common case of the floor: matches spread evenly (one in 12, under a tenth of the
+    records, which would be walked newest first), the newest 500 found above it."""
+    records = [rec(i, "gamma" if i % 12 == 0 else f"other {i}") for i in range(14_000)]
     for k in range(0, len(records), 2_000):
         pg.add_many(records[k : k + 2_000])
     hits = pg.search_text(P, None, "gamma", 40)
