@@ -1,19 +1,17 @@
 """PostgreSQL's bounded reads: full-text search on a large store looks for the newest matches
 among the newest rows first and must still rank exactly the newest LARGE_WINDOW matches when the
-words were busier long ago; m007 applies to a database of the schema before it."""
+words were busier long ago."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 
-from contextwright.ports import Query
 from contextwright.records import Record, build_record
 from contextwright.stores.fulltext import LARGE_WINDOW
-from contextwright.stores.postgres import MIGRATIONS, PostgresStore
+from contextwright.stores.postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres
 
@@ -68,40 +66,3 @@ def test_a_word_busy_lately_is_ranked_from_the_newest_rows(pg: PostgresStore) ->
     assert len(hits) == 40
     # Equal scores: the newest first, all of them from the window.
     assert [h.record.id for h in hits] == newest[::-1][:40]
-
-
-def test_m007_applies_to_a_database_of_the_schema_before_it(pg_url: str) -> None:
-    name = "cw_before_m007"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name}")
-        conn.execute(f"CREATE DATABASE {name}")
-    base, _, query = pg_url.partition("?")
-    url = base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
-    try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ)")
-            for migration, script in MIGRATIONS:
-                if migration < "m007":
-                    conn.execute(script)
-                    conn.execute("INSERT INTO migrations VALUES (%s, now())", (migration,))
-        old = PostgresStore(url, max_size=1)
-        # Written before the migration: its rows must be found through the new index too.
-        old.add_many([rec(i, "delta" if i % 3 == 0 else f"other {i}") for i in range(3_000)])
-        old.close()
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("DELETE FROM migrations WHERE name >= 'm007'")
-            conn.execute("DROP INDEX IF EXISTS records_recent")
-        store = PostgresStore(url, max_size=1)
-        try:
-            assert store.applied_migrations()[-1] == "m007_recent_rows"
-            indexes = {r[0] for r in store._read("SELECT indexname FROM pg_indexes")}
-            assert "records_recent" in indexes
-            hits = store.search_text(P, None, "delta", 10)
-            assert [h.record.id for h in hits] == [f"q{i:05d}" for i in range(2_997, 2_967, -3)]
-            assert store.count(P) == 3_000
-            assert len(store.query(Query(P, None, limit=5))) == 5
-        finally:
-            store.close()
-    finally:
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

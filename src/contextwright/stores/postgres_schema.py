@@ -132,16 +132,6 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE vectors ADD PRIMARY KEY (project, rid, model);
         """,
     ),
-    (
-        # The newest matches of a full-text search are found among the newest rows: a GIN index
-        # answers in no order, and this index lets its postings be narrowed to the pages of the
-        # rows past a rid (records are appended in rid order, so a block range holds a narrow
-        # band of rids), a few hundred kilobytes instead of every page the word is on.
-        "m007_recent_rows",
-        """
-        CREATE INDEX records_recent ON records USING brin (project, rid);
-        """,
-    ),
 ]
 
 # Column types of record_to_row(), in COLUMNS order, for unnest().
