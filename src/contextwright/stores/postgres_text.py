@@ -130,9 +130,11 @@ class PostgresText:
         params.update(total=total, common=COMMON_SURE, cap=COMMON_DF + 1)
         # A CASE runs its subquery only when that branch is taken: a word whose estimate says
         # common is never counted. Estimates are negative, so that they are told from counts.
+        # `SELECT FROM`: with no column to read, the count reads no row of a page that VACUUM
+        # marked all-visible (990 pages read for a word in 993 records with `SELECT 1`).
         cols = ", ".join(
             f"(SELECT CASE WHEN e.f * %(total)s > %(common)s THEN -round(e.f * %(total)s) "
-            f"ELSE (SELECT count(*) FROM (SELECT 1 FROM records WHERE tsv @@ {_TSQ.format(i=i)} "
+            f"ELSE (SELECT count(*) FROM (SELECT FROM records WHERE tsv @@ {_TSQ.format(i=i)} "
             f"LIMIT %(cap)s) c) END FROM ({_ESTIMATE.format(i=i)}) e)"
             for i in range(len(words))
         )
