@@ -151,12 +151,18 @@ class PostgresStore(PostgresText, PostgresVectors):
             ("psycopg", "psycopg_pool")
         )
 
-    def _read(self, sql: str, params: Any = None) -> list[Any]:
+    def _read(self, sql: str, params: Any = None, *, planner: str | None = None) -> list[Any]:
+        """The rows of one read. `planner`: planner settings for this read only (`SET LOCAL`,
+        in a transaction of its own), where its cost model is known to choose badly."""
         for attempt in (1, 2):
             broken = False
             try:
                 with self._pool.connection() as conn:
                     try:
+                        if planner is not None:
+                            with conn.transaction():
+                                conn.execute(f"SET LOCAL {planner}")
+                                return list(conn.execute(sql, params).fetchall())
                         return list(conn.execute(sql, params).fetchall())
                     except self._broken_types:
                         broken = bool(conn.broken)

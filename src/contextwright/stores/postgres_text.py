@@ -223,7 +223,11 @@ class PostgresText:
             "ON r.project = %(project)s AND r.rid = s.rid "
             "ORDER BY s.score DESC, r.rid DESC"
         )
-        rows = self._read(sql, params)
+        # Above a floor, the planner walks the rid index and tests every row's tsvector (20,000
+        # rows, 39 ms at 100k records) rather than intersect the two indexes (760 rows, 4 ms):
+        # it does not know what a tsvector test costs.
+        planner = "enable_indexscan = off" if floor else None
+        rows = self._read(sql, params, planner=planner)
         if floor and (not rows or rows[0][-1] < params["window"]):
             rows = self._read(sql, {**params, "floor": 0})
         return [Hit(row_to_record(row[:-2]), float(row[-2])) for row in rows]
