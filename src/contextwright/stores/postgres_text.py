@@ -10,10 +10,13 @@ like SQLiteStore), and a record's length discounts its score as BM25 does (k1 = 
 a word counts once per record).
 
 The cost is bounded as in SQLiteStore: on a large store, words found in more than COMMON_DF
-records are left out of the match, and only the newest LARGE_WINDOW matches are ranked. Each
-ranked row's tsvector is unpacked once (`strip`, in a LATERAL that the planner may not inline) and
-every word looked up in that copy: a long record's tsvector is stored compressed, and each `@@`
-on the stored value would decompress it again.
+records are left out of the match, and only the newest LARGE_WINDOW matches are ranked. No read
+grows with the store: a word is counted up to COMMON_DF + 1 only, or not at all where ANALYZE's
+statistics of the tsvector column say it is common; the store's size is the planner's estimate
+past EXACT_TOTAL records; the newest matches are sought among the newest rows first (see
+`search_text`). Each ranked row's tsvector is unpacked once (`strip`, in a LATERAL that the planner
+may not inline) and every word looked up in that copy: a long record's tsvector is stored
+compressed, and each `@@` on the stored value would decompress it again.
 """
 
 from __future__ import annotations
