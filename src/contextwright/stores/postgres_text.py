@@ -191,8 +191,9 @@ class PostgresText:
             present, lateral = "%(w0)s::float8", "CROSS JOIN LATERAL (SELECT r.tsv AS v) l "
         visible = f" AND {self._visible}" if agent is not None else ""
         # The newest `window` matches. GIN answers in no order, so they are all collected and the
-        # newest kept; past the window, only among the newest rows (`rid > floor`), where one and
-        # a half windows are expected by the words' counts: the postings are intersected with the rid
+        # newest kept; past the window, only among the newest rows (`rid > floor`), where a
+        # window and a quarter is expected by the words' counts (625 for 500: five standard
+        # deviations of a count spread evenly over time): the postings are intersected with the rid
         # index's range before any row is read, and the rows read are recent and cached. Fewer
         # than `window` matches above the floor (the words were busier long ago), and the search
         # runs again without it. A word in a tenth of the records or more is found soonest by
@@ -206,7 +207,7 @@ class PostgresText:
         if large and matches * 10 >= n:
             newest = "r.rid"
         elif large and matches > 2 * params["window"] and top > 0:
-            floor = max(0, top - math.ceil(1.5 * params["window"] * n / matches))
+            floor = max(0, top - math.ceil(1.25 * params["window"] * n / matches))
         params["floor"] = floor
         # The window's rows carry what ranking and visibility need (rid, visibility, author,
         # recipients, the tsvector); only the `limit` best are joined back for their columns, one
