@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from contextwright.ports import Query
 from contextwright.records import Record, build_record
-from contextwright.stores.fulltext import LARGE_WINDOW
+from contextwright.stores.fulltext import COMMON_DF, LARGE_WINDOW
 from contextwright.stores.postgres import PostgresStore
+from contextwright.stores.postgres_text import COMMON_SURE
 
 pytestmark = pytest.mark.postgres
 
@@ -66,3 +68,48 @@ def test_a_word_busy_lately_is_ranked_from_the_newest_rows(pg: PostgresStore) ->
     assert len(hits) == 40
     # Equal scores: the newest first, all of them from the window.
     assert [h.record.id for h in hits] == newest[::-1][:40]
+
+
+def test_visibility_reads_no_addressing_row(pg: PostgresStore) -> None:
+    """Who may see a direct record is decided from the row (its recipients): the rule once read
+    the addressing table, which the planner turned into a hash of all of the agent's rows."""
+    pg.add_many([
+        rec(1, "for bob", visibility="direct", to=["bob"]),
+        rec(2, "for cy", visibility="direct", to=["cy"]),
+        rec(3, "to all, naming @bob"),
+    ])  # fmt: skip
+    assert [r.id for r in pg.query(Query(P, "bob", newest_first=False))] == ["q00001", "q00003"]
+    assert [r.id for r in pg.query(Query(P, "cy", newest_first=False))] == ["q00002", "q00003"]
+    assert [r.id for r in pg.query(Query(P, None, addressed_to="bob", newest_first=False))] == [
+        "q00001",
+        "q00003",
+    ]
+    plans: list[str] = []
+    read = pg._read
+
+    def explain(sql: str, params: Any = None, **kw: Any) -> list[Any]:
+        plans.append("\n".join(r[0] for r in read(f"EXPLAIN {sql}", params)))
+        return read(sql, params, **kw)
+
+    pg._read = explain  # type: ignore[method-assign]
+    pg.query(Query(P, "bob", addressed_to="bob", limit=5))
+    pg.search_text(P, "bob", "bob", 5)
+    assert plans and not [p for p in plans if "addressing" in p]
+
+
+def test_a_word_the_statistics_call_common_is_not_counted(pg: PostgresStore) -> None:
+    """On a large store a word is counted up to COMMON_DF + 1, and not at all where ANALYZE's
+    statistics put it in more than COMMON_SURE records: the estimate stands for the count."""
+    records = [
+        rec(i, " ".join(["omega", *(["kappa"] if i < 2_500 else []), *(["rho"] if i < 10 else [])]))
+        for i in range(4_000)
+    ]
+    for k in range(0, len(records), 2_000):
+        pg.add_many(records[k : k + 2_000])
+    pg._run("ANALYZE records", None)
+    # As if the store were 250 times larger: the statistics' share of rows, times that size.
+    counts = pg._count_words(["omega", "kappa", "rho"], 1_000_000)
+    assert counts == {"omega": 1_000_000, "kappa": 625_000, "rho": 10}
+    # At its real size, kappa (2,500 records) is under COMMON_SURE: counted, up to the cutoff.
+    assert COMMON_DF < 2_500 <= COMMON_SURE
+    assert pg._count_words(["kappa", "rho"], 4_000) == {"kappa": COMMON_DF + 1, "rho": 10}
