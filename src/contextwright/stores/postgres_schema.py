@@ -142,29 +142,48 @@ _BUMP = """
 """
 
 # A whole batch of records with their addressing rows and tags, and the version bump of every
-# project that got a record: one statement. A (project, id) already stored inserts nothing and is
-# not returned (also when another writer stored it a moment ago).
-INSERT_RECORDS = f"""
-    WITH src AS (
-        SELECT * FROM unnest({", ".join(f"%s::{t}[]" for t in _TYPES)})
-        WITH ORDINALITY AS s({COLUMNS}, n)
-    ), ins AS (
-        INSERT INTO records ({COLUMNS}) SELECT {COLUMNS} FROM src ORDER BY n
-        ON CONFLICT (project, id) DO NOTHING RETURNING rid, id, project
+# project that got a record: one statement over `{src}`, the batch's rows in COLUMNS order and
+# their position `n`. A (project, id) already stored inserts nothing and is not returned (also when
+# another writer stored it a moment ago). The addressing rows and tags are unpacked in SQL from the
+# JSON columns the records carry anyway, so the batch is sent once, as rows.
+_INSERT_FROM = f"""
+    WITH ins AS (
+        INSERT INTO records ({COLUMNS}) SELECT {COLUMNS} FROM {{src}} ORDER BY n
+        ON CONFLICT (project, id) DO NOTHING RETURNING rid, id, project, recipients, mentions, tags
     ), addr AS (
         INSERT INTO addressing (project, name, how, rid)
-        SELECT a.project, a.name, a.how, ins.rid
-        FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS a(project, id, name, how)
-        JOIN ins USING (project, id)
+        SELECT ins.project, a.name, a.how, ins.rid FROM ins CROSS JOIN LATERAL (
+            SELECT value, 'to' FROM jsonb_array_elements_text(ins.recipients::jsonb)
+            UNION ALL SELECT value, 'mention' FROM jsonb_array_elements_text(ins.mentions::jsonb)
+        ) AS a(name, how)
+        WHERE ins.recipients <> '[]' OR ins.mentions <> '[]'
         ON CONFLICT DO NOTHING
     ), tags AS (
         INSERT INTO record_tags (project, tag, rid)
-        SELECT t.project, t.tag, ins.rid FROM unnest(%s::text[], %s::text[], %s::text[]) AS t(project, id, tag)
-        JOIN ins USING (project, id)
+        SELECT ins.project, t.tag, ins.rid
+        FROM ins CROSS JOIN LATERAL jsonb_array_elements_text(ins.tags::jsonb) AS t(tag)
+        WHERE ins.tags <> '[]'
         ON CONFLICT DO NOTHING
     ), bump AS ({_BUMP.format(src="ins")})
     SELECT project, id FROM ins
 """
+
+# A small batch (a single add above all) as parameter arrays: one round trip.
+INSERT_RECORDS = _INSERT_FROM.format(
+    src=f"unnest({', '.join(f'%s::{t}[]' for t in _TYPES)}) WITH ORDINALITY AS s({COLUMNS}, n)"
+)
+
+# A large batch is copied into this table first (COPY is several times cheaper for the client
+# than the parameter arrays, which psycopg builds in Python), then inserted by one statement.
+# Made by the transaction that uses it, if its session has none: with PgBouncer in transaction
+# mode the next transaction may run on another server session.
+STAGE = f"""
+    CREATE TEMP TABLE IF NOT EXISTS cw_stage (
+        n int, {", ".join(f"{c} {t}" for c, t in zip(COLUMNS.split(", "), _TYPES, strict=True))}
+    ) ON COMMIT DELETE ROWS
+"""
+COPY_STAGE = f"COPY cw_stage (n, {COLUMNS}) FROM STDIN"
+INSERT_STAGED = _INSERT_FROM.format(src="cw_stage")
 
 # A supersedes link: the old record's status fact (only if it exists in the writer's project, as
 # in SQLite) and the edge. A separate statement, after the batch: a CTE does not see rows inserted

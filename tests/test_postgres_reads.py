@@ -1,0 +1,115 @@
+"""PostgreSQL's bounded reads: full-text search on a large store looks for the newest matches
+among the newest rows first and must still rank exactly the newest LARGE_WINDOW matches when the
+words were busier long ago."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from contextwright.ports import Query
+from contextwright.records import Record, build_record
+from contextwright.stores.fulltext import COMMON_DF, LARGE_WINDOW
+from contextwright.stores.postgres import PostgresStore
+from contextwright.stores.postgres_text import COMMON_SURE
+
+pytestmark = pytest.mark.postgres
+
+P = "reads"
+T0 = 1_750_000_000.0
+
+
+def rec(i: int, content: str, **fields: Any) -> Record:
+    data = {"id": f"q{i:05d}", "project": P, "author": "ann", "kind": "note",
+            "content": content, "created_at": T0 + i, **fields}  # fmt: skip
+    return build_record(data, lambda text: len(text.split()))
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[PostgresStore]:
+    store = PostgresStore(pg_url)
+    yield store
+    store.close()
+
+
+def test_a_word_busy_long_ago_still_ranks_the_newest_window(pg: PostgresStore) -> None:
+    """1,100 matches among the oldest of 12,000 records: by its count the word is expected among
+    the newest rows, where only 9 of its matches are. The newest LARGE_WINDOW (500) are ranked:
+    their short ones (rank first), not only the long ones of the newest rows, and not the older
+    short ones outside the window."""
+    old_short, window_short, window_long = 600, 200, 300
+    long_text = "alpha " + " ".join(f"word{k}" for k in range(40))
+    contents = [
+        *["alpha"] * old_short,  # outside the window: would outrank everything
+        *["alpha beta"] * window_short,  # the best of the window
+        *[long_text] * window_long,
+        *[f"unrelated note {i}" for i in range(12_000 - 1_100)],
+    ]
+    assert window_short + window_long == LARGE_WINDOW
+    records = [rec(i, c) for i, c in enumerate(contents)]
+    for k in range(0, len(records), 2_000):
+        pg.add_many(records[k : k + 2_000])
+    hits = pg.search_text(P, "ann", "alpha", 40)
+    best = {r.id for r in records[old_short : old_short + window_short]}
+    assert len(hits) == 40
+    assert {h.record.id for h in hits} <= best
+
+
+def test_a_word_busy_lately_is_ranked_from_the_newest_rows(pg: PostgresStore) -> None:
+    """The common case of the floor: matches spread evenly (one in 12, under a tenth of the
+    records, which would be walked newest first), the newest 500 found above it."""
+    records = [rec(i, "gamma" if i % 12 == 0 else f"other {i}") for i in range(14_000)]
+    for k in range(0, len(records), 2_000):
+        pg.add_many(records[k : k + 2_000])
+    hits = pg.search_text(P, None, "gamma", 40)
+    newest = [r.id for r in records if r.content == "gamma"][-LARGE_WINDOW:]
+    assert len(hits) == 40
+    # Equal scores: the newest first, all of them from the window.
+    assert [h.record.id for h in hits] == newest[::-1][:40]
+
+
+def test_visibility_reads_no_addressing_row(pg: PostgresStore) -> None:
+    """Who may see a direct record is decided from the row (its recipients): the rule once read
+    the addressing table, which the planner turned into a hash of all of the agent's rows."""
+    pg.add_many([
+        rec(1, "for bob", visibility="direct", to=["bob"]),
+        rec(2, "for cy", visibility="direct", to=["cy"]),
+        rec(3, "to all, naming @bob"),
+    ])  # fmt: skip
+    assert [r.id for r in pg.query(Query(P, "bob", newest_first=False))] == ["q00001", "q00003"]
+    assert [r.id for r in pg.query(Query(P, "cy", newest_first=False))] == ["q00002", "q00003"]
+    assert [r.id for r in pg.query(Query(P, None, addressed_to="bob", newest_first=False))] == [
+        "q00001",
+        "q00003",
+    ]
+    plans: list[str] = []
+    read = pg._read
+
+    def explain(sql: str, params: Any = None, **kw: Any) -> list[Any]:
+        plans.append("\n".join(r[0] for r in read(f"EXPLAIN {sql}", params)))
+        return read(sql, params, **kw)
+
+    pg._read = explain  # type: ignore[method-assign]
+    pg.query(Query(P, "bob", addressed_to="bob", limit=5))
+    pg.search_text(P, "bob", "bob", 5)
+    assert plans and not [p for p in plans if "addressing" in p]
+
+
+def test_a_word_the_statistics_call_common_is_not_counted(pg: PostgresStore) -> None:
+    """On a large store a word is counted up to COMMON_DF + 1, and not at all where ANALYZE's
+    statistics put it in more than COMMON_SURE records: the estimate stands for the count."""
+    records = [
+        rec(i, " ".join(["omega", *(["kappa"] if i < 2_500 else []), *(["rho"] if i < 10 else [])]))
+        for i in range(4_000)
+    ]
+    for k in range(0, len(records), 2_000):
+        pg.add_many(records[k : k + 2_000])
+    pg._run("ANALYZE records", None)
+    # As if the store were 250 times larger: the statistics' share of rows, times that size.
+    counts = pg._count_words(["omega", "kappa", "rho"], 1_000_000)
+    assert counts == {"omega": 1_000_000, "kappa": 625_000, "rho": 10}
+    # At its real size, kappa (2,500 records) is under COMMON_SURE: counted, up to the cutoff.
+    assert COMMON_DF < 2_500 <= COMMON_SURE
+    assert pg._count_words(["kappa", "rho"], 4_000) == {"kappa": COMMON_DF + 1, "rho": 10}
