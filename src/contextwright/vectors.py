@@ -40,8 +40,9 @@ BATCH = 64
 SERVING_S = 1.0
 REST_FACTOR = 7.0
 # A lag up to this is counted on every call (a few index rows); a larger one, a scan of the
-# whole backlog (35-75 ms at 100k), at most once a second.
+# whole backlog (35-75 ms at 100k), at most every LAG_TTL_S seconds.
 LAG_EXACT = 256
+LAG_TTL_S = 5.0
 
 
 def embed_text(r: Record) -> str:
@@ -85,10 +86,10 @@ class EmbeddingWorker:
 
     def lag(self) -> int:
         """Records not yet searchable by vector (those being embedded right now included); past
-        LAG_EXACT, as counted at most a second ago."""
+        LAG_EXACT, as counted at most LAG_TTL_S seconds ago."""
         now = time.monotonic()
         last = self._lag
-        if last is not None and now - last[0] < 1.0:
+        if last is not None and now - last[0] < LAG_TTL_S:
             return last[1]
         n = self.store.unembedded_count(self.embedder.name)
         self._lag = (now, n) if n > LAG_EXACT else None
