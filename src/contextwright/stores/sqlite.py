@@ -251,32 +251,20 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
             # the full-text, addressing and tag rows can name them without a read back.
             base = conn.execute("SELECT coalesce(max(rid), 0) FROM records").fetchone()[0]
             rids = range(base + 1, base + 1 + len(fresh))
-            conn.executemany(
-                f"INSERT INTO records (rid, {COLUMNS}) VALUES (?{', ?' * 20})",
-                [(rid, *record_to_row(r)) for rid, r in zip(rids, fresh, strict=True)],
-            )
-            conn.executemany(
-                "INSERT INTO records_fts(rowid, content) VALUES (?, ?)",
-                [(rid, r.content) for rid, r in zip(rids, fresh, strict=True)],
-            )
-            addressing = [
-                (n, how, rid, r.created_at)
-                for rid, r in zip(rids, fresh, strict=True)
-                for how, names in (("to", r.to), ("mention", r.mentions))
-                for n in names
-            ]
-            if addressing:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO addressing VALUES (?, ?, ?)",
-                    [(n, how, rid) for n, how, rid, _ in addressing],
-                )
-                conn.executemany(
-                    "INSERT OR IGNORE INTO addressed_time VALUES (?, ?, ?)",
-                    [(n, at, rid) for n, _, rid, at in addressing],
-                )
-            tags = [(t, rid) for rid, r in zip(rids, fresh, strict=True) for t in r.tags]
-            if tags:
-                conn.executemany("INSERT OR IGNORE INTO record_tags VALUES (?, ?)", tags)
+            pairs = list(zip(rids, fresh, strict=True))
+            many = conn.executemany
+            many(f"INSERT INTO records (rid, {COLUMNS}) VALUES (?{', ?' * 20})",
+                 [(rid, *record_to_row(r)) for rid, r in pairs])  # fmt: skip
+            many("INSERT INTO records_fts(rowid, content) VALUES (?, ?)",
+                 [(rid, r.content) for rid, r in pairs])  # fmt: skip
+            addressed = [(n, how, rid, r.created_at) for rid, r in pairs
+                         for how, names in (("to", r.to), ("mention", r.mentions)) for n in names]  # fmt: skip
+            many("INSERT OR IGNORE INTO addressing VALUES (?, ?, ?)",
+                 [(n, how, rid) for n, how, rid, _ in addressed])  # fmt: skip
+            many("INSERT OR IGNORE INTO addressed_time VALUES (?, ?, ?)",
+                 [(n, at, rid) for n, _, rid, at in addressed])  # fmt: skip
+            many("INSERT OR IGNORE INTO record_tags VALUES (?, ?)",
+                 [(t, rid) for rid, r in pairs for t in r.tags])  # fmt: skip
             # After the whole batch, so that a record may supersede one later in the same batch.
             for r in fresh:
                 if r.supersedes:
