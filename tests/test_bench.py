@@ -253,3 +253,15 @@ def test_load_bench_drives_the_server_with_keep_alive_clients(tmp_path: Path) ->
     assert report["errors"] == {} and report["requests"] > 0
     assert report["ops"]["add"]["count"] > 0 and report["client"] == "raw"
     assert report["server_cpu_ms_per_request"] >= 0 and report["client_cpu_ms_per_request"] > 0
+
+
+def test_request_cost_bench_splits_each_request_at_the_engine_call(tmp_path: Path) -> None:
+    db = tmp_path / "cost.db"
+    _run("load.py", "--records", "300", "--clients", "1", "--seconds", "1", "--max-requests", "2",
+         "--db", str(db), cwd=tmp_path)  # fmt: skip
+    report = _run("request_cost.py", "--db", str(db), "--requests", "30", cwd=tmp_path)
+    for op in ("add", "assemble"):
+        s = report["ops"][op]
+        assert s["count"] > 0 and 0 < s["engine_ms"] < s["request_ms"]
+        assert s["beyond_ms"] == pytest.approx(s["request_ms"] - s["engine_ms"], abs=0.002)
+    assert report["cpu_ms_per_request"] > 0
