@@ -5,9 +5,12 @@ project of 100k records in a SQLite file. Bounded in time and in requests; stops
                                    [--max-requests 50000] [--assemble-share 0.3] [--json]
 
 The server runs in its own process (uvicorn, one worker, as `contextwright serve` runs it, with an
-API key so that authentication is part of the cost); the clients are httpx.AsyncClient tasks in
-this process. Both share the machine, so the figures are for the whole loop on one box.
-Reports requests/s and p50/p99 latency per operation, and errors (any non-2xx counts).
+API key so that authentication is part of the cost); the clients are asyncio tasks in this process,
+one keep-alive HTTP/1.1 connection each, written on raw streams: httpx.AsyncClient (`--client
+httpx`) spent about as much CPU per request as the server, on the same two cores. Both share the
+machine, so the figures are for the whole loop on one box; the CPU each side used per request is
+reported beside them. Reports requests/s and p50/p99 latency per operation, and errors (any non-2xx
+counts).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from assemble import AGENTS, PROJECT, TOPICS, fill, generate
+from assemble import AGENTS, PROJECT, TOPICS, cpu_reference_ms, fill, generate
 
 KEY = "bench-key-000000"
 BUDGET = {"model": "gpt-4o", "window": 8000, "reserve": 1000}
@@ -71,60 +74,111 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
+class Connection:
+    """One keep-alive HTTP/1.1 connection: POST a JSON body, read the status and the body (the
+    server always sends Content-Length). A few microseconds of Python a request, where
+    httpx.AsyncClient spent about a millisecond."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, body: bytes) -> int:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None
+        self.writer.write(
+            f"POST {path} HTTP/1.1\r\nhost: {self.host}\r\nauthorization: Bearer {KEY}\r\n"
+            f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        fields = dict(
+            (k.strip().lower(), v.strip()) for k, _, v in (ln.partition(":") for ln in lines[1:])
+        )
+        await self.reader.readexactly(int(fields.get("content-length", "0")))
+        if fields.get("connection", "").lower() == "close":
+            self.close()
+        return status
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
+def requests_of(names: list[str], share: float, rng: random.Random) -> tuple[str, str, Any]:
+    agent = rng.choice(names)
+    topic = rng.choice(TOPICS)
+    if rng.random() < share:
+        body = {"agent": agent, "task": f"continue the {topic} work", "budget": BUDGET,
+                "format": "openai"}  # fmt: skip
+        return "assemble", f"/v1/projects/{PROJECT}/assemble", body
+    body = {"author": agent, "content": f"update on the {topic}: step {rng.random():.6f}"}
+    return "add", f"/v1/projects/{PROJECT}/records", body
+
+
 async def drive(
-    base: str, clients: int, seconds: float, max_requests: int, share: float, seed: int
+    base: str,
+    clients: int,
+    seconds: float,
+    max_requests: int,
+    share: float,
+    seed: int,
+    client_kind: str = "raw",
 ) -> dict[str, Any]:
     names = [a for a, _ in AGENTS]
     lat: dict[str, list[float]] = {"add": [], "assemble": []}
     errors: dict[str, int] = {}
     sent = 0
     deadline = time.perf_counter() + seconds
+    host, port = base.removeprefix("http://").rsplit(":", 1)
 
-    async def worker(i: int, client: httpx.AsyncClient) -> None:
+    async def worker(i: int, client: httpx.AsyncClient | None) -> None:
         nonlocal sent
         rng = random.Random(seed + i)
+        conn = Connection(host, int(port))
         while time.perf_counter() < deadline and sent < max_requests:
             sent += 1
-            agent = rng.choice(names)
-            topic = rng.choice(TOPICS)
-            if rng.random() < share:
-                op, path = "assemble", f"/v1/projects/{PROJECT}/assemble"
-                body: dict[str, Any] = {
-                    "agent": agent,
-                    "task": f"continue the {topic} work",
-                    "budget": BUDGET,
-                    "format": "openai",
-                }
-            else:
-                op, path = "add", f"/v1/projects/{PROJECT}/records"
-                body = {
-                    "author": agent,
-                    "content": f"update on the {topic}: step {rng.random():.6f}",
-                }
+            op, path, body = requests_of(names, share, rng)
             t = time.perf_counter()
             try:
-                r = await client.post(path, json=body)
-                ok = 200 <= r.status_code < 300
-                tag = str(r.status_code)
-            except httpx.HTTPError as exc:
+                if client is None:
+                    code = await conn.post(path, json.dumps(body).encode())
+                else:
+                    code = (await client.post(path, json=body)).status_code
+                ok, tag = 200 <= code < 300, str(code)
+            except (httpx.HTTPError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
                 ok, tag = False, type(exc).__name__
+                conn.close()
             lat[op].append((time.perf_counter() - t) * 1000)
             if not ok:
                 errors[tag] = errors.get(tag, 0) + 1
+        conn.close()
 
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     headers = {"Authorization": f"Bearer {KEY}"}
     t0 = time.perf_counter()
-    async with httpx.AsyncClient(
-        base_url=base, headers=headers, limits=limits, timeout=60.0
-    ) as client:
-        await asyncio.gather(*(worker(i, client) for i in range(clients)))
+    c0 = time.process_time()
+    if client_kind == "httpx":
+        async with httpx.AsyncClient(
+            base_url=base, headers=headers, limits=limits, timeout=60.0
+        ) as client:
+            await asyncio.gather(*(worker(i, client) for i in range(clients)))
+    else:
+        await asyncio.gather(*(worker(i, None) for i in range(clients)))
     elapsed = time.perf_counter() - t0
+    client_cpu = time.process_time() - c0
     total = sum(len(v) for v in lat.values())
     return {
         "seconds": round(elapsed, 2),
         "requests": total,
         "requests_per_s": round(total / elapsed, 1),
+        "client": client_kind,
+        "client_cpu_ms_per_request": round(client_cpu * 1000 / max(total, 1), 3),
         "errors": errors,
         "ops": {
             op: {
@@ -137,6 +191,25 @@ async def drive(
             for op, v in lat.items()
         },
     }
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a process and of all its descendants alive now (Linux /proc;
+    0.0 elsewhere): the server's side of the cost, uvicorn's worker processes included."""
+    total, todo = 0.0, [pid]
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
 
 
 def wait_ready(base: str, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
@@ -172,6 +245,12 @@ def main() -> None:
         help="serve with `contextwright serve --workers N` (0: its default, one per core); "
         "without it, one in-process uvicorn worker as before",
     )
+    ap.add_argument(
+        "--client",
+        choices=("raw", "httpx"),
+        default="raw",
+        help="raw: keep-alive connections on asyncio streams (default); httpx: httpx.AsyncClient",
+    )
     ap.add_argument("--serve", nargs=2, metavar=("DB", "PORT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
@@ -204,6 +283,7 @@ def main() -> None:
                 f"driving {base} with {args.clients} clients for {args.seconds}s ...",
                 file=sys.stderr,
             )
+            server_cpu = tree_cpu_seconds(proc.pid)
             report = asyncio.run(
                 drive(
                     base,
@@ -212,7 +292,12 @@ def main() -> None:
                     args.max_requests,
                     args.assemble_share,
                     args.seed,
+                    args.client,
                 )
+            )
+            server_cpu = tree_cpu_seconds(proc.pid) - server_cpu
+            report["server_cpu_ms_per_request"] = round(
+                server_cpu * 1000 / max(report["requests"], 1), 3
             )
         finally:
             proc.terminate()
@@ -224,6 +309,7 @@ def main() -> None:
         ingest_records_per_s=round(args.records / ingest_s) if ingest_s else None,
         workers=args.workers,
         load_average=[round(x, 2) for x in os.getloadavg()],
+        cpu_reference_ms=round(sorted(cpu_reference_ms() for _ in range(31))[15], 3),
         cpus=os.cpu_count(),
     )
     if args.json:
@@ -232,6 +318,11 @@ def main() -> None:
     print(
         f"{report['records']} records, {report['clients']} clients, {report['seconds']}s: "
         f"{report['requests']} requests, {report['requests_per_s']} req/s, errors {report['errors']}"
+    )
+    print(
+        f"  CPU per request: server {report['server_cpu_ms_per_request']} ms, client "
+        f"({report['client']}) {report['client_cpu_ms_per_request']} ms; cpu ref "
+        f"{report['cpu_reference_ms']} ms; load average {report['load_average']}"
     )
     for op, s in report["ops"].items():
         print(

@@ -239,3 +239,34 @@ def test_peers_bench_times_contextwright_beside_llamaindex_and_langgraph(tmp_pat
     assert result["langgraph_embedded"] == 50 and result["minilm_texts_per_s"] > 0
     assert set(result["ingest_records_per_s"]) == {"contextwright", "llamaindex", "langgraph"}
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and report["plot"] == str(png)
+
+
+def test_ingest_bench_reports_each_rounds_rate(tmp_path: Path) -> None:
+    report = _run("ingest.py", "--records", "1500", "--rounds", "2", cwd=tmp_path)
+    assert report["records"] == 1500 and len(report["records_per_s"]) == 2
+    assert all(r > 0 for r in report["records_per_s"] + report["records_per_cpu_s"])
+    assert report["cpu_reference_ms"] > 0
+
+
+def test_load_bench_drives_the_server_with_keep_alive_clients(tmp_path: Path) -> None:
+    """bench/load.py end to end on a tiny store: its own HTTP client gets answers (no errors),
+    and the CPU of both sides is reported."""
+    report = _run(
+        "load.py", "--records", "300", "--clients", "3", "--seconds", "2", "--max-requests",
+        "40", "--db", str(tmp_path / "load.db"), cwd=tmp_path,
+    )  # fmt: skip
+    assert report["errors"] == {} and report["requests"] > 0
+    assert report["ops"]["add"]["count"] > 0 and report["client"] == "raw"
+    assert report["server_cpu_ms_per_request"] >= 0 and report["client_cpu_ms_per_request"] > 0
+
+
+def test_request_cost_bench_splits_each_request_at_the_engine_call(tmp_path: Path) -> None:
+    db = tmp_path / "cost.db"
+    _run("load.py", "--records", "300", "--clients", "1", "--seconds", "1", "--max-requests", "2",
+         "--db", str(db), cwd=tmp_path)  # fmt: skip
+    report = _run("request_cost.py", "--db", str(db), "--requests", "30", cwd=tmp_path)
+    for op in ("add", "assemble"):
+        s = report["ops"][op]
+        assert s["count"] > 0 and 0 < s["engine_ms"] < s["request_ms"]
+        assert s["beyond_ms"] == pytest.approx(s["request_ms"] - s["engine_ms"], abs=0.002)
+    assert report["cpu_ms_per_request"] > 0

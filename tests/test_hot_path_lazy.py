@@ -82,3 +82,21 @@ def test_computed_runs_inline_without_a_task(tmp_path: Path) -> None:
     run = next(r for r in result.trace.sources if r["name"] == "computed")
     assert run["candidates"] == 0 and run["error"] is None
     engine.close()
+
+
+def test_the_summary_is_the_built_traces_and_builds_nothing(tmp_path: Path) -> None:
+    """The summary every HTTP answer carries counts kept, truncated and dropped items from the
+    packer's decisions: the same text as from the built items, and the items stay unbuilt."""
+    engine = Engine.open(f"sqlite:///{tmp_path / 't.db'}", persist_traces=False)
+    for i in range(40):
+        engine.add(project="p", author="alice", content=f"note {i} on the login form " * 30)
+    result = engine.assemble("p", "alice", "fix the login form", budget=900)
+    trace = result.trace
+    assert isinstance(trace, PendingTrace)
+    pending = trace.summary()
+    assert trace.__dict__.get("_build") is not None  # not built by the summary
+    built = Trace.from_dict(trace.to_dict())  # to_dict reads (builds) the items
+    assert built.summary() == pending
+    decisions = {i["decision"] for i in built.items}
+    assert {"kept", "dropped"} <= decisions  # the counts are not all in one bucket
+    engine.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 import pickle
 import time
 from typing import Any
@@ -131,6 +132,24 @@ def test_ids_sort_by_creation_time() -> None:
         build_record({"project": "p", "author": "a", "content": "x"}, len, now=t) for t in times
     ]
     assert [r.id for r in made] == sorted(r.id for r in made)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_child_never_repeats_the_parents_ids() -> None:
+    """Server workers may be forked from one parent: the random bytes an id takes are read ahead
+    in a pool, which a child must not share with its parent."""
+    new_id(5_000)  # the parent has a pool, and a sequence for that millisecond
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.write(write, " ".join(new_id(7_000) for _ in range(20)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        child = f.read().split()
+    os.waitpid(pid, 0)
+    parent = [new_id(7_000) for _ in range(20)]
+    assert len(child) == 20 and not set(parent) & set(child)
 
 
 def test_engine_ids_follow_the_clock(store: Any) -> None:

@@ -198,9 +198,29 @@ def test_remembered_counts_are_what_count_returns() -> None:
     assert counter.count("- rex: 's declined\n") == len(counter.encode("- rex: 's declined\n"))
 
 
+# ASCII pieces on both sides of every alternative of cl100k's pattern: each whitespace
+# character (and \x1c-\x1f, which Python's str.isspace calls whitespace and cl100k does not),
+# contractions in either case, digit runs, punctuation before letters and before newlines.
+_ASCII_PIECES = st.sampled_from(
+    [" ", "  ", "\t", "\n", "\r", "\r\n", "\v", "\f", "\x1c", "\x1f", "a", "Zq", "word",
+     " the", "'s", "'S", "'ll", "'Ve", "'re", "'x", "'", "3", "12345", ".", ":", "(", "),", "-",
+     "!?", "@dev", "#7", "_", "~", "\x7f", "\x01", "0x1F", "a.b"]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(_ASCII_PIECES, max_size=60).map("".join), min_size=8, max_size=12))
+def test_batch_counts_of_ascii_text_are_tiktokens(texts: list[str]) -> None:
+    """count_many cuts ASCII text into cl100k's pre-tokens itself: the counts are tiktoken's,
+    whatever whitespace, digits, contractions or punctuation the text holds."""
+    c = TokenCounter()
+    assert c.count_many(texts) == [len(c.encode(t)) for t in texts]
+
+
 def test_batch_counts_equal_single_counts() -> None:
     c = default_counter()
     texts = [f"message number {i} about the login flow" * (i % 5 + 1) for i in range(40)]
+    texts += ["日本語のメッセージ", "naïve café  \n", "emoji 🚀 done", "plain ascii\n\n  end  "]
     assert c.count_many(texts) == [c.count(t) for t in texts]
     assert c.count_many(texts[:3]) == [c.count(t) for t in texts[:3]]
     assert c.count_many([]) == []

@@ -29,6 +29,7 @@ from .assembly.scoring import ScoringConfig
 from .assembly.sources import Source
 from .assembly.stored_counts import StoredCounts
 from .budget import Budget
+from .gate import CallGate
 from .ports import Embedder, SettlesReads, Store, Tokenizer
 from .recordbook import RecordBook
 from .records import Record
@@ -68,6 +69,7 @@ class Engine:
         cache_ttl_s: float = 30.0,
         embedder: Embedder | str | None = None,
         pipelines: PipelinesArg = None,
+        assemble_slots: int | None = None,
     ) -> None:
         self.store, self.pipelines = store, coerce_pipelines(pipelines)  # definitions: 1st
         self.counter: Tokenizer = counter or default_counter()
@@ -96,6 +98,7 @@ class Engine:
         # Each agent's running session (sessions/): compaction, pruning, flush, reset, overflow.
         self.sessions = SessionManager(self.book, self.agents_dir, self.assembler)
         self._register(sources)
+        self.gate = CallGate.for_store(store, assemble_slots)
 
     def _register(self, given: Sequence[Source] | None) -> None:
         """The one place that decides which sources run: the given list, or the pipelines'."""
@@ -264,14 +267,12 @@ class Engine:
         (review, bug, ...) is what rules match as `kind`, guessed from the task when absent;
         `rules` replaces the engine's rules for this call; `task_id` adds that task's computed
         context (tasks/) and makes its objective the task text when `task` is empty."""
-        return self.assembler.assemble(
-            AssembleRequest.build(
-                project, agent, task, budget, format, session=session, milestone=milestone,
-                working_memory=working_memory, sources=sources, limits=limits,
-                include_superseded=include_superseded, task_kind=task_kind, rules=rules,
-                task_id=task_id, pipelines=pipelines,
-            )
-        )  # fmt: skip
+        return self.gate.run(self.assembler.assemble, AssembleRequest.build(
+            project, agent, task, budget, format, session=session, milestone=milestone,
+            working_memory=working_memory, sources=sources, limits=limits,
+            include_superseded=include_superseded, task_kind=task_kind, rules=rules,
+            task_id=task_id, pipelines=pipelines,
+        ))  # fmt: skip
 
     def window(
         self,
@@ -285,13 +286,12 @@ class Engine:
         """An agent's window, the one call every interface makes: the session pipeline
         (pruning, compaction, memory flush, overflow recovery; `sessions.window`) when the
         request names a session, plain assembly when it does not."""
-        if request.session is None:
-            return self.assembler.assemble(request)
-        return self.sessions.window(
-            request.project, request.agent, request.session, request.task, request.budget,
-            request.format, system=system, tools=tools, skills=skills, files=files,
-            request=request,
-        ).assembly  # fmt: skip
+        if (sid := request.session) is None:
+            return self.gate.run(self.assembler.assemble, request)
+        return self.gate.run(lambda: self.sessions.window(
+            request.project, request.agent, sid, request.task, request.budget, request.format,
+            system=system, tools=tools, skills=skills, files=files, request=request,
+        ).assembly)  # fmt: skip
 
     def reload_rules(self) -> RuleSet:
         """Read the rules directory again (after an edit); keeps the old rules if invalid."""

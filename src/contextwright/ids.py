@@ -20,6 +20,31 @@ def _encode(value: int, length: int) -> str:
     return "".join(reversed(out))
 
 
+# The OS's random bytes, read 4 KB at a time: a read per id released the GIL, and under load the
+# request thread waited behind every other thread to take it back (a millisecond and more).
+_pool = b""
+_at = 0
+
+
+def _random80() -> int:
+    """80 random bits from the pool (the caller holds `_lock`)."""
+    global _pool, _at
+    if _at + 10 > len(_pool):
+        _pool, _at = os.urandom(4000), 0
+    _at += 10
+    return int.from_bytes(_pool[_at - 10 : _at], "big") >> 2
+
+
+def _forget() -> None:
+    """In a forked child: never hand out the bytes, or continue the sequence, of the parent."""
+    global _pool, _at, _last_ms
+    _pool, _at, _last_ms = b"", 0, 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget)
+
+
 def new_id(at_ms: int | None = None) -> str:
     """A 26-character id; ids made in the same millisecond still sort in creation order."""
     global _last_ms, _last_rand
@@ -29,6 +54,6 @@ def new_id(at_ms: int | None = None) -> str:
             _last_rand += 1
         else:
             _last_ms = ms
-            _last_rand = int.from_bytes(os.urandom(10), "big") >> 2
+            _last_rand = _random80()
         rand = _last_rand & ((1 << 80) - 1)
     return _encode(ms, 10) + _encode(rand, 16)

@@ -89,6 +89,7 @@ class RecordBook:
         ]
         if len(texts) < 8:
             return self.counter.count
+        texts = list(dict.fromkeys(texts))  # a content repeated in the batch is counted once
         known = dict(zip(texts, self.counter.count_many(texts), strict=True))
 
         def count(text: str) -> int:

@@ -201,9 +201,11 @@ def display_name_problem(value: str) -> str | None:
     """Why `value` cannot be a display name (author, recipient, agent), or None if it can."""
     if not value or len(value) > MAX_NAME_CHARS:
         return f"must have 1-{MAX_NAME_CHARS} characters"
-    for ch in value:
-        if ch in _BIDI_CONTROLS or unicodedata.category(ch) in _BAD_NAME_CATEGORIES:
-            return f"contains the control character U+{ord(ch):04X}"
+    # Printable ASCII holds no control character: the lookup of each one's category is skipped.
+    if not (value.isascii() and value.isprintable()):
+        for ch in value:
+            if ch in _BIDI_CONTROLS or unicodedata.category(ch) in _BAD_NAME_CATEGORIES:
+                return f"contains the control character U+{ord(ch):04X}"
     if not value.strip():
         return "is only whitespace"
     if value != value.strip():
@@ -368,8 +370,8 @@ def build_record(
             "give a mapping of field names to values",
             problem=f"must be an object, not {type(data).__name__}",
         )
-    unknown: list[Any] = sorted(set(data) - _INPUT_FIELDS, key=str)  # keys may not be str
-    if unknown:
+    if not data.keys() <= _INPUT_FIELDS:
+        unknown: list[Any] = sorted(set(data) - _INPUT_FIELDS, key=str)  # keys may not be str
         raise ValidationError(
             str(unknown[0]),
             data[unknown[0]],
@@ -425,7 +427,8 @@ def build_record(
     meta = data.get("meta") or {}
     if not isinstance(meta, Mapping):
         raise ValidationError("meta", meta, "give an object of extra fields")
-    _check_json("meta", meta)
+    if meta:
+        _check_json("meta", meta)
     created = data.get("created_at")
     if created is None:
         created_at = time.time() if now is None else now
@@ -463,5 +466,5 @@ def build_record(
         tokens=int(count_tokens(content)),
         content_hash=content_hash(content),
         # A JSON round trip: every store gives back the same meta (lists, not tuples).
-        meta=json.loads(json.dumps(dict(meta))),
+        meta=json.loads(json.dumps(dict(meta))) if meta else {},
     )

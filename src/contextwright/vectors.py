@@ -33,6 +33,16 @@ if TYPE_CHECKING:
     from .traces.trace import Trace
 
 BATCH = 64
+# While the engine serves calls (one came in the last SERVING_S seconds), the worker rests
+# REST_FACTOR times as long as its last batch took: a backlog embedded at full speed took both
+# cores from the calls it shares them with (bench/load.py: 51 requests/s against 196 with
+# vectors off, on a store of 100k records not yet embedded). Idle, it runs flat out.
+SERVING_S = 1.0
+REST_FACTOR = 7.0
+# A lag up to this is counted on every call (a few index rows); a larger one, a scan of the
+# whole backlog (35-75 ms at 100k), at most every LAG_TTL_S seconds.
+LAG_EXACT = 256
+LAG_TTL_S = 5.0
 
 
 def embed_text(r: Record) -> str:
@@ -58,6 +68,9 @@ class EmbeddingWorker:
         self.batch = batch
         self.embedded = 0
         self.error: str | None = None
+        self.served_at = float("-inf")  # when the engine last served a call (`serving`)
+        self._batch_s = 0.0  # how long the last batch took
+        self._lag: tuple[float, int] | None = None  # (when, count) of the last large lag
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cw-embedder", daemon=True)
@@ -67,9 +80,20 @@ class EmbeddingWorker:
     def notify(self) -> None:
         self._wake.set()
 
+    def serving(self) -> None:
+        """A call came in (an add, an assemble): the worker rests between batches for a while."""
+        self.served_at = time.monotonic()
+
     def lag(self) -> int:
-        """Records not yet searchable by vector (those being embedded right now included)."""
-        return self.store.unembedded_count(self.embedder.name)
+        """Records not yet searchable by vector (those being embedded right now included); past
+        LAG_EXACT, as counted at most LAG_TTL_S seconds ago."""
+        now = time.monotonic()
+        last = self._lag
+        if last is not None and now - last[0] < LAG_TTL_S:
+            return last[1]
+        n = self.store.unembedded_count(self.embedder.name)
+        self._lag = (now, n) if n > LAG_EXACT else None
+        return n
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every record stored so far has a vector; False on timeout or if the
@@ -95,15 +119,18 @@ class EmbeddingWorker:
             self._wake.clear()
             try:
                 while not self._stop.is_set() and self._step():
-                    pass
+                    if time.monotonic() - self.served_at < SERVING_S:
+                        self._stop.wait(min(self._batch_s * REST_FACTOR, 2.0))
             except Exception as exc:  # keep the engine up; the trace shows the error
                 self.error = f"{type(exc).__name__}: {exc}"
                 time.sleep(0.5)
                 continue
 
     def _step(self) -> bool:
+        t0 = time.perf_counter()
         records = self.store.unembedded(self.embedder.name, self.batch)
         if not records:
+            self._lag = None
             return False
         vecs = self.embedder.embed([embed_text(r) for r in records])
         self.store.put_vectors(
@@ -111,6 +138,7 @@ class EmbeddingWorker:
         )
         self.embedded += len(records)
         self.error = None
+        self._batch_s = time.perf_counter() - t0
         return True
 
 
@@ -367,7 +395,9 @@ class Vectors:
         return self.state == "loading"
 
     def notify(self) -> None:
+        """Records were written: the worker has work, and the engine is serving."""
         if self.worker is not None:
+            self.worker.serving()
             self.worker.notify()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -424,6 +454,8 @@ class Vectors:
         return []
 
     def annotate(self, trace: Trace) -> None:
+        if self.worker is not None:
+            self.worker.serving()  # every assemble call's trace comes through here
         trace.notes["vectors"] = self.status()
 
     def close(self) -> None:

@@ -121,7 +121,9 @@ def resolve(settings: Settings, key: str | None) -> Access:
     )
 
 
-def get_access(request: Request) -> Access:
-    """FastAPI dependency: who is calling, and which projects and agents they may use."""
+async def get_access(request: Request) -> Access:
+    """FastAPI dependency: who is calling, and which projects and agents they may use. Async,
+    though it never waits: FastAPI runs a plain function dependency in its thread pool, and
+    each such hop cost a request a thread wake-up and a turn at the GIL (deps.py)."""
     settings: Settings = request.app.state.settings
     return resolve(settings, presented_key(request))

@@ -25,8 +25,11 @@ def build_trace(
     warnings: list[str],
     timings_ms: dict[str, float],
 ) -> PendingTrace:
+    dropped = sum(1 for d in decisions if not d.kept and not d.truncated)
+    truncated = sum(1 for d in decisions if d.truncated)
     return PendingTrace(
         lambda: [decision_dict(d) for d in decisions],
+        (len(decisions) - dropped, truncated, dropped),
         id=new_id(),
         project=project,
         agent=agent,

@@ -76,9 +76,14 @@ class Trace:
     def dropped(self) -> list[dict[str, Any]]:
         return [i for i in self.items if i["decision"] == "dropped"]
 
+    def decision_counts(self) -> tuple[int, int, int]:
+        """How many items were kept (truncated ones included), truncated, and dropped."""
+        decisions = [i["decision"] for i in self.items]
+        dropped = decisions.count("dropped")
+        return len(decisions) - dropped, decisions.count("truncated"), dropped
+
     def summary(self) -> str:
-        kept, dropped = len(self.kept), len(self.dropped)
-        truncated = sum(1 for i in self.items if i["decision"] == "truncated")
+        kept, truncated, dropped = self.decision_counts()
         srcs = ", ".join(f"{s['name']} {s['ms']:.1f}ms/{s['candidates']}" for s in self.sources)
         return (
             f"trace {self.id}: {self.tokens}/{self.budget.get('available')} tokens, "
@@ -93,10 +98,22 @@ class PendingTrace(Trace):
     turns them into the ~180 item dicts (~1 ms at 100k records) off the call. The decisions are
     not changed after the call, so the items are the same whoever builds them."""
 
-    def __init__(self, build: Callable[[], list[dict[str, Any]]], **fields: Any) -> None:
+    def __init__(
+        self,
+        build: Callable[[], list[dict[str, Any]]],
+        counts: tuple[int, int, int] | None = None,
+        **fields: Any,
+    ) -> None:
         super().__init__(**fields)
         self._lock = threading.Lock()
         self._build: Callable[[], list[dict[str, Any]]] | None = build
+        self._counts = counts
+
+    def decision_counts(self) -> tuple[int, int, int]:
+        # The summary that every HTTP answer carries must not build the items on the call.
+        if self._counts is not None and self.__dict__.get("_build") is not None:
+            return self._counts
+        return super().decision_counts()
 
     @property
     def items(self) -> list[dict[str, Any]]:

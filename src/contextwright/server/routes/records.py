@@ -62,15 +62,15 @@ def visible(ctx: ProjectDep, record: Record, agent: str | None) -> Record:
 
 
 @router.post("/v1/projects/{project}/records", status_code=status.HTTP_201_CREATED)
-def add_record(ctx: ProjectDep, body: RecordIn) -> dict[str, Any]:
+def add_record(ctx: ProjectDep, body: RecordIn) -> JSONResponse:
     ctx.access.require_as(body.author, "author")
     record = ctx.engine.add(**fields_for(ctx.project, body))
     ctx.metrics.records_added.inc()
-    return record.to_dict()
+    return fast_json(record.to_dict(), status.HTTP_201_CREATED)
 
 
 @router.post("/v1/projects/{project}/records/batch", status_code=status.HTTP_201_CREATED)
-def add_batch(ctx: ProjectDep, body: BatchIn) -> dict[str, Any]:
+def add_batch(ctx: ProjectDep, body: BatchIn) -> JSONResponse:
     for i, r in enumerate(body.records):
         ctx.access.require_as(r.author, f"records[{i}].author")
     items = [
@@ -78,7 +78,7 @@ def add_batch(ctx: ProjectDep, body: BatchIn) -> dict[str, Any]:
     ]
     stored = ctx.engine.add_many(items)
     ctx.metrics.records_added.inc(len(stored))
-    return {"count": len(stored), "ids": [r.id for r in stored]}
+    return fast_json({"count": len(stored), "ids": [r.id for r in stored]}, status.HTTP_201_CREATED)
 
 
 @router.get("/v1/projects/{project}/records/{record_id}")
