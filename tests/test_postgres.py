@@ -26,7 +26,8 @@ from contextwright.ports import Query
 from contextwright.records import Record, build_record
 from contextwright.stores import open_store
 from contextwright.stores.fulltext import COMMON_DF, LARGE_WINDOW
-from contextwright.stores.postgres import MIGRATIONS, PostgresStore, redact
+from contextwright.stores.postgres import MIGRATIONS, PostgresStore
+from contextwright.stores.postgres_url import redact
 from contextwright.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.postgres

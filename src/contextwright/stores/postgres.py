@@ -12,10 +12,8 @@ fails at once with libpq's own words (no password in them), not after a pool tim
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
-from urllib.parse import unquote
 
 from ..errors import MissingExtra, StoreError, ValidationError
 from ..ports import Query
@@ -34,6 +32,7 @@ from .postgres_schema import (
     SUPERSEDE,
 )
 from .postgres_text import PostgresText
+from .postgres_url import password_of, redact, take_pool_option
 from .postgres_vectors import PostgresVectors
 from .rows import COLUMNS, record_to_row, row_to_record
 from .sql import AUTHORS_SQL, docs_sql, edges_sql
@@ -74,14 +73,14 @@ class PostgresStore(PostgresText, PostgresVectors):
             from psycopg_pool import ConnectionPool
         except ImportError as exc:
             raise MissingExtra("PostgresStore", "postgres") from exc
-        conninfo, pool_max = _pool_option(url)
+        conninfo, pool_max = take_pool_option(url)
         max_size = max_size if max_size is not None else pool_max or DEFAULT_POOL_MAX
         if not isinstance(max_size, int) or max_size < 1:
             raise ValidationError("max_size", max_size, "give a pool size of at least 1")
         if not isinstance(min_size, int) or not 0 <= min_size <= max_size:
             raise ValidationError("min_size", min_size, f"give 0 to max_size ({max_size})")
         self.url = redact(url)
-        self._secret = _password(conninfo)
+        self._secret = password_of(conninfo)
         self._broken_types: tuple[type[BaseException], ...] = (psycopg.OperationalError,)
         self._data_error: type[BaseException] = psycopg.DataError
         self._select, self._cols, self._visible = SELECT, COLS, VISIBLE
@@ -462,10 +461,6 @@ class PostgresStore(PostgresText, PostgresVectors):
         self._pool.close()
 
 
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/?#]*):.*@")
-_PASSWORD_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]*)", re.IGNORECASE)
-
-
 def _one_of(column: str, name: str, values: Sequence[str], params: dict[str, Any]) -> str:
     """`column = value` for one value: the planner reads an index in order past an equality, not
     past `= ANY(array)`, so "the 20 newest open tasks" would sort every open record first."""
@@ -474,36 +469,3 @@ def _one_of(column: str, name: str, values: Sequence[str], params: dict[str, Any
         return f"{column} = %({name})s"
     params[name] = list(values)
     return f"{column} = ANY(%({name})s)"
-
-
-def redact(url: str) -> str:
-    """The URL without its password (in the user part or as a `password=` parameter)."""
-    return _PASSWORD_KV.sub(r"\1***", _USERINFO.sub(r"\1:***@", url, count=1))
-
-
-def _password(conninfo: str) -> str | None:
-    try:
-        from psycopg.conninfo import conninfo_to_dict
-
-        value = conninfo_to_dict(conninfo).get("password")
-    except Exception:  # unparsable: the connect that follows says why
-        m = _USERINFO.match(conninfo)
-        value = unquote(conninfo[len(m.group(1)) + 1 : m.end() - 1]) if m else None
-    return str(value) if value else None
-
-
-def _pool_option(url: str) -> tuple[str, int | None]:
-    """Take `pool_max=N` out of the URL's query (libpq would reject it); the rest goes to libpq."""
-    base, sep, query = url.partition("?")
-    if not sep or "://" not in base:
-        return url, None
-    keep, pool_max = [], None
-    for part in query.split("&"):
-        name, _, value = part.partition("=")
-        if name != "pool_max":
-            keep.append(part)
-        elif value.isdigit() and int(value) >= 1:
-            pool_max = int(value)
-        else:
-            raise ValidationError("pool_max", value, "give a whole number of connections >= 1")
-    return base + ("?" + "&".join(keep) if keep else ""), pool_max
