@@ -250,6 +250,15 @@ class BatchNeighbours(Protocol):
 
 
 @runtime_checkable
+class ReadsMany(Protocol):
+    """Answers many queries in one round trip (PostgreSQL's pipeline mode): each list as
+    `query(q)` would give it, in the queries' order. The pipeline asks it for the reads of the
+    sources that run on the calling thread before any of them runs (`SourceContext.prefetch`)."""
+
+    def query_many(self, queries: Sequence[Query]) -> list[list[Record]]: ...
+
+
+@runtime_checkable
 class RemoteReads(Protocol):
     """`remote` is true where reads wait on another process (PostgreSQL): those overlap on the
     pool, so sources run there rather than on the calling thread."""

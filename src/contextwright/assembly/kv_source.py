@@ -46,12 +46,16 @@ class KVSource:
     name = "kv"
     inline = True  # a short indexed read: runs on the calling thread (pipeline.py)
 
+    def queries(self, ctx: SourceContext) -> list[Query]:
+        if not ctx.agent:
+            return []
+        return [Query(ctx.project, ctx.agent, addressed_to=ctx.agent, limit=ADDRESSED_SCAN)]
+
     def run(self, ctx: SourceContext) -> list[Candidate]:
         wanted: dict[str, str] = {}  # key -> reason
         for m in parse_mentions(ctx.task):
             wanted.setdefault(kv_key(m), f"@{kv_key(m)}")
-        if ctx.agent:
-            q = Query(ctx.project, ctx.agent, addressed_to=ctx.agent, limit=ADDRESSED_SCAN)
+        for q in self.queries(ctx):
             for r in ctx.query(q):
                 for m in r.mentions:
                     if m != ctx.agent:

@@ -4,6 +4,7 @@ Everything but `run_sources` is pure."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -11,7 +12,7 @@ from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, cast
 
-from ..ports import RemoteReads, capable
+from ..ports import ReadsMany, RemoteReads, capable
 from ..traces.trace import SourceRun
 from .cache import SourceCache
 from .candidates import SECTION_RANK, Candidate
@@ -124,6 +125,7 @@ def run_sources(
             for i, src in enumerate(sources)
             if not inline[i]
         ]
+    _prefetch(sources, inline, ctx, cache)
     slots: list[tuple[SourceRun, list[Candidate]] | None] = [None] * len(sources)
     order = sorted(range(len(sources)), key=lambda i: sources[i].name in ctx.prepared)
     for i in order:
@@ -148,6 +150,28 @@ def run_sources(
             runs.append(slot[0])
             found.extend(slot[1])
     return found, runs
+
+
+def _prefetch(
+    sources: Sequence[Source], inline: Sequence[bool], ctx: SourceContext, cache: SourceCache | None
+) -> None:
+    """The reads of the sources about to run on the calling thread, in one round trip where the
+    store can (`SourceContext.prefetch`): on PostgreSQL each read alone waited on the server and
+    then on the GIL, one after another. Not for sources the cache will answer."""
+    if not capable(ctx.store, ReadsMany):
+        return  # each source reads its own when it runs, as it always has
+    queries = []
+    for i, src in enumerate(sources):
+        wants = getattr(src, "queries", None)
+        if wants is None or not inline[i] or (cache is not None and cache.holds(src, ctx)):
+            continue
+        try:
+            queries.extend(wants(ctx))
+        except Exception:  # `run` asks again and fails as a source, not as the call
+            continue
+    # On failure each source reads its own, and a failure is that source's warning.
+    with contextlib.suppress(Exception):
+        ctx.prefetch(queries)
 
 
 def is_inline(src: Source, ctx: SourceContext | None = None) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard, TypeVar, cast
 
 from ..errors import ValidationError
-from ..ports import Hit, Query, RanksHere, Store, Tokenizer, WarmHere, capable
+from ..ports import Hit, Query, RanksHere, ReadsMany, Store, Tokenizer, WarmHere, capable
 from ..records import Record
 from ..roles import RoleProfile
 from .candidates import Candidate
@@ -80,9 +80,20 @@ class SourceContext:
             found = self.reads[q] = self.store.query(q)
         return found
 
+    def prefetch(self, queries: Sequence[Query]) -> None:
+        """Read `queries` not read yet into `reads` with one `query_many`, where the store answers
+        many in one round trip (`ReadsMany`); elsewhere `query` reads each when asked."""
+        store = self.store
+        wanted = list(dict.fromkeys(q for q in queries if q not in self.reads))
+        if wanted and capable(store, ReadsMany):
+            found = cast(ReadsMany, store).query_many(wanted)
+            self.reads.update(zip(wanted, found, strict=True))
+
 
 class Source(Protocol):
     """A source may also have `inline = True` (a short bounded read: run on the calling thread),
+    `queries(ctx)` (the `Query`s its `run` reads with `ctx.query`: an inline source's are read
+    for it beforehand, all sources' in one round trip where the store can: `ctx.prefetch`),
     `cacheable = True` (its results go through the TTL cache), `applies(ctx)` (false: nothing to
     add to this call) and `prepare(ctx) -> Callable[[], Any]`: work that holds no GIL (embedding
     the query) which the pipeline starts on the pool before any source runs, and which `run` then
@@ -158,13 +169,17 @@ class HistorySource:
     name = "history"
     inline = True  # a short indexed read: runs on the calling thread (pipeline.py)
 
-    def run(self, ctx: SourceContext) -> list[Candidate]:
+    def queries(self, ctx: SourceContext) -> list[Query]:
         limit = ctx.limit(self.name, 60)
         if ctx.session:
             q = Query(ctx.project, ctx.agent, kinds=HISTORY_KINDS, session=ctx.session, limit=limit)
         else:
             q = Query(ctx.project, ctx.agent, kinds=HISTORY_KINDS, author=ctx.agent, limit=limit)
-        return pair_tool_calls(session_view(ctx.store.query(q), ctx.agent), ctx, self.name)
+        return [q]
+
+    def run(self, ctx: SourceContext) -> list[Candidate]:
+        (q,) = self.queries(ctx)
+        return pair_tool_calls(session_view(ctx.query(q), ctx.agent), ctx, self.name)
 
 
 SESSION_SUMMARY_TAG = "session-summary"  # written by compaction and reset (sessions/)
@@ -244,10 +259,14 @@ class AddressedSource:
     name = "addressed"
     inline = True  # a short indexed read: runs on the calling thread (pipeline.py)
 
+    def queries(self, ctx: SourceContext) -> list[Query]:
+        return [
+            Query(ctx.project, ctx.agent, addressed_to=ctx.agent, limit=ctx.limit(self.name, 25))
+        ]
+
     def run(self, ctx: SourceContext) -> list[Candidate]:
-        q = Query(ctx.project, ctx.agent, addressed_to=ctx.agent, limit=ctx.limit(self.name, 25))
         out = []
-        for r in ctx.query(q):
+        for r in ctx.query(self.queries(ctx)[0]):
             if r.author == ctx.agent or r.kind in ("tool_call", "tool_result"):
                 continue
             how = "direct message to you" if ctx.agent in r.to else f"@mentions {ctx.agent}"
@@ -263,7 +282,7 @@ class OpenItemsSource:
     name = "open_items"
     inline = True  # a short indexed read: runs on the calling thread (pipeline.py)
 
-    def run(self, ctx: SourceContext) -> list[Candidate]:
+    def queries(self, ctx: SourceContext) -> list[Query]:
         q = Query(
             ctx.project,
             ctx.agent,
@@ -271,8 +290,11 @@ class OpenItemsSource:
             statuses=("open",),
             limit=ctx.limit(self.name, 20),
         )
+        return [q]
+
+    def run(self, ctx: SourceContext) -> list[Candidate]:
         out = []
-        for r in ctx.store.query(q):
+        for r in ctx.query(self.queries(ctx)[0]):
             mine = ctx.agent in r.to or ctx.agent in r.mentions
             section = "state" if r.kind == "task" and mine else "knowledge"
             reason = f"open {r.kind}" + (" assigned to you" if mine else " in the project")
@@ -352,15 +374,18 @@ class PinnedSource:
     name = "pinned"
     inline = True  # a short indexed read: runs on the calling thread (pipeline.py)
 
-    def run(self, ctx: SourceContext) -> list[Candidate]:
+    def queries(self, ctx: SourceContext) -> list[Query]:
         limit = ctx.limit(self.name, 40)
+        return [
+            Query(ctx.project, ctx.agent, pinned=True, limit=limit),
+            Query(ctx.project, ctx.agent, kinds=("constraint", "state"), limit=limit),
+        ]
+
+    def run(self, ctx: SourceContext) -> list[Candidate]:
         seen: dict[str, Record] = {}
-        for r in ctx.store.query(Query(ctx.project, ctx.agent, pinned=True, limit=limit)):
-            seen[r.id] = r
-        for r in ctx.store.query(
-            Query(ctx.project, ctx.agent, kinds=("constraint", "state"), limit=limit)
-        ):
-            seen.setdefault(r.id, r)
+        for q in self.queries(ctx):  # pinned first: a record in both keeps its first place
+            for r in ctx.query(q):
+                seen.setdefault(r.id, r)
         out = []
         for r in seen.values():
             if r.status in ("superseded", "resolved", "cancelled"):
@@ -379,7 +404,7 @@ class DecisionsSource:
     name = "decisions"
     inline = True  # a short indexed read: runs on the calling thread (pipeline.py)
 
-    def run(self, ctx: SourceContext) -> list[Candidate]:
+    def queries(self, ctx: SourceContext) -> list[Query]:
         q = Query(
             ctx.project,
             ctx.agent,
@@ -387,9 +412,12 @@ class DecisionsSource:
             statuses=("active",),
             limit=ctx.limit(self.name, 15),
         )
+        return [q]
+
+    def run(self, ctx: SourceContext) -> list[Candidate]:
         return [
             record_candidate(r, ctx, self.name, "knowledge", "decision in force", prior=0.5)
-            for r in ctx.store.query(q)
+            for r in ctx.query(self.queries(ctx)[0])
         ]
 
 

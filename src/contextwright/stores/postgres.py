@@ -265,46 +265,41 @@ class PostgresStore(PostgresText, PostgresVectors):
         return sorted((row_to_record(row) for row in rows), key=lambda r: order.get(r.id, 0))
 
     def query(self, q: Query) -> list[Record]:
-        where = ["r.project = %(project)s"]
-        params: dict[str, Any] = {"project": q.project, "agent": q.agent, "limit": q.limit}
-        join = ""
-        if q.agent is not None:
-            where.append(VISIBLE)
-        if q.kinds is not None:
-            where.append(_one_of("r.kind", "kinds", q.kinds, params))
-        if q.statuses is not None:
-            where.append(_one_of("r.current_status", "statuses", q.statuses, params))
-        for name in ("session", "author", "milestone"):
-            value = getattr(q, name)
-            if value is not None:
-                where.append(f"r.{name} = %({name})s")
-                params[name] = value
-        if q.pinned is not None:
-            where.append("r.pinned = %(pinned)s")
-            params["pinned"] = int(q.pinned)
-        if q.since is not None:
-            where.append("r.created_at >= %(since)s")
-            params["since"] = q.since
-        if q.before is not None:
-            where.append("r.created_at < %(before)s")
-            params["before"] = q.before
-        if q.addressed_to is not None:
-            # The addressing rows of a record are its recipients and its mentions: read from the
-            # row itself, with no lookup per row scanned.
-            where.append("(r.recipients::jsonb ? %(addr)s OR r.mentions::jsonb ? %(addr)s)")
-            params["addr"] = q.addressed_to
-        if q.tag is not None:
-            join += (
-                " JOIN record_tags tg ON tg.project = r.project AND tg.tag = %(tag)s "
-                "AND tg.rid = r.rid"
-            )
-            params["tag"] = q.tag
-        order = "DESC" if q.newest_first else "ASC"
-        sql = (
-            f"{SELECT}{join} WHERE {' AND '.join(where)} "
-            f"ORDER BY r.created_at {order}, r.rid {order} LIMIT %(limit)s"
-        )
-        return [row_to_record(row) for row in self._read(sql, params)]
+        return [row_to_record(row) for row in self._read(*_query_sql(q))]
+
+    def query_many(self, queries: Sequence[Query]) -> list[list[Record]]:
+        """Each query's records as `query` gives them, all in one round trip: psycopg's pipeline
+        mode sends every statement before it waits for the first answer. An assemble call's
+        inline sources make six reads; one at a time, each waited ~0.3 ms on the server and as
+        long again for the GIL on a busy process."""
+        if not queries:
+            return []
+        found = self._read_many([_query_sql(q) for q in queries])
+        return [[row_to_record(row) for row in rows] for rows in found]
+
+    def _read_many(self, statements: Sequence[tuple[str, Any]]) -> list[list[Any]]:
+        """The rows of each read, sent together and answered together (one Sync)."""
+        for attempt in (1, 2):
+            broken = False
+            try:
+                with self._pool.connection() as conn:
+                    try:
+                        with conn.pipeline():
+                            cursors = [conn.cursor() for _ in statements]
+                            for cur, (sql, params) in zip(cursors, statements, strict=True):
+                                cur.execute(sql, params)
+                        return [list(cur.fetchall()) for cur in cursors]
+                    except self._broken_types:
+                        broken = bool(conn.broken)
+                        raise
+            except Exception as exc:
+                if not self._ours(exc):
+                    raise
+                if broken and attempt == 1:
+                    self._pool.check()  # as `_read`: a dropped connection, likely all of them
+                    continue
+                raise self._error(f"read failed on {self.url}", exc) from exc
+        raise AssertionError("unreachable")
 
     def set_status(
         self, project: str, record_id: str, status: str, by: str, at: float, note: str = ""
@@ -469,3 +464,46 @@ def _one_of(column: str, name: str, values: Sequence[str], params: dict[str, Any
         return f"{column} = %({name})s"
     params[name] = list(values)
     return f"{column} = ANY(%({name})s)"
+
+
+def _query_sql(q: Query) -> tuple[str, dict[str, Any]]:
+    """The statement and parameters of `q`, for `query` and `query_many`."""
+    where = ["r.project = %(project)s"]
+    params: dict[str, Any] = {"project": q.project, "agent": q.agent, "limit": q.limit}
+    join = ""
+    if q.agent is not None:
+        where.append(VISIBLE)
+    if q.kinds is not None:
+        where.append(_one_of("r.kind", "kinds", q.kinds, params))
+    if q.statuses is not None:
+        where.append(_one_of("r.current_status", "statuses", q.statuses, params))
+    for name in ("session", "author", "milestone"):
+        value = getattr(q, name)
+        if value is not None:
+            where.append(f"r.{name} = %({name})s")
+            params[name] = value
+    if q.pinned is not None:
+        where.append("r.pinned = %(pinned)s")
+        params["pinned"] = int(q.pinned)
+    if q.since is not None:
+        where.append("r.created_at >= %(since)s")
+        params["since"] = q.since
+    if q.before is not None:
+        where.append("r.created_at < %(before)s")
+        params["before"] = q.before
+    if q.addressed_to is not None:
+        # The addressing rows of a record are its recipients and its mentions: read from the
+        # row itself, with no lookup per row scanned.
+        where.append("(r.recipients::jsonb ? %(addr)s OR r.mentions::jsonb ? %(addr)s)")
+        params["addr"] = q.addressed_to
+    if q.tag is not None:
+        join += (
+            " JOIN record_tags tg ON tg.project = r.project AND tg.tag = %(tag)s AND tg.rid = r.rid"
+        )
+        params["tag"] = q.tag
+    order = "DESC" if q.newest_first else "ASC"
+    sql = (
+        f"{SELECT}{join} WHERE {' AND '.join(where)} "
+        f"ORDER BY r.created_at {order}, r.rid {order} LIMIT %(limit)s"
+    )
+    return sql, params

@@ -1,0 +1,147 @@
+"""The inline sources' reads, fetched before they run (`SourceContext.prefetch`): on a store that
+answers many queries in one round trip (`ReadsMany`: PostgreSQL) the window is the one that reading
+each query alone gives, and the reads cost one round trip instead of one each."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from contextwright import Engine
+from contextwright.assembly import pipeline
+from contextwright.assembly.sources import SourceContext
+from contextwright.ports import Query, ReadsMany, Store, capable
+from contextwright.roles import profile_for
+from contextwright.stores.postgres import PostgresStore
+from contextwright.tokens.counter import default_counter
+
+P = "pf"
+T0 = 1_750_000_000.0
+COUNTER = default_counter()
+INLINE = ["history", "addressed", "open_items", "pinned", "decisions", "kv"]
+
+
+def _fill(engine: Engine) -> None:
+    engine.register_agent(P, "ann", "developer")
+    engine.register_agent(P, "bob", "reviewer")
+    rows: list[dict[str, Any]] = []
+    for i in range(40):
+        rows.append({"project": P, "author": "ann" if i % 3 else "bob", "kind": "message",
+                     "content": f"turn {i} about the billing export", "session": "s1",
+                     "created_at": T0 + i})  # fmt: skip
+    rows += [
+        {"project": P, "author": "bob", "kind": "message", "content": "@ann see @deploy.target",
+         "created_at": T0 + 50},
+        {"project": P, "author": "bob", "kind": "task", "content": "ship the export", "to": ["ann"],
+         "created_at": T0 + 51},
+        {"project": P, "author": "ann", "kind": "question", "content": "which region?",
+         "created_at": T0 + 52},
+        {"project": P, "author": "bob", "kind": "constraint", "content": "never drop rows",
+         "created_at": T0 + 53},
+        {"project": P, "author": "bob", "kind": "state", "content": "export is at step 2",
+         "created_at": T0 + 54, "pinned": True},
+        {"project": P, "author": "ann", "kind": "note", "content": "pinned note", "pinned": True,
+         "created_at": T0 + 55},
+        {"project": P, "author": "bob", "kind": "decision", "content": "use parquet",
+         "created_at": T0 + 56},
+        {"project": P, "author": "bob", "kind": "message", "content": "for cy only",
+         "visibility": "direct", "to": ["cy"], "created_at": T0 + 57},
+    ]  # fmt: skip
+    engine.add_many(rows)
+    engine.kv_set(P, "deploy.target", "eu-west-1")
+
+
+def _queries(engine: Engine) -> list[Query]:
+    """Every query the default inline sources read for ann's call, and a few more shapes."""
+    ctx = _ctx(engine.store)
+    out: list[Query] = []
+    for src in engine.assembler.sources:
+        wants = getattr(src, "queries", None)
+        if wants is not None:
+            out.extend(wants(ctx))
+    return [
+        *out,
+        Query(P, "ann", kinds=("message",), newest_first=False, limit=5),
+        Query(P, "ann", since=T0 + 10, before=T0 + 20),
+        Query(P, "ann", kinds=("nothing",)),  # no rows
+        Query(P, None, statuses=("open", "active"), limit=3),
+    ]
+
+
+def _ctx(store: Store) -> SourceContext:
+    return SourceContext(store=store, counter=COUNTER, project=P, agent="ann",
+                         role=profile_for("developer"), task="ship the export @deploy.target",
+                         session="s1", now=T0 + 100)  # fmt: skip
+
+
+def test_prefetched_reads_are_the_separate_reads(store: Store) -> None:
+    engine = Engine(store, workers=1)
+    _fill(engine)
+    queries = _queries(engine)
+    assert len(set(queries)) >= 8
+    alone = [store.query(q) for q in queries]
+    ctx = _ctx(store)
+    ctx.prefetch(queries)
+    if capable(store, ReadsMany):
+        assert set(ctx.reads) == set(queries)  # all of them read beforehand
+        assert store.query_many(queries) == alone  # type: ignore[attr-defined]
+    assert [ctx.query(q) for q in queries] == alone
+    assert any(alone) and not all(alone)
+
+
+def _window(engine: Engine) -> tuple[str, list[Any]]:
+    result = engine.assemble(P, "ann", "ship the export @deploy.target", 4000, session="s1")
+    items = [sorted((k, repr(v)) for k, v in i.items()) for i in result.trace.items]
+    return result.text, items
+
+
+def test_the_window_is_the_one_without_prefetch(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = Engine(store, cache_ttl_s=0)
+    _fill(engine)
+    with_prefetch = _window(engine)
+    monkeypatch.setattr(pipeline, "_prefetch", lambda *a: None)
+    assert _window(engine) == with_prefetch
+    assert "eu-west-1" in with_prefetch[0] and "use parquet" in with_prefetch[0]
+
+
+@pytest.fixture
+def traced(pg_url: str) -> Iterator[tuple[PostgresStore, Any]]:
+    """A store of one connection whose protocol messages libpq writes to a file."""
+    store = PostgresStore(pg_url, min_size=1, max_size=1)
+    fd, path = tempfile.mkstemp(suffix=".pqtrace")
+    with store._pool.connection() as conn:
+        conn.pgconn.trace(fd)
+    yield store, path
+    with store._pool.connection() as conn:
+        conn.pgconn.untrace()
+    store.close()
+    os.close(fd)
+    os.unlink(path)
+
+
+def _round_trips(path: str) -> int:
+    """The server's answers that end a round trip: one ReadyForQuery per Sync or simple Query."""
+    with open(path) as f:
+        return sum(1 for line in f if "\tB\t" in line and "ReadyForQuery" in line)
+
+
+@pytest.mark.postgres
+def test_inline_sources_read_in_one_round_trip(traced: tuple[PostgresStore, Any]) -> None:
+    store, path = traced
+    engine = Engine(store, workers=1, cache_ttl_s=0)  # no pool: every source on this thread
+    _fill(engine)
+    ctx = _ctx(store)
+    sources = [s for s in engine.assembler.sources if s.name in INLINE]
+    assert len(sources) == len(INLINE)
+    before = _round_trips(path)
+    found, runs = pipeline.run_sources(sources, ctx, None, 5.0)
+    assert not [r for r in runs if r.error] and found
+    # Six distinct reads (addressed and kv share one); kv's one value is one more lookup.
+    assert len(ctx.reads) == 6
+    assert _round_trips(path) - before == 2
