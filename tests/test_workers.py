@@ -20,6 +20,7 @@ import pytest
 
 from contextwright.server.workers import check_workers, default_workers, pool_url, to_env
 from contextwright.settings import Settings
+from contextwright.stores.postgres import default_pool_max
 from servers import free_port, wait_http
 
 P = "team"
@@ -182,7 +183,8 @@ def test_workers_defaults_and_limits() -> None:
     with pytest.raises(Exception, match="workers"):
         check_workers(2, "memory://")
     check_workers(1, "memory://")
-    assert pool_url("postgresql://h/db", 4) == "postgresql://h/db?pool_max=8"
+    assert default_pool_max(cpus=2) == 14 and default_pool_max(cpus=8) == 38
+    assert pool_url("postgresql://h/db", 4) == f"postgresql://h/db?pool_max={default_pool_max()}"
     assert pool_url("postgresql://h/db?sslmode=require", 30) == (
         "postgresql://h/db?sslmode=require&pool_max=3"
     )

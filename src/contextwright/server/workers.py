@@ -22,7 +22,6 @@ from ..settings import Settings
 # The database's connection budget that the workers share: PostgreSQL allows 100 by default; a
 # few are left for psql, backups and migrations.
 PG_CONNECTIONS = 90
-PG_POOL_MAX = 8  # one process: its source threads and the server's request threads
 
 
 def default_workers(cpus: int | None = None) -> int:
@@ -41,11 +40,14 @@ def check_workers(workers: int, db: str) -> None:
 
 
 def pool_url(db: str, workers: int) -> str:
-    """`db` with a per-process pool size, unless it names one: PG_POOL_MAX each, fewer when
-    the workers together would pass PG_CONNECTIONS."""
+    """`db` with a per-process pool size, unless it names one: what one process's calls and
+    threads want at once (`default_pool_max`), fewer when the workers together would pass
+    PG_CONNECTIONS."""
     if not db.startswith(("postgresql:", "postgres:")) or "pool_max=" in db:
         return db
-    size = max(2, min(PG_POOL_MAX, PG_CONNECTIONS // max(workers, 1)))
+    from ..stores.postgres import default_pool_max  # psycopg is not imported by this
+
+    size = max(2, min(default_pool_max(), PG_CONNECTIONS // max(workers, 1)))
     return db + ("&" if "?" in db else "?") + f"pool_max={size}"
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..errors import MissingExtra, StoreError, ValidationError
+from ..gate import default_limit
 from ..ports import Query
 from ..records import Record
 from .batches import by_project, plan_batch
@@ -37,7 +38,19 @@ from .postgres_vectors import PostgresVectors
 from .rows import COLUMNS, record_to_row, row_to_record
 from .sql import AUTHORS_SQL, docs_sql, edges_sql
 
-DEFAULT_POOL_MAX = 8
+# The connections one process's engine may want at once: every assemble call the gate lets run
+# (gate.default_limit: four per core on a store like this one), each with a read on its own
+# thread while the full-text source reads on the engine's pool (SOURCE_THREADS, Engine's
+# `workers`), and the embedding worker and a writer beside them. A pool grows to its maximum only
+# under load (`min_size` 1); a call past it waits for a connection (psycopg_pool's queue).
+SOURCE_THREADS = 4
+
+
+def default_pool_max(cpus: int | None = None) -> int:
+    """The pool's maximum on this machine (`cpus`, else the CPU count): 14 on two cores."""
+    return default_limit(None, cpus) + SOURCE_THREADS + 2
+
+
 # From this many records on, a batch is copied into a staging table (COPY_STAGE) instead of sent
 # as parameter arrays: two more round trips, and a fraction of the client's work per record.
 COPY_FROM = 64
@@ -74,7 +87,7 @@ class PostgresStore(PostgresText, PostgresVectors):
         except ImportError as exc:
             raise MissingExtra("PostgresStore", "postgres") from exc
         conninfo, pool_max = take_pool_option(url)
-        max_size = max_size if max_size is not None else pool_max or DEFAULT_POOL_MAX
+        max_size = max_size if max_size is not None else pool_max or default_pool_max()
         if not isinstance(max_size, int) or max_size < 1:
             raise ValidationError("max_size", max_size, "give a pool size of at least 1")
         if not isinstance(min_size, int) or not 0 <= min_size <= max_size:
