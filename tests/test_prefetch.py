@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from contextwright import Engine
 from contextwright.assembly import pipeline
 from contextwright.assembly.sources import SourceContext
+from contextwright.errors import StoreError
 from contextwright.ports import Query, ReadsMany, Store, capable
 from contextwright.roles import profile_for
 from contextwright.stores.postgres import PostgresStore
@@ -110,38 +112,60 @@ def test_the_window_is_the_one_without_prefetch(
     assert "eu-west-1" in with_prefetch[0] and "use parquet" in with_prefetch[0]
 
 
-@pytest.fixture
-def traced(pg_url: str) -> Iterator[tuple[PostgresStore, Any]]:
-    """A store of one connection whose protocol messages libpq writes to a file."""
-    store = PostgresStore(pg_url, min_size=1, max_size=1)
+@contextmanager
+def round_trips(store: PostgresStore) -> Iterator[list[int]]:
+    """Counts the round trips of a store of one connection while the block runs: libpq writes the
+    protocol messages to a file, and each Sync or simple Query is answered by one ReadyForQuery.
+    The count is in the list after the block (untrace flushes libpq's buffer)."""
     fd, path = tempfile.mkstemp(suffix=".pqtrace")
-    with store._pool.connection() as conn:
-        conn.pgconn.trace(fd)
-    yield store, path
-    with store._pool.connection() as conn:
-        conn.pgconn.untrace()
+    counted: list[int] = []
+    try:
+        with store._pool.connection() as conn:
+            conn.pgconn.trace(fd)
+        try:
+            yield counted
+        finally:
+            with store._pool.connection() as conn:
+                conn.pgconn.untrace()
+        with open(path) as f:
+            counted.append(sum(1 for line in f if "\tB\t" in line and "ReadyForQuery" in line))
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
+@pytest.fixture
+def one_conn(pg_url: str) -> Iterator[PostgresStore]:
+    store = PostgresStore(pg_url, min_size=1, max_size=1)
+    yield store
     store.close()
-    os.close(fd)
-    os.unlink(path)
-
-
-def _round_trips(path: str) -> int:
-    """The server's answers that end a round trip: one ReadyForQuery per Sync or simple Query."""
-    with open(path) as f:
-        return sum(1 for line in f if "\tB\t" in line and "ReadyForQuery" in line)
 
 
 @pytest.mark.postgres
-def test_inline_sources_read_in_one_round_trip(traced: tuple[PostgresStore, Any]) -> None:
-    store, path = traced
-    engine = Engine(store, workers=1, cache_ttl_s=0)  # no pool: every source on this thread
+def test_inline_sources_read_in_one_round_trip(one_conn: PostgresStore) -> None:
+    engine = Engine(one_conn, workers=1, cache_ttl_s=0)  # no pool: every source on this thread
     _fill(engine)
-    ctx = _ctx(store)
+    ctx = _ctx(one_conn)
     sources = [s for s in engine.assembler.sources if s.name in INLINE]
     assert len(sources) == len(INLINE)
-    before = _round_trips(path)
-    found, runs = pipeline.run_sources(sources, ctx, None, 5.0)
+    with round_trips(one_conn) as trips:
+        found, runs = pipeline.run_sources(sources, ctx, None, 5.0)
     assert not [r for r in runs if r.error] and found
-    # Six distinct reads (addressed and kv share one); kv's one value is one more lookup.
+    # Six distinct reads (addressed and kv share one) in one; kv's one value is one more lookup.
     assert len(ctx.reads) == 6
-    assert _round_trips(path) - before == 2
+    assert trips == [2]
+
+
+@pytest.mark.postgres
+def test_a_planner_setting_is_one_round_trip_and_ends_with_its_read(
+    one_conn: PostgresStore,
+) -> None:
+    with round_trips(one_conn) as trips:
+        assert one_conn._read("SHOW enable_indexscan", planner="enable_indexscan = off") == [
+            ("off",)
+        ]
+    assert trips == [1]
+    assert one_conn._read("SHOW enable_indexscan") == [("on",)]  # the same connection
+    with pytest.raises(StoreError):
+        one_conn._read("SELECT * FROM no_such_table", planner="enable_indexscan = off")
+    assert one_conn._read("SHOW enable_indexscan") == [("on",)]

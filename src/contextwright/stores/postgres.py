@@ -164,17 +164,22 @@ class PostgresStore(PostgresText, PostgresVectors):
         )
 
     def _read(self, sql: str, params: Any = None, *, planner: str | None = None) -> list[Any]:
-        """The rows of one read. `planner`: planner settings for this read only (`SET LOCAL`,
-        in a transaction of its own), where its cost model is known to choose badly."""
+        """The rows of one read. `planner`: a planner setting ("name = value") for this read
+        only, where its cost model is known to choose badly: set with `set_config(..., true)` in
+        the same pipeline, whose statements up to its one Sync are one implicit transaction, so
+        the setting ends with it. One round trip, where BEGIN, SET LOCAL, the read and COMMIT
+        were four."""
         for attempt in (1, 2):
             broken = False
             try:
                 with self._pool.connection() as conn:
                     try:
                         if planner is not None:
-                            with conn.transaction():
-                                conn.execute(f"SET LOCAL {planner}")
-                                return list(conn.execute(sql, params).fetchall())
+                            name, _, value = (part.strip() for part in planner.partition("="))
+                            with conn.pipeline():
+                                conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+                                cur = conn.execute(sql, params)
+                            return list(cur.fetchall())
                         return list(conn.execute(sql, params).fetchall())
                     except self._broken_types:
                         broken = bool(conn.broken)
