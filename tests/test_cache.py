@@ -58,6 +58,11 @@ def test_one_version_read_per_call(store: Store, monkeypatch: pytest.MonkeyPatch
     reads: list[str] = []
     version = store.version
     monkeypatch.setattr(store, "version", lambda project: reads.append(project) or version(project))
+    with_doc = getattr(store, "doc_with_version", None)
+    if with_doc is not None:  # PostgreSQL reads it with the agent's document (one round trip)
+        monkeypatch.setattr(
+            store, "doc_with_version", lambda c, p, i: reads.append(p) or with_doc(c, p, i)
+        )
     engine.assemble("p", "bob", "payment webhook retries", budget=2000)
     again = engine.assemble("p", "bob", "payment webhook retries", budget=2000)
     # The source cache's key and the names left out of the search share the call's one read.

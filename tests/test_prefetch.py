@@ -169,3 +169,24 @@ def test_a_planner_setting_is_one_round_trip_and_ends_with_its_read(
     with pytest.raises(StoreError):
         one_conn._read("SELECT * FROM no_such_table", planner="enable_indexscan = off")
     assert one_conn._read("SHOW enable_indexscan") == [("on",)]
+
+
+@pytest.mark.postgres
+def test_the_agent_and_the_version_are_one_read(
+    one_conn: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = Engine(one_conn, workers=1)
+    _fill(engine)
+    doc = one_conn.get_doc("agents", P, f"{P}/ann")
+    assert doc is not None
+    assert one_conn.doc_with_version("agents", P, f"{P}/ann") == (doc, one_conn.version(P))
+    assert one_conn.doc_with_version("agents", "elsewhere", "elsewhere/ann") == (None, 0)
+    with round_trips(one_conn) as trips:
+        agent, version = engine.agents_dir.get_at_version(P, "ann")
+    assert trips == [1] and version == one_conn.version(P) and agent.role == "developer"
+
+    def no_version(project: str) -> int:
+        raise AssertionError("the version was read with the agent")
+
+    monkeypatch.setattr(one_conn, "version", no_version)
+    assert "use parquet" in engine.assemble(P, "ann", "ship the export", 4000, session="s1").text

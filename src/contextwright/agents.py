@@ -5,10 +5,10 @@ registration is seen; parsed again only when the document changed."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from .errors import NotFound, ValidationError
-from .ports import Query, Store
+from .ports import Query, ReadsDocWithVersion, Store, capable
 from .records import check_display_name, check_identifier, check_json_text, check_name
 from .roles import ROLE_PROFILES, Agent, RoleProfile, profile_for
 
@@ -57,7 +57,24 @@ class AgentDirectory:
     def get(self, project: str, agent: str) -> Agent:
         check_identifier("project", project)
         check_name("agent", agent)
-        doc = self.store.get_doc("agents", project, f"{project}/{agent}")
+        return self._agent(
+            project, agent, self.store.get_doc("agents", project, f"{project}/{agent}")
+        )
+
+    def get_at_version(self, project: str, agent: str) -> tuple[Agent, int | None]:
+        """`get`, and the project's store version read in the same round trip where the store
+        can (`ReadsDocWithVersion`: PostgreSQL); None where it cannot."""
+        store = self.store
+        if not capable(store, ReadsDocWithVersion):
+            return self.get(project, agent), None
+        check_identifier("project", project)
+        check_name("agent", agent)
+        doc, version = cast(ReadsDocWithVersion, store).doc_with_version(
+            "agents", project, f"{project}/{agent}"
+        )
+        return self._agent(project, agent, doc), version
+
+    def _agent(self, project: str, agent: str, doc: dict[str, Any] | None) -> Agent:
         if doc is not None:
             seen = self._docs.get((project, agent))
             if seen is None or seen[0] != doc:

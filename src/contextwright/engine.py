@@ -90,7 +90,7 @@ class Engine:
             rules=coerce_rules(rules), cache=SourceCache(ttl_s=cache_ttl_s), traces=self._traces,
             counts=self.counts, agent=self.agents_dir.get, is_agent=self.agents_dir.is_known,
             pool=self._pool, persist_traces=persist_traces, locality=locality,
-            notes=[self.vectors],
+            notes=[self.vectors], agent_at_version=self.agents_dir.get_at_version,
         )  # fmt: skip
         # Tasks and computed context (tasks/); the `computed` source runs when a call names a task.
         self.tasks = TaskBoard(self.book)

@@ -259,6 +259,16 @@ class ReadsMany(Protocol):
 
 
 @runtime_checkable
+class ReadsDocWithVersion(Protocol):
+    """Reads a document and the project's store version in one round trip (PostgreSQL): what an
+    assemble call reads first, its agent's document and the version its caches key on."""
+
+    def doc_with_version(
+        self, collection: str, project: str, doc_id: str
+    ) -> tuple[dict[str, Any] | None, int]: ...
+
+
+@runtime_checkable
 class RemoteReads(Protocol):
     """`remote` is true where reads wait on another process (PostgreSQL): those overlap on the
     pool, so sources run there rather than on the calling thread."""

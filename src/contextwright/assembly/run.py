@@ -71,6 +71,8 @@ class Assembler:
     # A call's own pipelines -> (them resolved, their sources): retrieval.install sets it.
     call_pipelines: Callable[[Any], tuple[Any, list[Source]]] | None = None
     _people: dict[str, tuple[int, frozenset[str]]] = field(default_factory=dict)
+    # `agent`, and the store version read with it where the store can (None: read it apart).
+    agent_at_version: Callable[[str, str], tuple[Agent, int | None]] | None = None
 
     def people(self, project: str, version: int) -> frozenset[str]:
         """The project's authors at `version`, for `scoring.topic`; re-read only after a write."""
@@ -81,11 +83,22 @@ class Assembler:
 
     def resolve(self, request: AssembleRequest) -> tuple[AssembleRequest, Agent, list[Source]]:
         """What needs the store: a task's objective, the agent's default budget, the sources."""
+        request, agent, active, _ = self._resolve(request)
+        return request, agent, active
+
+    def _resolve(
+        self, request: AssembleRequest
+    ) -> tuple[AssembleRequest, Agent, list[Source], int | None]:
+        """`resolve`, and the project's store version where it was read with the agent."""
         if request.task_id is not None and self.task_text is not None:
             request = replace(
                 request, task=self.task_text(request.project, request.task_id, request.task)
             )
-        agent = self.agent(request.project, request.agent)
+        version: int | None = None
+        if self.agent_at_version is not None:
+            agent, version = self.agent_at_version(request.project, request.agent)
+        else:
+            agent = self.agent(request.project, request.agent)
         if request.budget is None:
             p = agent.profile
             request = replace(
@@ -96,17 +109,18 @@ class Assembler:
             resolved, sources = self.call_pipelines(request.pipelines)
             request = replace(request, pipelines=resolved)
         active = pick_sources(sources, request.sources)
-        return replace(request, sources=tuple(s.name for s in active)), agent, active
+        return replace(request, sources=tuple(s.name for s in active)), agent, active, version
 
     def assemble(self, request: AssembleRequest) -> Assembly:
         """Compute the request's window from scratch, packed into its budget, with its trace."""
         t0 = time.perf_counter()
-        request, agent_obj, active = self.resolve(request)
+        request, agent_obj, active, read_version = self._resolve(request)
         bud = request.budget
         assert bud is not None
         project, agent, task, fmt = request.project, request.agent, request.task, request.format
         now = self.clock()
-        version = self.store.version(project)  # read once: the source cache and topic use it
+        # Read once: the source cache and topic use it. With the agent where the store can.
+        version = self.store.version(project) if read_version is None else read_version
         ctx = SourceContext(
             store=self.store,
             counter=self.counter,

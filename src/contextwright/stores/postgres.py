@@ -405,6 +405,17 @@ class PostgresStore(PostgresText, PostgresVectors):
         rows = self._read("SELECT version FROM project_versions WHERE project = %s", (project,))
         return int(rows[0][0]) if rows else 0
 
+    def doc_with_version(
+        self, collection: str, project: str, doc_id: str
+    ) -> tuple[dict[str, Any] | None, int]:
+        """`get_doc` and `version` in one statement: an assemble call's first two reads."""
+        (data, version), = self._read(
+            "SELECT (SELECT data FROM docs WHERE collection = %(c)s AND id = %(id)s AND "
+            "project = %(p)s), (SELECT version FROM project_versions WHERE project = %(p)s)",
+            {"c": collection, "id": doc_id, "p": project},
+        )  # fmt: skip
+        return (None if data is None else dict(json.loads(data))), int(version or 0)
+
     def projects(self) -> list[str]:
         return [r[0] for r in self._read("SELECT project FROM project_versions ORDER BY project")]
 
