@@ -12,7 +12,7 @@ fails at once with libpq's own words (no password in them), not after a pool tim
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import MissingExtra, StoreError, ValidationError
@@ -20,15 +20,12 @@ from ..gate import default_limit
 from ..ports import Query
 from ..records import Record
 from .batches import by_project, plan_batch
+from .postgres_facts import PostgresFacts
 from .postgres_schema import (
-    ADD_EDGES,
     COPY_STAGE,
     INSERT_RECORDS,
     INSERT_STAGED,
-    KV_SET,
     MIGRATIONS,
-    PUT_DOC,
-    SET_STATUS,
     STAGE,
     SUPERSEDE,
 )
@@ -36,7 +33,7 @@ from .postgres_text import PostgresText
 from .postgres_url import password_of, redact, take_pool_option
 from .postgres_vectors import PostgresVectors
 from .rows import COLUMNS, record_to_row, row_to_record
-from .sql import AUTHORS_SQL, docs_sql, edges_sql
+from .sql import AUTHORS_SQL
 
 # The connections one process's engine may want at once: every assemble call the gate lets run
 # (gate.default_limit: four per core on a store like this one), each with a read on its own
@@ -68,7 +65,7 @@ COLS = ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(","))
 SELECT = f"SELECT {COLS} FROM records r"
 
 
-class PostgresStore(PostgresText, PostgresVectors):
+class PostgresStore(PostgresFacts, PostgresText, PostgresVectors):
     # Its reads wait on another process (the GIL is free meanwhile), so reads on two threads
     # overlap: sources that say `inline = "local"` (full text, vectors) run on the pool here.
     remote = True
@@ -319,36 +316,6 @@ class PostgresStore(PostgresText, PostgresVectors):
                 raise self._error(f"read failed on {self.url}", exc) from exc
         raise AssertionError("unreachable")
 
-    def set_status(
-        self, project: str, record_id: str, status: str, by: str, at: float, note: str = ""
-    ) -> None:
-        self.set_status_many(project, [record_id], status, by, at, note)
-
-    def set_status_many(
-        self,
-        project: str,
-        record_ids: Sequence[str],
-        status: str,
-        by: str,
-        at: float,
-        note: str = "",
-    ) -> None:
-        ids = list(dict.fromkeys(record_ids))
-        if ids:
-            params = {
-                "project": project, "ids": ids, "status": status, "by": by, "at": at,
-                "note": note,
-            }  # fmt: skip
-            self._run(SET_STATUS, params)
-
-    def status_history(self, project: str, record_id: str) -> list[dict[str, Any]]:
-        rows = self._read(
-            "SELECT status, by, at, note FROM status_facts WHERE project = %s AND record_id = %s "
-            "ORDER BY seq",
-            (project, record_id),
-        )
-        return [{"status": s, "by": b, "at": a, "note": n} for s, b, a, n in rows]
-
     def replies_to(self, project: str, ids: Sequence[str], agent: str | None) -> list[Record]:
         if not ids:
             return []
@@ -427,59 +394,6 @@ class PostgresStore(PostgresText, PostgresVectors):
         if project is None:
             return int(self._read("SELECT count(*) FROM records")[0][0])
         return int(self._read("SELECT count(*) FROM records WHERE project = %s", (project,))[0][0])
-
-    # -- edges, kv, docs ------------------------------------------------------------------------
-
-    def add_edges(self, project: str, edges: Iterable[tuple[str, str, str]]) -> None:
-        rows = list(edges)
-        if rows:
-            src, dst, kind = (list(col) for col in zip(*rows, strict=True))
-            self._run(ADD_EDGES, {"project": project, "src": src, "dst": dst, "kind": kind})
-
-    def edges(
-        self,
-        project: str,
-        *,
-        src: str | None = None,
-        dst: str | None = None,
-        kind: str | None = None,
-    ) -> list[tuple[str, str, str]]:
-        sql, params = edges_sql(project, src, dst, kind, "%s")
-        return [(s, d, k) for s, d, k in self._read(sql, params)]
-
-    def kv_set(self, project: str, key: str, value: str, at: float) -> None:
-        self._run(KV_SET, {"project": project, "key": key, "value": value, "at": at})
-
-    def kv_get(self, project: str, key: str) -> str | None:
-        rows = self._read("SELECT value FROM kv WHERE project = %s AND key = %s", (project, key))
-        return None if not rows else str(rows[0][0])
-
-    def kv_list(self, project: str, prefix: str = "") -> dict[str, str]:
-        rows = self._read(
-            "SELECT key, value FROM kv WHERE project = %s AND left(key, %s) = %s ORDER BY key",
-            (project, len(prefix), prefix),
-        )
-        return {k: v for k, v in rows}
-
-    def put_doc(
-        self, collection: str, doc_id: str, project: str, data: dict[str, Any], at: float,
-        key: str | None = None,
-    ) -> None:  # fmt: skip
-        payload = json.dumps(data, separators=(",", ":"), default=str)
-        self._run(PUT_DOC, (collection, doc_id, project, key, at, payload))
-
-    def get_doc(self, collection: str, project: str, doc_id: str) -> dict[str, Any] | None:
-        rows = self._read(
-            "SELECT data FROM docs WHERE collection = %s AND id = %s AND project = %s",
-            (collection, doc_id, project),
-        )
-        return None if not rows else dict(json.loads(rows[0][0]))
-
-    def list_docs(
-        self, collection: str, project: str, *, key: str | None = None, limit: int = 50
-    ) -> list[dict[str, Any]]:
-        rows = self._read(*docs_sql(collection, project, key, limit, "%s"))
-        return [dict(json.loads(r[0])) for r in rows]
 
     def close(self) -> None:
         self._pool.close()
