@@ -132,6 +132,15 @@ def fuse_relevance(candidates: Sequence[Candidate], config: ScoringConfig) -> No
             )
             ranks[s] = {i: rank for rank, i in enumerate(ordered)}
     total_w = sum(weights[s] for s in present) or 1.0
+    if config.fusion == "sum" and len(present) == 1:  # full text alone: most windows
+        (s,) = present
+        w = weights[s]
+        for c in candidates:
+            comps = c.components
+            v = comps.get(s)
+            if v is not None:  # as the loop below computes it, without its generators
+                comps["relevance"] = round((0 + w * v) / total_w, 6)
+        return
     for i, c in enumerate(candidates):
         if not any(s in c.components for s in present):
             continue
@@ -175,8 +184,10 @@ def mark_named(candidates: Sequence[Candidate], task: str) -> None:
         return
     named: dict[str, bool] = {}
     for c in candidates:
-        r = c.record
-        if r is None or not r.author or c.section not in RELEVANCE_SECTIONS:
+        if c.section not in RELEVANCE_SECTIONS or not c.records:
+            continue
+        r = c.records[0]
+        if not r.author:
             continue
         hit = named.get(r.author)
         if hit is None:
