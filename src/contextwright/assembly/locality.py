@@ -79,7 +79,7 @@ def spread(
         return out
     lifted = sorted(votes, key=lambda s: (-votes[s], s))[: cfg.sessions]
     best = votes[lifted[0]]
-    shares = {s: cfg.session_weight * votes[s] / best for s in lifted}
+    shares: dict[str | None, float] = {s: cfg.session_weight * votes[s] / best for s in lifted}
     w_rel = config.weights.get("relevance", 1.0) / max(config.weights.get("nearby", 1.0), 1e-9)
     for c in out:
         if c.section not in SPREAD_SECTIONS or not c.records:
