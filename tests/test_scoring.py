@@ -16,14 +16,19 @@ from contextwright.assembly.candidates import Candidate
 from contextwright.assembly.scoring import (
     DAY,
     ScoringConfig,
+    finish_all,
     fuse_relevance,
     item_prefix,
     mark_named,
     recency,
+    scope_component,
     score,
+    substance,
     topic,
 )
 from contextwright.ports import Store
+from contextwright.records import Record
+from contextwright.roles import RoleProfile
 
 NOW = 1_800_000_000.0
 
@@ -517,3 +522,82 @@ def test_named_marks_records_whose_author_the_task_names(task: str, named: bool)
     assert ("named" in c.components) is named
     # The same definition of a name decides what the search leaves out.
     assert (topic(task, {"rex"}) != task) is named
+
+
+def _reference_components(
+    c: Candidate, now: float, agent: str, role: RoleProfile, cfg: ScoringConfig, session: str | None
+) -> dict[str, float]:
+    """What finish_all adds, spelled out with the module's own helpers (it inlines them)."""
+    comps = dict(c.components)
+    r = c.records[0]
+    comps["recency"] = round(recency(r.created_at, now, cfg.half_life_days), 6)
+    comps["role"] = role.kind_weight(r.kind)
+    if agent in r.to or agent in r.mentions:
+        comps["addressed"] = 1.0
+    answered = comps.get("resolved", 0.0) > 0
+    if r.status == "resolved" and r.kind == "question":
+        comps["resolved"] = 1.0
+        answered = True
+    if r.status == "open" and not answered:
+        comps["open"] = 1.0
+    scope = scope_component(r, None, session)
+    if scope is not None:
+        comps["scope"] = scope
+    if c.section in ("knowledge", "suggestions"):
+        comps["substance"] = round(substance(r.tokens), 6)
+    if role.source_weight(c.source) != 1.0:
+        comps["role_source"] = role.source_weight(c.source)
+    return comps
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(NOW - 90 * DAY, NOW + DAY),
+            st.sampled_from(["message", "question", "decision", "task"]),
+            st.sampled_from([None, "open", "resolved", "active"]),
+            st.sampled_from(["knowledge", "suggestions", "history", "open_items"]),
+            st.sampled_from(["fulltext", "history", "addressed"]),
+            st.sampled_from([None, "s1", "s2"]),
+            st.integers(0, 200),
+            st.booleans(),
+            st.fixed_dictionaries({}, optional={"bm25": st.floats(0, 1), "resolved": st.just(1.0)}),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.sampled_from([None, "s1"]),
+)
+def test_finish_all_scores_as_score_does(rows: list[tuple[Any, ...]], session: str | None) -> None:
+    """finish_all inlines `recency`, `scope_component`, `substance` and `score` (it runs for
+    every candidate of every call): its components and scores are theirs, to the bit."""
+    role = RoleProfile("r", kind_weights={"decision": 0.9}, source_weights={"history": 0.5})
+    cfg = ScoringConfig()
+    cands = []
+    for i, (at, kind, status, section, source, sess, tokens, mention, comps) in enumerate(rows):
+        r = Record(
+            id=f"r{i}", project="p", author="a", kind=kind, content="x", created_at=at,
+            tokens=tokens, content_hash=f"h{i}", session=sess, status=status,
+            mentions=("bob",) if mention else (),
+        )  # fmt: skip
+        cands.append(
+            Candidate(key=r.id, section=section, source=source, text="x", records=(r,),
+                      components=dict(comps))
+        )  # fmt: skip
+    expected = [_reference_components(c, NOW, "bob", role, cfg, session) for c in cands]
+    finish_all(cands, now=NOW, agent="bob", role=role, config=cfg, session=session)
+    for c, comps in zip(cands, expected, strict=True):
+        assert c.components == comps
+        assert c.score == score(c, cfg)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.floats(0, 1)), min_size=1, max_size=10))
+def test_fusion_of_full_text_alone_is_the_weighted_mean(bm25: list[float | None]) -> None:
+    """With one signal, fuse_relevance takes a shortcut; it gives what the general sum gives."""
+    cands = [_cand(str(i), **({} if v is None else {"bm25": v})) for i, v in enumerate(bm25)]
+    cfg = ScoringConfig(signal_weights={"bm25": 0.7, "vector": 0.75})
+    fuse_relevance(cands, cfg)
+    for c, v in zip(cands, bm25, strict=True):
+        assert c.components.get("relevance") == (None if v is None else round(0.7 * v / 0.7, 6))

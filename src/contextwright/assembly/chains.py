@@ -51,9 +51,9 @@ def link_replies(
 ) -> tuple[list[Candidate], list[Decision]]:
     """Fold each candidate question's answers into it; drop the answers' own candidates."""
     questions = {
-        c.record.id: c
+        c.records[0].id: c
         for c in candidates
-        if c.record is not None and c.record.kind == "question" and c.section != "history"
+        if c.records and c.records[0].kind == "question" and c.section != "history"
     }
     if not questions:
         return candidates, []
@@ -72,6 +72,8 @@ def link_replies(
         c.reasons.append(f"answered by {', '.join(dict.fromkeys(a.author for a in shown))}")
         for a in shown:
             folded[a.id] = qid
+    if not folded:
+        return candidates, []
     kept: list[Candidate] = []
     dropped: list[Decision] = []
     for c in candidates:
@@ -100,7 +102,9 @@ def link_superseded(
 ) -> tuple[list[Candidate], list[Decision]]:
     """Leave superseded records out (the default), or show each inside the item of the record that
     replaced it, fetching the replacement when no source returned it."""
-    stale = [c for c in candidates if c.record is not None and c.record.status == "superseded"]
+    stale = [c for c in candidates if c.records and c.records[0].status == "superseded"]
+    if not stale and not include:
+        return candidates, []
     stale_ids = {id(c) for c in stale}
     current = [c for c in candidates if id(c) not in stale_ids]
     if not include:

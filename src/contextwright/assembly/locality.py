@@ -53,7 +53,7 @@ def spread(
     rel = {
         c.key: c.components.get("relevance", 0.0)
         for c in out
-        if c.record is not None and c.section in SPREAD_SECTIONS
+        if c.section in SPREAD_SECTIONS and c.records
     }
     strong = sorted((k for k, v in rel.items() if v > 0), key=lambda k: (-rel[k], k))[: cfg.top]
     votes: defaultdict[str, float] = defaultdict(float)
@@ -79,12 +79,13 @@ def spread(
         return out
     lifted = sorted(votes, key=lambda s: (-votes[s], s))[: cfg.sessions]
     best = votes[lifted[0]]
+    shares: dict[str | None, float] = {s: cfg.session_weight * votes[s] / best for s in lifted}
     w_rel = config.weights.get("relevance", 1.0) / max(config.weights.get("nearby", 1.0), 1e-9)
     for c in out:
-        r = c.record
-        if r is None or c.section not in SPREAD_SECTIONS:
+        if c.section not in SPREAD_SECTIONS or not c.records:
             continue
-        lift = cfg.session_weight * votes[r.session] / best if r.session in lifted else 0.0
+        r = c.records[0]
+        lift = shares.get(r.session, 0.0)
         closest: float | None = None  # the best neighbour's relevance (a loop: no generator)
         for nid in adjacent.get(r.id, ()):
             value = rel.get(nid, 0.0)

@@ -132,6 +132,15 @@ def fuse_relevance(candidates: Sequence[Candidate], config: ScoringConfig) -> No
             )
             ranks[s] = {i: rank for rank, i in enumerate(ordered)}
     total_w = sum(weights[s] for s in present) or 1.0
+    if config.fusion == "sum" and len(present) == 1:  # full text alone: most windows
+        (s,) = present
+        w = weights[s]
+        for c in candidates:
+            comps = c.components
+            v = comps.get(s)
+            if v is not None:  # as the loop below computes it, without its generators
+                comps["relevance"] = round((0 + w * v) / total_w, 6)
+        return
     for i, c in enumerate(candidates):
         if not any(s in c.components for s in present):
             continue
@@ -175,8 +184,10 @@ def mark_named(candidates: Sequence[Candidate], task: str) -> None:
         return
     named: dict[str, bool] = {}
     for c in candidates:
-        r = c.record
-        if r is None or not r.author or c.section not in RELEVANCE_SECTIONS:
+        if c.section not in RELEVANCE_SECTIONS or not c.records:
+            continue
+        r = c.records[0]
+        if not r.author:
             continue
         hit = named.get(r.author)
         if hit is None:
@@ -247,32 +258,56 @@ def finish_all(
     session: str | None = None,
 ) -> None:
     """Add the components every candidate shares (recency, role, scope, addressed, open), then
-    score each. Run `fuse_relevance` over the whole candidate list first."""
-    half_life = config.half_life_days
+    score each (as `score` does, inline: this runs for every candidate of every call). Run
+    `fuse_relevance` over the whole candidate list first."""
+    span = config.half_life_days * DAY
+    exp = math.exp
+    kinds: dict[str, float] = {}  # the role's weight per kind, looked up once a call
+    sources: dict[str, float] = {}
+    wget = config.weights.get
     for c in candidates:
-        r = c.record
         comps = c.components
-        if r is not None:
-            comps["recency"] = round(recency(r.created_at, now, half_life), 6)
-            comps["role"] = role.kind_weight(r.kind)
+        if c.records:
+            r = c.records[0]  # `recency`, inline
+            comps["recency"] = round(exp(-LN2 * max(now - r.created_at, 0.0) / span), 6)
+            kind = r.kind
+            w = kinds.get(kind)
+            if w is None:
+                w = kinds[kind] = role.kind_weight(kind)
+            comps["role"] = w
             if agent in r.to or agent in r.mentions:
                 comps["addressed"] = 1.0
-            answered = comps.get("resolved", 0.0) > 0
             status = r.status
-            if status == "resolved" and r.kind == "question":
-                comps["resolved"] = 1.0
-                answered = True
-            if status == "open" and not answered:
-                comps["open"] = 1.0
-            scope = scope_component(r, milestone, session)
-            if scope is not None:
-                comps["scope"] = scope
+            if status is not None:
+                answered = comps.get("resolved", 0.0) > 0
+                if status == "resolved" and kind == "question":
+                    comps["resolved"] = 1.0
+                    answered = True
+                if status == "open" and not answered:
+                    comps["open"] = 1.0
+            if session and r.session == session:  # scope_component, inline
+                comps["scope"] = 1.0
+            elif milestone:
+                comps["scope"] = (
+                    1.0 if r.milestone == milestone else 0.5 if r.milestone is None else 0.0
+                )
             if c.section in RELEVANCE_SECTIONS:
-                comps["substance"] = _substance6(r.tokens)
-        source_weight = role.source_weight(c.source)
-        if source_weight != 1.0:
-            comps["role_source"] = source_weight
-        c.score = score(c, config)
+                t = r.tokens
+                comps["substance"] = 1.0 if t >= SUBSTANTIAL_TOKENS else _SUBSTANCE6[max(t, 0)]
+        src = c.source
+        sw = sources.get(src)
+        if sw is None:
+            sw = sources[src] = role.source_weight(src)
+        if sw != 1.0:
+            comps["role_source"] = sw
+        total = 0.0  # as `score` adds them: in the components' order
+        for name, value in comps.items():
+            if name not in MULTIPLIERS:
+                total += wget(name, 1.0) * value
+        for name in MULTIPLIERS:
+            if name in comps:
+                total *= comps[name]
+        c.score = total
 
 
 @functools.lru_cache(maxsize=4096)
