@@ -20,7 +20,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from .assembly.candidates import Candidate
 from .assembly.scoring import ScoringConfig
@@ -43,6 +43,21 @@ REST_FACTOR = 7.0
 # whole backlog (35-75 ms at 100k), at most every LAG_TTL_S seconds.
 LAG_EXACT = 256
 LAG_TTL_S = 5.0
+# While serving, the worker stages what it embeds where the store can (`Stages`): searchable at
+# once, written to the store once no call has come for FLUSH_IDLE_S seconds (longer than a
+# model call between two turns of an agent), once STAGED_MAX are held, and when it stops.
+FLUSH_IDLE_S = 30.0
+STAGED_MAX = 256
+
+
+@runtime_checkable
+class Stages(Protocol):
+    """A store whose vector writes cost its readers (SQLite: another connection's write drops
+    their page caches), which can hold vectors in memory, searchable, and write them later."""
+
+    def stage_vectors(self, model: str, records: Sequence[Record], vectors: Any) -> bool: ...
+    def staged_count(self, model: str) -> int: ...
+    def flush_vectors(self, model: str) -> None: ...
 
 
 def embed_text(r: Record) -> str:
@@ -112,6 +127,13 @@ class EmbeddingWorker:
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=10)
+        if not self._thread.is_alive():
+            self.flush()  # what the worker staged reaches the store before the engine closes
+
+    def flush(self) -> None:
+        """Write the vectors staged while serving (`Stages`) to the store."""
+        if capable(self.store, Stages):
+            cast(Stages, self.store).flush_vectors(self.embedder.name)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -121,10 +143,23 @@ class EmbeddingWorker:
                 while not self._stop.is_set() and self._step():
                     if time.monotonic() - self.served_at < SERVING_S:
                         self._stop.wait(min(self._batch_s * REST_FACTOR, 2.0))
+                if time.monotonic() - self.served_at >= FLUSH_IDLE_S:
+                    self.flush()
             except Exception as exc:  # keep the engine up; the trace shows the error
                 self.error = f"{type(exc).__name__}: {exc}"
                 time.sleep(0.5)
                 continue
+
+    def _stage(self, records: Sequence[Record], vecs: Any) -> bool:
+        """Hold the vectors in the store's memory, searchable, while the engine serves calls
+        and fewer than STAGED_MAX are held (`Stages`); False: write them now."""
+        if not capable(self.store, Stages) or time.monotonic() - self.served_at >= SERVING_S:
+            return False
+        store, model = cast(Stages, self.store), self.embedder.name
+        if store.staged_count(model) + len(records) > STAGED_MAX:
+            store.flush_vectors(model)
+            return False
+        return store.stage_vectors(model, records, vecs)
 
     def _step(self) -> bool:
         t0 = time.perf_counter()
@@ -133,9 +168,10 @@ class EmbeddingWorker:
             self._lag = None
             return False
         vecs = self.embedder.embed([embed_text(r) for r in records])
-        self.store.put_vectors(
-            self.embedder.name, [(r.project, r.id, vecs[i]) for i, r in enumerate(records)]
-        )
+        if not self._stage(records, vecs):
+            self.store.put_vectors(
+                self.embedder.name, [(r.project, r.id, vecs[i]) for i, r in enumerate(records)]
+            )
         self.embedded += len(records)
         self.error = None
         self._batch_s = time.perf_counter() - t0
