@@ -1,4 +1,4 @@
-"""Vectors the embedding worker stages while the engine serves calls (SQLite): searchable in this
+"""The embedding worker beside the calls it serves. Vectors it stages while the engine serves calls (SQLite): searchable in this
 process at once, counted as embedded, written to the table later (when the engine has been idle,
 when too many are held, when it closes), so that the worker's writes do not make the calling
 thread's connection drop its page cache between two turns of an agent."""
@@ -6,7 +6,10 @@ thread's connection drop its page cache between two turns of an agent."""
 from __future__ import annotations
 
 import sqlite3
+import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -140,3 +143,41 @@ def test_the_worker_writes_at_once_when_idle_or_holding_too_many(
         worker.flush()
         assert store.staged_count("hash") == 0
         assert _table_rows(path) == 4
+
+
+def test_a_caught_up_worker_reports_no_lag_without_counting_and_counts_after_a_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every assemble call's trace carries the lag: once the worker has found nothing left to
+    embed and nothing was written since, it is 0 without an SQL count."""
+    store = SQLiteStore(str(tmp_path / "v.db"))
+    counted: list[str] = []
+    count = store.unembedded_count
+
+    def counting(model: str) -> int:
+        counted.append(model)
+        return count(model)
+
+    monkeypatch.setattr(store, "unembedded_count", counting)
+    gate = threading.Event()
+
+    class Gated(HashEmbedder):
+        def embed(self, texts: Sequence[str]) -> Any:
+            gate.wait(20)
+            return super().embed(texts)
+
+    with Engine(store, embedder=Gated()) as e:
+        worker = e.vectors.worker
+        assert worker is not None
+        gate.set()
+        e.add(project="p", author="ann", kind="note", content="tea at four")
+        assert e.wait_for_embeddings(timeout=20)
+        counted.clear()
+        assert worker.lag() == 0 and counted == []
+        gate.clear()  # the next record waits in the embedder: the lag must count it
+        e.add(project="p", author="ann", kind="note", content="coffee at nine")
+        assert worker.lag() == 1 and counted == ["hash"]
+        gate.set()
+        assert e.wait_for_embeddings(timeout=20)
+        counted.clear()
+        assert worker.lag() == 0 and counted == []

@@ -86,6 +86,12 @@ class EmbeddingWorker:
         self.served_at = float("-inf")  # when the engine last served a call (`serving`)
         self._batch_s = 0.0  # how long the last batch took
         self._lag: tuple[float, int] | None = None  # (when, count) of the last large lag
+        # `notify` counts writes; `_caught_up` is the count the worker last found nothing to
+        # embed at, -1 while it has work: equal, the lag is 0 without the count (an SQL read
+        # on every call's trace). Writes that come without `notify` (another process) are
+        # found by the worker's poll within a second, which resets it.
+        self._notified = 0
+        self._caught_up = -1
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cw-embedder", daemon=True)
@@ -93,6 +99,7 @@ class EmbeddingWorker:
         self._thread.start()
 
     def notify(self) -> None:
+        self._notified += 1
         self._wake.set()
 
     def serving(self) -> None:
@@ -102,6 +109,8 @@ class EmbeddingWorker:
     def lag(self) -> int:
         """Records not yet searchable by vector (those being embedded right now included); past
         LAG_EXACT, as counted at most LAG_TTL_S seconds ago."""
+        if self._caught_up == self._notified:
+            return 0
         now = time.monotonic()
         last = self._lag
         if last is not None and now - last[0] < LAG_TTL_S:
@@ -163,10 +172,13 @@ class EmbeddingWorker:
 
     def _step(self) -> bool:
         t0 = time.perf_counter()
+        seen = self._notified  # before the read: a write after it leaves the two unequal
         records = self.store.unembedded(self.embedder.name, self.batch)
         if not records:
             self._lag = None
+            self._caught_up = seen
             return False
+        self._caught_up = -1
         vecs = self.embedder.embed([embed_text(r) for r in records])
         if not self._stage(records, vecs):
             self.store.put_vectors(
