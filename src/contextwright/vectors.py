@@ -20,8 +20,9 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, cast
 
+from . import ports
 from .assembly.candidates import Candidate
 from .assembly.scoring import ScoringConfig
 from .assembly.sources import Source, SourceContext, hit_candidates
@@ -43,21 +44,10 @@ REST_FACTOR = 7.0
 # whole backlog (35-75 ms at 100k), at most every LAG_TTL_S seconds.
 LAG_EXACT = 256
 LAG_TTL_S = 5.0
-# While serving, the worker stages what it embeds where the store can (`Stages`): searchable at
-# once, written to the store once no call has come for FLUSH_IDLE_S seconds (longer than a
-# model call between two turns of an agent), once STAGED_MAX are held, and when it stops.
+# While serving, vectors are staged (ports.Stages), written after FLUSH_IDLE_S without a call
+# (longer than a model call between two turns), at STAGED_MAX held, and when the worker stops.
 FLUSH_IDLE_S = 30.0
 STAGED_MAX = 256
-
-
-@runtime_checkable
-class Stages(Protocol):
-    """A store whose vector writes cost its readers (SQLite: another connection's write drops
-    their page caches), which can hold vectors in memory, searchable, and write them later."""
-
-    def stage_vectors(self, model: str, records: Sequence[Record], vectors: Any) -> bool: ...
-    def staged_count(self, model: str) -> int: ...
-    def flush_vectors(self, model: str) -> None: ...
 
 
 def embed_text(r: Record) -> str:
@@ -86,10 +76,9 @@ class EmbeddingWorker:
         self.served_at = float("-inf")  # when the engine last served a call (`serving`)
         self._batch_s = 0.0  # how long the last batch took
         self._lag: tuple[float, int] | None = None  # (when, count) of the last large lag
-        # `notify` counts writes; `_caught_up` is the count the worker last found nothing to
-        # embed at, -1 while it has work: equal, the lag is 0 without the count (an SQL read
-        # on every call's trace). Writes that come without `notify` (another process) are
-        # found by the worker's poll within a second, which resets it.
+        # Writes `notify` counted, and the count at which the worker last found nothing to embed
+        # (-1 while it has work): equal, the lag is 0 without an SQL count on every call's trace.
+        # Another process's writes are found by the worker's poll within a second.
         self._notified = 0
         self._caught_up = -1
         self._wake = threading.Event()
@@ -139,10 +128,9 @@ class EmbeddingWorker:
         if not self._thread.is_alive():
             self.flush()  # what the worker staged reaches the store before the engine closes
 
-    def flush(self) -> None:
-        """Write the vectors staged while serving (`Stages`) to the store."""
-        if capable(self.store, Stages):
-            cast(Stages, self.store).flush_vectors(self.embedder.name)
+    def flush(self) -> None:  # the vectors staged while serving, to the store
+        if capable(self.store, ports.Stages):
+            cast(ports.Stages, self.store).flush_vectors(self.embedder.name)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -160,11 +148,10 @@ class EmbeddingWorker:
                 continue
 
     def _stage(self, records: Sequence[Record], vecs: Any) -> bool:
-        """Hold the vectors in the store's memory, searchable, while the engine serves calls
-        and fewer than STAGED_MAX are held (`Stages`); False: write them now."""
-        if not capable(self.store, Stages) or time.monotonic() - self.served_at >= SERVING_S:
+        """Staged (`ports.Stages`) while the engine serves and under STAGED_MAX; False: write."""
+        if not capable(self.store, ports.Stages) or time.monotonic() - self.served_at >= SERVING_S:
             return False
-        store, model = cast(Stages, self.store), self.embedder.name
+        store, model = cast(ports.Stages, self.store), self.embedder.name
         if store.staged_count(model) + len(records) > STAGED_MAX:
             store.flush_vectors(model)
             return False
@@ -315,7 +302,7 @@ class Vectors:
     def __init__(
         self, store: Store, embedder: Embedder | str | None, scoring: ScoringConfig
     ) -> None:
-        from .embedders import resolve_name
+        from .embedders import missing_reason, resolve_name
 
         self.store = store
         self.scoring = scoring
@@ -354,7 +341,7 @@ class Vectors:
         if not supports_vectors(store):
             self._fail(f"store {store.url} keeps no vectors; relevance is full text alone")
             return
-        missing = _missing(name)
+        missing = missing_reason(name)
         if missing is not None:
             self._fail(
                 f"embedder {name!r} failed to load ({missing}); relevance is full text alone"
@@ -511,21 +498,3 @@ class Vectors:
             self._closed = True  # a model still loading is dropped when it arrives
         if self.worker is not None:
             self.worker.stop()
-
-
-def _missing(name: str) -> str | None:
-    """Why `name` cannot load on this machine, found without loading it (which takes seconds)."""
-    if name != "minilm":
-        return None
-    from .embedders import vectors_installed
-    from .errors import MissingExtra
-
-    if not vectors_installed():
-        return str(MissingExtra("the MiniLM embedder", "vectors"))
-    try:
-        from .embedders.minilm import model_path
-
-        model_path()
-    except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
