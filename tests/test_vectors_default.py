@@ -37,7 +37,7 @@ def slow_minilm(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
         return HashEmbedder()
 
     monkeypatch.setattr(embedders, "load_embedder", load)
-    monkeypatch.setattr("contextwright.vectors._missing", lambda name: None)
+    monkeypatch.setattr("contextwright.embedders.missing_reason", lambda name: None)
     return release
 
 

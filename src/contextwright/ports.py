@@ -289,6 +289,16 @@ class KeepsVectors(Protocol):
 
 
 @runtime_checkable
+class Stages(Protocol):
+    """Vector writes that cost the store's readers (SQLite: a write on one connection makes the
+    others drop their page caches) can be held in memory, searchable, and written later."""
+
+    def stage_vectors(self, model: str, records: Sequence[Record], vectors: Any) -> bool: ...
+    def staged_count(self, model: str) -> int: ...
+    def flush_vectors(self, model: str) -> None: ...
+
+
+@runtime_checkable
 class NearestHere(Protocol):
     """Searches its vectors in this process, answering ids and cosines without the records."""
 

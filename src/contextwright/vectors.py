@@ -22,6 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from . import ports
 from .assembly.candidates import Candidate
 from .assembly.scoring import ScoringConfig
 from .assembly.sources import Source, SourceContext, hit_candidates
@@ -43,6 +44,10 @@ REST_FACTOR = 7.0
 # whole backlog (35-75 ms at 100k), at most every LAG_TTL_S seconds.
 LAG_EXACT = 256
 LAG_TTL_S = 5.0
+# While serving, vectors are staged (ports.Stages), written after FLUSH_IDLE_S without a call
+# (longer than a model call between two turns), at STAGED_MAX held, and when the worker stops.
+FLUSH_IDLE_S = 30.0
+STAGED_MAX = 256
 
 
 def embed_text(r: Record) -> str:
@@ -71,6 +76,11 @@ class EmbeddingWorker:
         self.served_at = float("-inf")  # when the engine last served a call (`serving`)
         self._batch_s = 0.0  # how long the last batch took
         self._lag: tuple[float, int] | None = None  # (when, count) of the last large lag
+        # Writes `notify` counted, and the count at which the worker last found nothing to embed
+        # (-1 while it has work): equal, the lag is 0 without an SQL count on every call's trace.
+        # Another process's writes are found by the worker's poll within a second.
+        self._notified = 0
+        self._caught_up = -1
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cw-embedder", daemon=True)
@@ -78,6 +88,7 @@ class EmbeddingWorker:
         self._thread.start()
 
     def notify(self) -> None:
+        self._notified += 1
         self._wake.set()
 
     def serving(self) -> None:
@@ -87,6 +98,8 @@ class EmbeddingWorker:
     def lag(self) -> int:
         """Records not yet searchable by vector (those being embedded right now included); past
         LAG_EXACT, as counted at most LAG_TTL_S seconds ago."""
+        if self._caught_up == self._notified:
+            return 0
         now = time.monotonic()
         last = self._lag
         if last is not None and now - last[0] < LAG_TTL_S:
@@ -112,6 +125,12 @@ class EmbeddingWorker:
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=10)
+        if not self._thread.is_alive():
+            self.flush()  # what the worker staged reaches the store before the engine closes
+
+    def flush(self) -> None:  # the vectors staged while serving, to the store
+        if capable(self.store, ports.Stages):
+            cast(ports.Stages, self.store).flush_vectors(self.embedder.name)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -121,21 +140,37 @@ class EmbeddingWorker:
                 while not self._stop.is_set() and self._step():
                     if time.monotonic() - self.served_at < SERVING_S:
                         self._stop.wait(min(self._batch_s * REST_FACTOR, 2.0))
+                if time.monotonic() - self.served_at >= FLUSH_IDLE_S:
+                    self.flush()
             except Exception as exc:  # keep the engine up; the trace shows the error
                 self.error = f"{type(exc).__name__}: {exc}"
                 time.sleep(0.5)
                 continue
 
+    def _stage(self, records: Sequence[Record], vecs: Any) -> bool:
+        """Staged (`ports.Stages`) while the engine serves and under STAGED_MAX; False: write."""
+        if not capable(self.store, ports.Stages) or time.monotonic() - self.served_at >= SERVING_S:
+            return False
+        store, model = cast(ports.Stages, self.store), self.embedder.name
+        if store.staged_count(model) + len(records) > STAGED_MAX:
+            store.flush_vectors(model)
+            return False
+        return store.stage_vectors(model, records, vecs)
+
     def _step(self) -> bool:
         t0 = time.perf_counter()
+        seen = self._notified  # before the read: a write after it leaves the two unequal
         records = self.store.unembedded(self.embedder.name, self.batch)
         if not records:
             self._lag = None
+            self._caught_up = seen
             return False
+        self._caught_up = -1
         vecs = self.embedder.embed([embed_text(r) for r in records])
-        self.store.put_vectors(
-            self.embedder.name, [(r.project, r.id, vecs[i]) for i, r in enumerate(records)]
-        )
+        if not self._stage(records, vecs):
+            self.store.put_vectors(
+                self.embedder.name, [(r.project, r.id, vecs[i]) for i, r in enumerate(records)]
+            )
         self.embedded += len(records)
         self.error = None
         self._batch_s = time.perf_counter() - t0
@@ -267,7 +302,7 @@ class Vectors:
     def __init__(
         self, store: Store, embedder: Embedder | str | None, scoring: ScoringConfig
     ) -> None:
-        from .embedders import resolve_name
+        from .embedders import missing_reason, resolve_name
 
         self.store = store
         self.scoring = scoring
@@ -306,7 +341,7 @@ class Vectors:
         if not supports_vectors(store):
             self._fail(f"store {store.url} keeps no vectors; relevance is full text alone")
             return
-        missing = _missing(name)
+        missing = missing_reason(name)
         if missing is not None:
             self._fail(
                 f"embedder {name!r} failed to load ({missing}); relevance is full text alone"
@@ -463,21 +498,3 @@ class Vectors:
             self._closed = True  # a model still loading is dropped when it arrives
         if self.worker is not None:
             self.worker.stop()
-
-
-def _missing(name: str) -> str | None:
-    """Why `name` cannot load on this machine, found without loading it (which takes seconds)."""
-    if name != "minilm":
-        return None
-    from .embedders import vectors_installed
-    from .errors import MissingExtra
-
-    if not vectors_installed():
-        return str(MissingExtra("the MiniLM embedder", "vectors"))
-    try:
-        from .embedders.minilm import model_path
-
-        model_path()
-    except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None

@@ -66,3 +66,20 @@ def load_embedder(name: str = "minilm") -> Embedder | None:
 
 
 __all__ = ["ENV", "NAMES", "HashEmbedder", "load_embedder", "resolve_name", "vectors_installed"]
+
+
+def missing_reason(name: str) -> str | None:
+    """Why `name` cannot load on this machine, found without loading it (which takes seconds)."""
+    if name != "minilm":
+        return None
+    from ..errors import MissingExtra
+
+    if not vectors_installed():
+        return str(MissingExtra("the MiniLM embedder", "vectors"))
+    try:
+        from .minilm import model_path
+
+        model_path()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None

@@ -3,6 +3,7 @@ in-process int8 matrix that catches up with the table by sequence number (see _v
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -12,7 +13,7 @@ import numpy as np
 
 from ..ports import Hit, hits_for
 from ..records import Record
-from ._vectors import Access, VectorMatrix, quantize
+from ._vectors import Access, VectorMatrix, dequantize, quantize
 from .rows import COLUMNS, row_to_record
 
 M003_VECTORS = """
@@ -27,6 +28,7 @@ M003_VECTORS = """
 LOAD_CHUNK = 10_000
 _SELECT = "SELECT " + ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(","))
 _MISSING = "NOT EXISTS (SELECT 1 FROM vectors v WHERE v.rid = r.rid AND v.model = :model)"
+_NOT_STAGED = "r.project || char(31) || r.id NOT IN (SELECT value FROM json_each(:staged))"
 
 
 class Written(NamedTuple):
@@ -57,14 +59,75 @@ class SQLiteVectors:
         # Every record at or below the cursor has a vector from `model`, as far as we know.
         return int(self._vec()[1]["cursors"].get(model, 0))
 
+    def _staged(self, model: str) -> dict[tuple[str, str], tuple[bytes, float, Access]]:
+        """Vectors of `model` held in this process's matrices but not yet in the table
+        (`stage_vectors`), by (project, record id)."""
+        staged: dict[str, dict[tuple[str, str], tuple[bytes, float, Access]]]
+        staged = self._vec()[1].setdefault("staged", {})
+        return staged.setdefault(model, {})
+
+    def stage_vectors(self, model: str, records: Sequence[Record], vectors: Any) -> bool:
+        """Make the records' vectors searchable in this process at once, and write them to the
+        table later (`flush_vectors`): a write made on another thread's connection makes every
+        other connection drop its page cache when it next reads (sqlite_docs.py), which cost
+        the next assemble call 2-2.5 ms at 100k records (bench/vectors.py's agent loop, where
+        the worker embeds each reply between two turns). They count as embedded here
+        (`unembedded`, `unembedded_count`); a process that dies before the write loses them,
+        and they are embedded again. False, and nothing staged, unless the matrix of each
+        record's project is loaded (a search has run): the caller writes them instead."""
+        lock, state = self._vec()
+        with lock:
+            if any(state.get((r.project, model)) is None for r in records):
+                return False
+        staged = self._staged(model)
+        with self._vec_loading():  # never beside a catch-up from the table, as _append
+            for r, vec in zip(records, vectors, strict=True):
+                data, scale = quantize(vec)
+                with lock:
+                    m: VectorMatrix = state[(r.project, model)]
+                if len(data) != m.dim:
+                    continue
+                access = Access(r.author, r.visibility, tuple(r.to))
+                m.add_quantized(
+                    [r.id],
+                    np.frombuffer(data, dtype=np.int8).reshape(1, m.dim),
+                    np.asarray([scale], dtype=np.float32),
+                    [access],
+                )
+                with lock:
+                    staged[(r.project, r.id)] = (data, scale, access)
+        return True
+
+    def staged_count(self, model: str) -> int:
+        return len(self._staged(model))
+
+    def _staged_keys(self, model: str) -> set[tuple[str, str]]:
+        lock, _ = self._vec()
+        with lock:  # the worker stages while calls read
+            return set(self._staged(model))
+
+    def flush_vectors(self, model: str) -> None:
+        """Write the staged vectors of `model` to the table (they stay in the matrices)."""
+        lock, _ = self._vec()
+        staged = self._staged(model)
+        with lock:
+            held = list(staged.items())
+        if not held:
+            return
+        self.put_vectors(model, [(p, rid, dequantize(d, sc)) for (p, rid), (d, sc, _) in held])
+        with lock:
+            for key, _ in held:
+                staged.pop(key, None)
+
     def unembedded(self, model: str, limit: int) -> list[Record]:
         cur = self._cursor(model)
+        staged = self._staged_keys(model)
         rows = (
             self._conn()
             .execute(
                 f"{_SELECT}, r.rid FROM records r WHERE r.rid > :cur AND {_MISSING} "
                 "ORDER BY r.rid LIMIT :limit",
-                {"cur": cur, "model": model, "limit": limit},
+                {"cur": cur, "model": model, "limit": limit + len(staged)},
             )
             .fetchall()
         )
@@ -76,17 +139,19 @@ class SQLiteVectors:
         lock, state = self._vec()
         with lock:
             state["cursors"][model] = max(cur, nxt)
-        return [row_to_record(row[:-1]) for row in rows]
+        out = [row_to_record(row[:-1]) for row in rows]
+        if staged:
+            out = [r for r in out if (r.project, r.id) not in staged][:limit]
+        return out
 
     def unembedded_count(self, model: str) -> int:
-        row = (
-            self._conn()
-            .execute(
-                f"SELECT count(*) FROM records r WHERE r.rid > :cur AND {_MISSING}",
-                {"cur": self._cursor(model), "model": model},
-            )
-            .fetchone()
-        )
+        params: dict[str, Any] = {"cur": self._cursor(model), "model": model}
+        sql = f"SELECT count(*) FROM records r WHERE r.rid > :cur AND {_MISSING}"
+        staged = self._staged_keys(model)
+        if staged:
+            sql += f" AND {_NOT_STAGED}"
+            params["staged"] = json.dumps([f"{p}\x1f{rid}" for p, rid in staged])
+        row = self._conn().execute(sql, params).fetchone()
         return int(row[0])
 
     def put_vectors(self, model: str, rows: Sequence[tuple[str, str, Any]]) -> None:
