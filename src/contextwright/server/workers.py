@@ -68,6 +68,7 @@ def to_env(settings: Settings, prefix: str = "CONTEXTWRIGHT_") -> dict[str, str]
         "RULES_DIR": settings.rules_dir or "",
         "PIPELINES": settings.pipelines or "",
         "API_KEYS": json.dumps(keys) if keys else "",
+        "ASSEMBLE_SLOTS": "" if settings.assemble_slots is None else str(settings.assemble_slots),
     }
     return {prefix + k: v for k, v in env.items()}
 
@@ -86,7 +87,8 @@ def app_from_env() -> FastAPI:
     # A worker serves: "auto" keeps vectors on (as `serve` with one process); "none" must reach
     # Engine.open as None, whose own default is "auto".
     options["embedder"] = None if settings.embedder == "none" else settings.embedder
-    app = create_app(Engine.open(settings.db, **options), settings)
+    options["assemble_slots"] = settings.assemble_slots
+    app = create_app(Engine.open(settings.db, **options), settings, close_engine=True)
     # As cli.service.settle_heap: start-up's objects out of every later full GC collection.
     gc.collect()
     gc.freeze()
