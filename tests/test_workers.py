@@ -218,6 +218,22 @@ def test_serve_takes_the_assemble_slots(tmp_path: Path, monkeypatch: pytest.Monk
     assert proc.returncode == 2 and "--assemble-slots" in proc.stderr
 
 
+def test_workers_share_the_machines_assemble_slots(tmp_path: Path) -> None:
+    from contextwright.gate import default_limit
+    from contextwright.server.workers import worker_slots
+    from contextwright.stores import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'slots.db'}")
+    try:
+        whole = default_limit(store)
+        assert worker_slots(store, 1) == whole
+        assert worker_slots(store, 2) == max(1, whole // 2)
+        assert worker_slots(store, whole) == 1
+        assert worker_slots(store, 10 * whole) == 1  # never 0, which would mean no limit
+    finally:
+        store.close()
+
+
 def test_worker_settings_round_trip_through_the_environment() -> None:
     settings = Settings(
         db="sqlite:///x.db", port=9001, log_level="info", rules_dir="/r", assemble_slots=2,

@@ -63,7 +63,7 @@ def serve(
         raise MissingExtra("contextwright serve", "server") from None
 
     from ..server import create_app
-    from ..server.workers import check_workers, default_workers, pool_url, to_env
+    from ..server.workers import check_workers, default_workers, pool_url, to_env, worker_slots
 
     if db:
         state.settings = state.settings.with_(db=db)
@@ -91,7 +91,11 @@ def serve(
         # Each worker opens its own engine (the factory reads these settings back); opening the
         # store once here first applies the migrations before N processes race for them. The
         # parent is not serving, so under embedder "auto" it loads no model; the workers do.
-        state.engine  # noqa: B018
+        if settings.assemble_slots is None:
+            slots = worker_slots(state.engine.store, workers)
+            settings = settings.with_(assemble_slots=slots)
+        else:
+            state.engine  # noqa: B018
         state.close()
         os.environ.update(to_env(settings))
         click.echo(f"contextwright serving {shown_db} with {workers} workers", err=True)
