@@ -43,13 +43,43 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def build_db(path: str, n: int) -> float:
+def build_db(path: str, n: int, vectors: int = 0) -> float:
+    """The records; with `vectors`, every record's vector stored as well (the state a server
+    with vectors on reaches once it has embedded its backlog): that many records' real MiniLM
+    vectors, random unit vectors for the rest (as bench/vectors.py), so that the run measures
+    the steady state of `serve`'s default and not the embedding of 100k records behind it."""
     from contextwright import Engine
 
     engine = Engine.open(f"sqlite:///{path}", embedder=None)
     seconds = fill(engine, generate(n))
+    if vectors:
+        put_vectors(engine, vectors)
     engine.close()
     return seconds
+
+
+def put_vectors(engine: Any, sample: int) -> None:
+    import numpy as np
+
+    from contextwright.embedders import load_embedder
+    from contextwright.ports import Query
+    from contextwright.vectors import embed_text
+
+    embedder: Any = load_embedder("auto")
+    store = engine.store
+    ids = [r.id for r in store.query(Query(PROJECT, None, limit=10**9, newest_first=False))]
+    real = embedder.embed([embed_text(r) for r in store.get_many(PROJECT, ids[:sample])])
+    rng = np.random.default_rng(5)
+    for i in range(0, len(ids), 5000):
+        chunk = ids[i : i + 5000]
+        if i + len(chunk) <= sample:
+            vecs = real[i : i + len(chunk)]
+        else:
+            vecs = rng.standard_normal((len(chunk), embedder.dim)).astype(np.float32)
+            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        store.put_vectors(
+            embedder.name, [(PROJECT, rid, v) for rid, v in zip(chunk, vecs, strict=True)]
+        )
 
 
 def serve(path: str, port: int) -> None:
@@ -251,6 +281,15 @@ def main() -> None:
         default="raw",
         help="raw: keep-alive connections on asyncio streams (default); httpx: httpx.AsyncClient",
     )
+    ap.add_argument(
+        "--vectors",
+        type=int,
+        default=0,
+        metavar="SAMPLE",
+        help="build the file with every record's vector stored (SAMPLE real MiniLM ones, random "
+        "unit vectors for the rest), to measure serve's default (vectors on, CONTEXTWRIGHT_EMBEDDER "
+        "unset) in its steady state; with --workers",
+    )
     ap.add_argument("--serve", nargs=2, metavar=("DB", "PORT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
@@ -264,7 +303,7 @@ def main() -> None:
         ingest_s = None
         if not os.path.exists(path):
             print(f"building {args.records} records ...", file=sys.stderr)
-            ingest_s = build_db(path, args.records)
+            ingest_s = build_db(path, args.records, args.vectors)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         if args.workers is None:
@@ -308,6 +347,11 @@ def main() -> None:
         assemble_share=args.assemble_share,
         ingest_records_per_s=round(args.records / ingest_s) if ingest_s else None,
         workers=args.workers,
+        vectors=args.vectors,
+        # serve's setting; the in-process server (no --workers) runs without vectors
+        embedder=os.environ.get("CONTEXTWRIGHT_EMBEDDER") or "auto"
+        if args.workers is not None
+        else "none",
         load_average=[round(x, 2) for x in os.getloadavg()],
         cpu_reference_ms=round(sorted(cpu_reference_ms() for _ in range(31))[15], 3),
         cpus=os.cpu_count(),
@@ -318,6 +362,7 @@ def main() -> None:
     print(
         f"{report['records']} records, {report['clients']} clients, {report['seconds']}s: "
         f"{report['requests']} requests, {report['requests_per_s']} req/s, errors {report['errors']}"
+        f"; embedder {report['embedder']}"
     )
     print(
         f"  CPU per request: server {report['server_cpu_ms_per_request']} ms, client "
