@@ -3,6 +3,7 @@ project of 100k records in a SQLite file. Bounded in time and in requests; stops
 
     .venv/bin/python bench/load.py [--records 100000] [--clients 16] [--seconds 20]
                                    [--max-requests 50000] [--assemble-share 0.3] [--json]
+                                   [--workers 0] [--vectors 500] [--warmup 5]
 
 The server runs in its own process (uvicorn, one worker, as `contextwright serve` runs it, with an
 API key so that authentication is part of the cost); the clients are asyncio tasks in this process,
@@ -65,7 +66,7 @@ def put_vectors(engine: Any, sample: int) -> None:
     from contextwright.ports import Query
     from contextwright.vectors import embed_text
 
-    embedder: Any = load_embedder("auto")
+    embedder: Any = load_embedder("minilm")  # what "auto", serve's default, picks with the extra
     store = engine.store
     ids = [r.id for r in store.query(Query(PROJECT, None, limit=10**9, newest_first=False))]
     real = embedder.embed([embed_text(r) for r in store.get_many(PROJECT, ids[:sample])])
@@ -290,6 +291,14 @@ def main() -> None:
         "unit vectors for the rest), to measure serve's default (vectors on, CONTEXTWRIGHT_EMBEDDER "
         "unset) in its steady state; with --workers",
     )
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="drive the same load this long first, untimed: each worker's first calls (with "
+        "vectors on, the model and the vector matrix loading) out of the figures",
+    )
     ap.add_argument("--serve", nargs=2, metavar=("DB", "PORT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
@@ -322,6 +331,9 @@ def main() -> None:
                 f"driving {base} with {args.clients} clients for {args.seconds}s ...",
                 file=sys.stderr,
             )
+            if args.warmup > 0:
+                asyncio.run(drive(base, args.clients, args.warmup, args.max_requests,
+                                  args.assemble_share, args.seed + 1, args.client))  # fmt: skip
             server_cpu = tree_cpu_seconds(proc.pid)
             report = asyncio.run(
                 drive(
@@ -348,6 +360,7 @@ def main() -> None:
         ingest_records_per_s=round(args.records / ingest_s) if ingest_s else None,
         workers=args.workers,
         vectors=args.vectors,
+        warmup_s=args.warmup,
         # serve's setting; the in-process server (no --workers) runs without vectors
         embedder=os.environ.get("CONTEXTWRIGHT_EMBEDDER") or "auto"
         if args.workers is not None
