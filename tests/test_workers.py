@@ -6,6 +6,7 @@ follows the store version that both processes see."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sqlite3
@@ -19,7 +20,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from contextwright.cli.service import unsettle_heap
 from contextwright.engine import Engine
 from contextwright.errors import ValidationError
 from contextwright.server.workers import check_workers, default_workers, pool_url, to_env
@@ -203,7 +203,7 @@ def test_serve_takes_the_assemble_slots(tmp_path: Path, monkeypatch: pytest.Monk
         assert engine.gate.limit == 0
     finally:
         engine.close()
-        unsettle_heap()
+        gc.unfreeze()
     for bad in (-1, 1.5, True):
         with pytest.raises(ValidationError, match="assemble_slots"):
             Settings(assemble_slots=bad)  # type: ignore[arg-type]
@@ -260,7 +260,7 @@ def test_a_worker_opens_its_engine_with_the_parents_embedder(
         assert engine.vectors.state == state
     finally:
         engine.close()
-        unsettle_heap()  # app_from_env settled this process's heap, as a worker's
+        gc.unfreeze()  # app_from_env froze this process's heap, as a worker's
 
 
 def test_workers_defaults_and_limits() -> None:

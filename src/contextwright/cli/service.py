@@ -6,56 +6,20 @@ import gc
 import os
 import re
 import socket
-import time
-from collections.abc import Callable
 
 import click
 
 from ..errors import MissingExtra
 from . import State, cli, pass_state
 
-# Survivors of a full collection are frozen after it, and once in THAW_S the next one walks
-# everything again: a cycle among frozen objects that became garbage (a cache entry dropped
-# since) is collected then, so that what freezing keeps is bounded by THAW_S of the server's work.
-THAW_S = 300.0
-
-
-class HeapSettler:
-    """A gc callback: after each full collection, freeze what survived it, so that the next full
-    collection walks only what is newer (in bench/load.py the full collections of a worker took
-    up to 35-60 ms, and up to 15-22 ms with this); after THAW_S, leave it thawed for one."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic, thaw_s: float = THAW_S) -> None:
-        self.clock, self.thaw_s = clock, thaw_s
-        self.thawed_at = clock()
-
-    def __call__(self, phase: str, info: dict[str, int]) -> None:
-        if phase != "stop" or info.get("generation") != 2:
-            return
-        now = self.clock()
-        if now - self.thawed_at >= self.thaw_s:
-            self.thawed_at = now
-            gc.unfreeze()  # the next full collection walks every object
-        else:
-            gc.freeze()
-
-
-def unsettle_heap() -> None:
-    """Undo settle_heap (for a process that goes on after its server, as a test's)."""
-    gc.callbacks[:] = [cb for cb in gc.callbacks if not isinstance(cb, HeapSettler)]
-    gc.unfreeze()
-
 
 def settle_heap() -> None:
     """Leave what start-up made out of every later full collection of the cyclic GC. A server's
     modules, classes and functions (~28,000 objects) live as long as it does, and each full
     collection walked them all: 15-25 ms, every ~60 assemble calls at 100k records, the p99
-    (docs/benchmarks.md). Later survivors of full collections follow them (HeapSettler).
-    Called once in each server process, just before it starts answering."""
+    (docs/benchmarks.md). Called once, just before a server starts answering."""
     gc.collect()
     gc.freeze()
-    if not any(isinstance(cb, HeapSettler) for cb in gc.callbacks):
-        gc.callbacks.append(HeapSettler())
 
 
 @cli.command()

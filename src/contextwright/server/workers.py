@@ -9,6 +9,7 @@ process raises in its own transaction (docs/scaling.md).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from typing import Any
@@ -98,7 +99,7 @@ def app_from_env() -> FastAPI:
     options["embedder"] = None if settings.embedder == "none" else settings.embedder
     options["assemble_slots"] = settings.assemble_slots
     app = create_app(Engine.open(settings.db, **options), settings, close_engine=True)
-    from ..cli.service import settle_heap  # as `serve` in one process
-
-    settle_heap()
+    # As cli.service.settle_heap: start-up's objects out of every later full GC collection.
+    gc.collect()
+    gc.freeze()
     return app
