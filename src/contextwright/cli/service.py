@@ -42,8 +42,8 @@ def settle_heap() -> None:
     default=None,
     type=click.IntRange(0),
     help="Assemble calls each process runs at once; the rest wait their turn, so that adds are "
-    "not starved (default: one per core on SQLite, four per core on PostgreSQL; 0: no limit; "
-    "or CONTEXTWRIGHT_ASSEMBLE_SLOTS).",
+    "not starved (default: one per core on SQLite, four per core on PostgreSQL, shared among "
+    "the workers, at least one each; 0: no limit; or CONTEXTWRIGHT_ASSEMBLE_SLOTS).",
 )
 @pass_state
 def serve(
