@@ -3,7 +3,7 @@ project of 100k records in a SQLite file. Bounded in time and in requests; stops
 
     .venv/bin/python bench/load.py [--records 100000] [--clients 16] [--seconds 20]
                                    [--max-requests 50000] [--assemble-share 0.3] [--json]
-                                   [--workers 0] [--vectors 500] [--warmup 5]
+                                   [--workers 0] [--vectors 500] [--warmup 5] [--postgres DIR]
 
 The server runs in its own process (uvicorn, one worker, as `contextwright serve` runs it, with an
 API key so that authentication is part of the cost); the clients are asyncio tasks in this process,
@@ -57,6 +57,20 @@ def build_db(path: str, n: int, vectors: int = 0) -> float:
         put_vectors(engine, vectors)
     engine.close()
     return seconds
+
+
+def build_pg(url: str, n: int, vectors: int = 0) -> float | None:
+    """As build_db, on PostgreSQL, unless its database holds the project already."""
+    from contextwright import Engine
+
+    with Engine.open(url, embedder=None) as engine:
+        if engine.store.count(PROJECT):
+            return None
+        print(f"building {n} records on PostgreSQL ...", file=sys.stderr)
+        seconds = fill(engine, generate(n))
+        if vectors:
+            put_vectors(engine, vectors)
+        return seconds
 
 
 def put_vectors(engine: Any, sample: int) -> None:
@@ -299,6 +313,13 @@ def main() -> None:
         help="drive the same load this long first, untimed: each worker's first calls (with "
         "vectors on, the model and the vector matrix loading) out of the figures",
     )
+    ap.add_argument(
+        "--postgres",
+        metavar="WORKDIR",
+        default=None,
+        help="serve a PostgreSQL database instead of the SQLite file: a local pgserver on WORKDIR "
+        "(as bench/postgres.py), its records loaded the first time; with --workers",
+    )
     ap.add_argument("--serve", nargs=2, metavar=("DB", "PORT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
@@ -307,10 +328,19 @@ def main() -> None:
     if not (0.0 <= args.assemble_share <= 1.0) or args.clients < 1 or args.seconds <= 0:
         raise SystemExit("give --assemble-share in 0..1, --clients >= 1 and --seconds > 0")
 
+    if args.postgres and args.workers is None:
+        raise SystemExit("give --workers with --postgres (the server is `contextwright serve`)")
+
     with tempfile.TemporaryDirectory() as tmp:
         path = args.db or os.path.join(tmp, "load.db")
         ingest_s = None
-        if not os.path.exists(path):
+        url = f"sqlite:///{path}"
+        if args.postgres:
+            from postgres import start_postgres
+
+            _pg, url = start_postgres(args.postgres)  # stopped when this process exits
+            ingest_s = build_pg(url, args.records, args.vectors)
+        elif not os.path.exists(path):
             print(f"building {args.records} records ...", file=sys.stderr)
             ingest_s = build_db(path, args.records, args.vectors)
         port = free_port()
@@ -319,7 +349,7 @@ def main() -> None:
             proc = subprocess.Popen([sys.executable, __file__, "--serve", path, str(port)])
         else:
             # The command as a user runs it, with its defaults (workers, GC settling, pool).
-            cmd = [sys.executable, "-m", "contextwright.cli", "serve", "--db", f"sqlite:///{path}",
+            cmd = [sys.executable, "-m", "contextwright.cli", "serve", "--db", url,
                    "--port", str(port), "--log-level", "warning"]  # fmt: skip
             if args.workers > 0:
                 cmd += ["--workers", str(args.workers)]
@@ -359,6 +389,7 @@ def main() -> None:
         assemble_share=args.assemble_share,
         ingest_records_per_s=round(args.records / ingest_s) if ingest_s else None,
         workers=args.workers,
+        store="postgresql" if args.postgres else "sqlite",
         vectors=args.vectors,
         warmup_s=args.warmup,
         # serve's setting; the in-process server (no --workers) runs without vectors
@@ -375,7 +406,7 @@ def main() -> None:
     print(
         f"{report['records']} records, {report['clients']} clients, {report['seconds']}s: "
         f"{report['requests']} requests, {report['requests_per_s']} req/s, errors {report['errors']}"
-        f"; embedder {report['embedder']}"
+        f"; {report['store']}, embedder {report['embedder']}"
     )
     print(
         f"  CPU per request: server {report['server_cpu_ms_per_request']} ms, client "
