@@ -3,6 +3,7 @@ project of 100k records in a SQLite file. Bounded in time and in requests; stops
 
     .venv/bin/python bench/load.py [--records 100000] [--clients 16] [--seconds 20]
                                    [--max-requests 50000] [--assemble-share 0.3] [--json]
+                                   [--workers 0] [--vectors 500] [--warmup 5] [--postgres DIR]
 
 The server runs in its own process (uvicorn, one worker, as `contextwright serve` runs it, with an
 API key so that authentication is part of the cost); the clients are asyncio tasks in this process,
@@ -43,13 +44,57 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def build_db(path: str, n: int) -> float:
+def build_db(path: str, n: int, vectors: int = 0) -> float:
+    """The records; with `vectors`, every record's vector stored as well (the state a server
+    with vectors on reaches once it has embedded its backlog): that many records' real MiniLM
+    vectors, random unit vectors for the rest (as bench/vectors.py), so that the run measures
+    the steady state of `serve`'s default and not the embedding of 100k records behind it."""
     from contextwright import Engine
 
     engine = Engine.open(f"sqlite:///{path}", embedder=None)
     seconds = fill(engine, generate(n))
+    if vectors:
+        put_vectors(engine, vectors)
     engine.close()
     return seconds
+
+
+def build_pg(url: str, n: int, vectors: int = 0) -> float | None:
+    """As build_db, on PostgreSQL, unless its database holds the project already."""
+    from contextwright import Engine
+
+    with Engine.open(url, embedder=None) as engine:
+        if engine.store.count(PROJECT):
+            return None
+        print(f"building {n} records on PostgreSQL ...", file=sys.stderr)
+        seconds = fill(engine, generate(n))
+        if vectors:
+            put_vectors(engine, vectors)
+        return seconds
+
+
+def put_vectors(engine: Any, sample: int) -> None:
+    import numpy as np
+
+    from contextwright.embedders import load_embedder
+    from contextwright.ports import Query
+    from contextwright.vectors import embed_text
+
+    embedder: Any = load_embedder("minilm")  # what "auto", serve's default, picks with the extra
+    store = engine.store
+    ids = [r.id for r in store.query(Query(PROJECT, None, limit=10**9, newest_first=False))]
+    real = embedder.embed([embed_text(r) for r in store.get_many(PROJECT, ids[:sample])])
+    rng = np.random.default_rng(5)
+    for i in range(0, len(ids), 5000):
+        chunk = ids[i : i + 5000]
+        if i + len(chunk) <= sample:
+            vecs = real[i : i + len(chunk)]
+        else:
+            vecs = rng.standard_normal((len(chunk), embedder.dim)).astype(np.float32)
+            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        store.put_vectors(
+            embedder.name, [(PROJECT, rid, v) for rid, v in zip(chunk, vecs, strict=True)]
+        )
 
 
 def serve(path: str, port: int) -> None:
@@ -251,6 +296,30 @@ def main() -> None:
         default="raw",
         help="raw: keep-alive connections on asyncio streams (default); httpx: httpx.AsyncClient",
     )
+    ap.add_argument(
+        "--vectors",
+        type=int,
+        default=0,
+        metavar="SAMPLE",
+        help="build the file with every record's vector stored (SAMPLE real MiniLM ones, random "
+        "unit vectors for the rest), to measure serve's default (vectors on, CONTEXTWRIGHT_EMBEDDER "
+        "unset) in its steady state; with --workers",
+    )
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="drive the same load this long first, untimed: each worker's first calls (with "
+        "vectors on, the model and the vector matrix loading) out of the figures",
+    )
+    ap.add_argument(
+        "--postgres",
+        metavar="WORKDIR",
+        default=None,
+        help="serve a PostgreSQL database instead of the SQLite file: a local pgserver on WORKDIR "
+        "(as bench/postgres.py), its records loaded the first time; with --workers",
+    )
     ap.add_argument("--serve", nargs=2, metavar=("DB", "PORT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
@@ -259,19 +328,28 @@ def main() -> None:
     if not (0.0 <= args.assemble_share <= 1.0) or args.clients < 1 or args.seconds <= 0:
         raise SystemExit("give --assemble-share in 0..1, --clients >= 1 and --seconds > 0")
 
+    if args.postgres and args.workers is None:
+        raise SystemExit("give --workers with --postgres (the server is `contextwright serve`)")
+
     with tempfile.TemporaryDirectory() as tmp:
         path = args.db or os.path.join(tmp, "load.db")
         ingest_s = None
-        if not os.path.exists(path):
+        url = f"sqlite:///{path}"
+        if args.postgres:
+            from postgres import start_postgres
+
+            _pg, url = start_postgres(args.postgres)  # stopped when this process exits
+            ingest_s = build_pg(url, args.records, args.vectors)
+        elif not os.path.exists(path):
             print(f"building {args.records} records ...", file=sys.stderr)
-            ingest_s = build_db(path, args.records)
+            ingest_s = build_db(path, args.records, args.vectors)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         if args.workers is None:
             proc = subprocess.Popen([sys.executable, __file__, "--serve", path, str(port)])
         else:
             # The command as a user runs it, with its defaults (workers, GC settling, pool).
-            cmd = [sys.executable, "-m", "contextwright.cli", "serve", "--db", f"sqlite:///{path}",
+            cmd = [sys.executable, "-m", "contextwright.cli", "serve", "--db", url,
                    "--port", str(port), "--log-level", "warning"]  # fmt: skip
             if args.workers > 0:
                 cmd += ["--workers", str(args.workers)]
@@ -283,6 +361,9 @@ def main() -> None:
                 f"driving {base} with {args.clients} clients for {args.seconds}s ...",
                 file=sys.stderr,
             )
+            if args.warmup > 0:
+                asyncio.run(drive(base, args.clients, args.warmup, args.max_requests,
+                                  args.assemble_share, args.seed + 1, args.client))  # fmt: skip
             server_cpu = tree_cpu_seconds(proc.pid)
             report = asyncio.run(
                 drive(
@@ -308,6 +389,13 @@ def main() -> None:
         assemble_share=args.assemble_share,
         ingest_records_per_s=round(args.records / ingest_s) if ingest_s else None,
         workers=args.workers,
+        store="postgresql" if args.postgres else "sqlite",
+        vectors=args.vectors,
+        warmup_s=args.warmup,
+        # serve's setting; the in-process server (no --workers) runs without vectors
+        embedder=os.environ.get("CONTEXTWRIGHT_EMBEDDER") or "auto"
+        if args.workers is not None
+        else "none",
         load_average=[round(x, 2) for x in os.getloadavg()],
         cpu_reference_ms=round(sorted(cpu_reference_ms() for _ in range(31))[15], 3),
         cpus=os.cpu_count(),
@@ -318,6 +406,7 @@ def main() -> None:
     print(
         f"{report['records']} records, {report['clients']} clients, {report['seconds']}s: "
         f"{report['requests']} requests, {report['requests_per_s']} req/s, errors {report['errors']}"
+        f"; {report['store']}, embedder {report['embedder']}"
     )
     print(
         f"  CPU per request: server {report['server_cpu_ms_per_request']} ms, client "

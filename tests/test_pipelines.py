@@ -682,6 +682,83 @@ def test_a_replay_over_http_takes_pipelines_and_refuses_bad_ones(tmp_path: Path)
         engine.close()
 
 
+def test_an_assemble_over_http_takes_pipelines_and_refuses_bad_ones(tmp_path: Path) -> None:
+    import httpx
+
+    from contextwright.server import create_app
+    from contextwright.settings import Settings
+    from servers import ACME_KEY, KEYS, auth, running
+
+    engine = Engine.open(f"sqlite:///{tmp_path / 'http.db'}", embedder=None)
+    try:
+        _seed_acme(engine)
+        with (
+            running(create_app(engine, Settings(api_keys=KEYS))) as base,
+            httpx.Client(base_url=base, headers=auth(ACME_KEY)) as client,
+        ):
+            url = "/v1/projects/acme/assemble?trace=true"
+            body: dict[str, Any] = {"agent": "bob", "task": "login form", "budget": 3000}
+
+            def fulltext(r: httpx.Response) -> int:
+                assert r.status_code == 200, r.text
+                runs = {s["name"]: s["candidates"] for s in r.json()["trace"]["sources"]}
+                return int(runs["fulltext"])
+
+            assert fulltext(client.post(url, json=body)) > 2
+            for k in (2, 3):
+                lower = [{"name": "fulltext", "steps": [{"step": "fulltext", "topK": k}]}]
+                r = client.post(url, json={**body, "pipelines": lower})
+                assert fulltext(r) == k
+                assert r.json()["trace"]["notes"]["pipelines"]["from"] == "request"
+            engine.flush()
+            before = len(engine.traces("acme", limit=100))
+            for bad, field in HOSTILE_REPLAYS:
+                raw = json.dumps({**body, "pipelines": bad})
+                r = client.post(url, content=raw, headers={"content-type": "application/json"})
+                assert r.status_code == 422, (field, r.text)
+                assert field in r.text and "<pipelines>" in r.text, r.text
+            r = client.post(url, json={**body, "pipelines": {"name": "fulltext"}})
+            assert r.status_code == 422 and "pipelines" in r.text, r.text
+            engine.flush()
+            assert len(engine.traces("acme", limit=100)) == before  # nothing stored
+    finally:
+        engine.close()
+
+
+def test_the_mcp_assemble_tool_takes_pipelines_and_refuses_bad_ones() -> None:
+    import asyncio
+
+    from mcp import Client
+
+    from contextwright.mcp.server import build_server
+
+    engine = Engine.open("memory://", embedder=None)
+    _seed_acme(engine)
+    args: dict[str, Any] = {"project": "acme", "agent": "bob", "task": "login form",
+                            "budget": 3000}  # fmt: skip
+
+    async def go() -> list[Any]:
+        async with Client(build_server(engine)) as client:
+            out = []
+            for topK in (2, 0):
+                lower = [{"name": "fulltext", "steps": [{"step": "fulltext", "topK": topK}]}]
+                out.append(await client.call_tool("assemble_context", {**args, "pipelines": lower}))
+            return out
+
+    try:
+        good, bad = asyncio.run(go())
+        assert not good.is_error, good
+        engine.flush()
+        (trace,) = engine.traces("acme")
+        assert trace.notes["pipelines"]["from"] == "request"
+        assert {s["name"]: s["candidates"] for s in trace.sources}["fulltext"] == 2
+        assert bad.is_error and "pipelines[0].steps[0].topK" in bad.content[0].text
+        engine.flush()
+        assert len(engine.traces("acme")) == 1  # the refused call stored no trace
+    finally:
+        engine.close()
+
+
 def _seed_acme(engine: Engine) -> None:
     engine.register_agent("acme", "bob", "developer")
     for i in range(8):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -18,6 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from contextwright.engine import Engine
+from contextwright.errors import ValidationError
 from contextwright.server.workers import check_workers, default_workers, pool_url, to_env
 from contextwright.settings import Settings
 from contextwright.stores.postgres import default_pool_max
@@ -28,12 +32,12 @@ BUDGET = 4000
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
-def _serve(db: str, workers: int = 1) -> tuple[subprocess.Popen[bytes], str]:
+def _serve(db: str, workers: int = 1, *args: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "contextwright.cli", "serve", "--db", db, "--port", str(port),
-         "--workers", str(workers), "--log-level", "error"],
+         "--workers", str(workers), "--log-level", "error", *args],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
@@ -149,9 +153,91 @@ def test_serve_with_two_workers_answers_on_one_port(tmp_path: Path) -> None:
         _stop(proc)
 
 
+@pytest.mark.parametrize(
+    ("workers", "sig"), [(1, signal.SIGTERM), (1, signal.SIGINT), (2, signal.SIGTERM)]
+)
+def test_serve_closes_its_engine_when_stopped(
+    tmp_path: Path, workers: int, sig: signal.Signals
+) -> None:
+    # Stopped by a signal, every process closes its engine: the queued traces are written and
+    # SQLite checkpoints the WAL into the file, so that no -wal file is left beside it.
+    path = tmp_path / "s.db"
+    proc, base = _serve(f"sqlite:///{path}", workers)
+    try:
+        with httpx.Client(base_url=base, timeout=30) as c:
+            for k in range(3):
+                r = c.post(f"/v1/projects/{P}/records", json={"author": "ann", "content": f"n{k}"})
+                assert r.status_code == 201, r.text
+            r = c.post(f"/v1/projects/{P}/assemble", json={"agent": "ann", "task": "n1"})
+            assert r.status_code == 200, r.text
+        proc.send_signal(sig)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not (tmp_path / "s.db-wal").exists()
+    assert not (tmp_path / "s.traces.db-wal").exists()
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("SELECT count(*) FROM records").fetchone() == (3,)
+    finally:
+        db.close()
+    with Engine.open(f"sqlite:///{path}", embedder=None) as engine:
+        assert len(engine.traces(P)) == 1
+
+
+def test_serve_takes_the_assemble_slots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextwright.cli import State
+    from contextwright.server.workers import app_from_env
+
+    db = f"sqlite:///{tmp_path / 'g.db'}"
+    state = State(Settings(db=db, assemble_slots=3))
+    try:
+        assert state.engine.gate.limit == 3
+    finally:
+        state.close()
+    for key, value in to_env(Settings(db=db, assemble_slots=0)).items():
+        monkeypatch.setenv(key, value)
+    engine = app_from_env().state.engine
+    try:
+        assert engine.gate.limit == 0
+    finally:
+        engine.close()
+        gc.unfreeze()
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValidationError, match="assemble_slots"):
+            Settings(assemble_slots=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="CONTEXTWRIGHT_ASSEMBLE_SLOTS"):
+        Settings.from_env(environ={"CONTEXTWRIGHT_ASSEMBLE_SLOTS": "four"})
+    with pytest.raises(ValidationError, match="assemble_slots"):
+        Settings.from_env(environ={"CONTEXTWRIGHT_ASSEMBLE_SLOTS": "-2"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "contextwright.cli", "serve", "--assemble-slots", "-1"],
+        env={**os.environ, "PYTHONPATH": SRC}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "--assemble-slots" in proc.stderr
+
+
+def test_workers_share_the_machines_assemble_slots(tmp_path: Path) -> None:
+    from contextwright.gate import default_limit
+    from contextwright.server.workers import worker_slots
+    from contextwright.stores import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'slots.db'}")
+    try:
+        whole = default_limit(store)
+        assert worker_slots(store, 1) == whole
+        assert worker_slots(store, 2) == max(1, whole // 2)
+        assert worker_slots(store, whole) == 1
+        assert worker_slots(store, 10 * whole) == 1  # never 0, which would mean no limit
+    finally:
+        store.close()
+
+
 def test_worker_settings_round_trip_through_the_environment() -> None:
     settings = Settings(
-        db="sqlite:///x.db", port=9001, log_level="info", rules_dir="/r",
+        db="sqlite:///x.db", port=9001, log_level="info", rules_dir="/r", assemble_slots=2,
         api_keys={"key-acme-1": ["acme"], "key-alice": {"project": "p", "agents": ["alice"]}},
     )  # fmt: skip
     assert Settings.from_env(environ=to_env(settings)) == settings

@@ -98,12 +98,22 @@ class Settings:
     debug_context: bool = False
     """Append the "## Context Debug" block to every computed context the CLI and the server
     render (CONTEXTWRIGHT_DEBUG_CONTEXT=true; see tasks/debug.py)."""
+    assemble_slots: int | None = None
+    """Assemble calls one process runs at once (`Engine(assemble_slots=...)`, gate.py): None for
+    the engine's default (one per core on SQLite, four per core on PostgreSQL), 0 for no limit."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
             raise ValidationError("port", self.port, "give a port number from 0 to 65535")
         if not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 1024:
             raise ValidationError("max_body_bytes", self.max_body_bytes, "give at least 1024 bytes")
+        slots = self.assemble_slots
+        if slots is not None and (
+            not isinstance(slots, int) or isinstance(slots, bool) or slots < 0
+        ):
+            raise ValidationError(
+                "assemble_slots", slots, "give a whole number of calls: 0 for no limit, or more"
+            )
         keys: dict[str, KeyScope] = {}
         if not isinstance(self.api_keys, Mapping):
             raise ValidationError("api_keys", self.api_keys, '{"key": scope}: ' + KEY_FORMS)
@@ -126,7 +136,7 @@ class Settings:
         cls, prefix: str = "CONTEXTWRIGHT_", environ: Mapping[str, str] | None = None
     ) -> Settings:
         """Read PREFIX_DB, _HOST, _PORT, _API_KEYS (JSON object), _MAX_BODY_BYTES, _RULES_DIR,
-        _EMBEDDER, _DEBUG_CONTEXT."""
+        _EMBEDDER, _DEBUG_CONTEXT, _ASSEMBLE_SLOTS."""
         env = os.environ if environ is None else environ
         kwargs: dict[str, Any] = {}
         if debug_enabled(env, prefix + "DEBUG_CONTEXT"):
@@ -135,7 +145,7 @@ class Settings:
             value = env.get(prefix + name.upper())
             if value:
                 kwargs[name] = value
-        for name in ("port", "max_body_bytes"):
+        for name in ("port", "max_body_bytes", "assemble_slots"):
             value = env.get(prefix + name.upper())
             if value:
                 try:

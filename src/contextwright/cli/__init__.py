@@ -86,6 +86,7 @@ class State:
                 # it stores when it next runs.
                 embedder = "none"
             options["embedder"] = None if embedder == "none" else embedder
+            options["assemble_slots"] = self.settings.assemble_slots
             self._engine = Engine.open(self.settings.db, **options)
         return self._engine
 

@@ -37,6 +37,14 @@ def settle_heap() -> None:
     type=click.IntRange(1, 256),
     help="Server processes on the one database (default: one per CPU core).",
 )
+@click.option(
+    "--assemble-slots",
+    default=None,
+    type=click.IntRange(0),
+    help="Assemble calls each process runs at once; the rest wait their turn, so that adds are "
+    "not starved (default: one per core on SQLite, four per core on PostgreSQL, shared among "
+    "the workers, at least one each; 0: no limit; or CONTEXTWRIGHT_ASSEMBLE_SLOTS).",
+)
 @pass_state
 def serve(
     state: State,
@@ -45,6 +53,7 @@ def serve(
     port: int | None,
     log_level: str | None,
     workers: int | None,
+    assemble_slots: int | None,
 ) -> None:
     """Run the HTTP API and the inspector on 127.0.0.1 (SQLite file by default; --db for any store)."""
     try:
@@ -54,10 +63,12 @@ def serve(
         raise MissingExtra("contextwright serve", "server") from None
 
     from ..server import create_app
-    from ..server.workers import check_workers, default_workers, pool_url, to_env
+    from ..server.workers import check_workers, default_workers, pool_url, to_env, worker_slots
 
     if db:
         state.settings = state.settings.with_(db=db)
+    if assemble_slots is not None:
+        state.settings = state.settings.with_(assemble_slots=assemble_slots)
     if workers is None:
         # memory:// is one process's store: more processes would each have their own.
         workers = 1 if state.settings.db.startswith("memory:") else default_workers()
@@ -80,7 +91,11 @@ def serve(
         # Each worker opens its own engine (the factory reads these settings back); opening the
         # store once here first applies the migrations before N processes race for them. The
         # parent is not serving, so under embedder "auto" it loads no model; the workers do.
-        state.engine  # noqa: B018
+        if settings.assemble_slots is None:
+            slots = worker_slots(state.engine.store, workers)
+            settings = settings.with_(assemble_slots=slots)
+        else:
+            state.engine  # noqa: B018
         state.close()
         os.environ.update(to_env(settings))
         click.echo(f"contextwright serving {shown_db} with {workers} workers", err=True)
@@ -96,7 +111,9 @@ def serve(
         )
         return
     state.serving = True
-    app = create_app(state.engine, settings)
+    # The app closes the engine when uvicorn shuts down: after SIGTERM uvicorn raises the signal
+    # again once it has stopped, which ends the process before click would close it.
+    app = create_app(state.engine, settings, close_engine=True)
     config = uvicorn.Config(
         app, host=settings.host, port=settings.port, log_level=settings.log_level
     )

@@ -132,7 +132,9 @@ def build_server(engine: Engine, name: str = "contextwright") -> Any:
 
     @tool(
         description="Compute this agent's context window for a task, packed into a budget (the "
-        "tokens available for the window); with a session, its session window (pruned, compacted)."
+        "tokens available for the window); with a session, its session window (pruned, compacted). "
+        "`pipelines`: retrieval pipelines that replace or add to the defaults for this call, e.g. "
+        '[{"name": "vector", "steps": [{"step": "vector", "topK": 10}]}].'
     )
     @_errors_as_tool_errors
     def assemble_context(
@@ -142,8 +144,11 @@ def build_server(engine: Engine, name: str = "contextwright") -> Any:
         budget: int | None = None,
         format: str = "markdown",
         session: str | None = None,
+        pipelines: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        request = AssembleRequest.build(project, agent, task, budget, format, session=session)
+        request = AssembleRequest.build(
+            project, agent, task, budget, format, session=session, pipelines=pipelines
+        )
         result = engine.window(request)  # the session pipeline when a session is named
         return {
             "text": result.text,

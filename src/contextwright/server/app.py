@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -41,9 +43,24 @@ def _available(module: str) -> bool:
         return False
 
 
-def create_app(engine: Engine, settings: Settings | None = None) -> FastAPI:
+def create_app(
+    engine: Engine, settings: Settings | None = None, *, close_engine: bool = False
+) -> FastAPI:
+    """`close_engine=True` when the app owns the engine (`contextwright serve`, each of its
+    workers): the engine is closed when the server shuts down, so that queued traces are written
+    and SQLite checkpoints its WAL into the file instead of leaving the -wal file behind."""
     settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if close_engine:
+                engine.close()
+
     app = FastAPI(
+        lifespan=lifespan,
         title="contextwright",
         version=__version__,
         description="Context windows computed from records, with a trace of why.",

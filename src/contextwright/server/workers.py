@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from ..errors import ValidationError
+from ..gate import default_limit
 from ..settings import Settings
 
 # The database's connection budget that the workers share: PostgreSQL allows 100 by default; a
@@ -29,6 +30,15 @@ def default_workers(cpus: int | None = None) -> int:
     a machine can run at once; the database's waits are covered by each process's threads."""
     n = os.cpu_count() if cpus is None else cpus
     return max(1, n or 1)
+
+
+def worker_slots(store: object, workers: int) -> int:
+    """Each worker's share of the machine's assemble calls (`default_limit`, one per core on
+    SQLite): the workers' gates together admit what one process's would. Every worker taking the
+    whole default had two assemble threads per core running beside the adds, and an add waited
+    behind them for the GIL at every store call (bench/load.py, 2 workers on 2 cores: add p50
+    about 0.4x, add p99 about 0.6x with one slot each; assemble p99 about 1.3x)."""
+    return max(1, default_limit(store) // max(1, workers))
 
 
 def check_workers(workers: int, db: str) -> None:
@@ -70,6 +80,7 @@ def to_env(settings: Settings, prefix: str = "CONTEXTWRIGHT_") -> dict[str, str]
         "RULES_DIR": settings.rules_dir or "",
         "PIPELINES": settings.pipelines or "",
         "API_KEYS": json.dumps(keys) if keys else "",
+        "ASSEMBLE_SLOTS": "" if settings.assemble_slots is None else str(settings.assemble_slots),
     }
     return {prefix + k: v for k, v in env.items()}
 
@@ -88,7 +99,8 @@ def app_from_env() -> FastAPI:
     # A worker serves: "auto" keeps vectors on (as `serve` with one process); "none" must reach
     # Engine.open as None, whose own default is "auto".
     options["embedder"] = None if settings.embedder == "none" else settings.embedder
-    app = create_app(Engine.open(settings.db, **options), settings)
+    options["assemble_slots"] = settings.assemble_slots
+    app = create_app(Engine.open(settings.db, **options), settings, close_engine=True)
     # As cli.service.settle_heap: start-up's objects out of every later full GC collection.
     gc.collect()
     gc.freeze()

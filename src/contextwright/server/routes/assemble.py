@@ -39,6 +39,10 @@ class AssembleIn(BaseModel):
     working_memory: list[str] = Field(default_factory=list, max_length=256)
     sources: list[str] | None = None
     limits: dict[str, int] | None = None
+    pipelines: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="retrieval pipelines over the defaults, for this call only (docs/pipelines.md)",
+    )
 
 
 def budget_arg(budget: BudgetIn | int | None) -> Any:
@@ -68,6 +72,7 @@ def assemble(
         working_memory=body.working_memory,
         sources=body.sources,
         limits=body.limits,
+        pipelines=body.pipelines,
     )
     result = ctx.engine.window(request)  # the session pipeline when a session is named
     ctx.metrics.assemble_seconds.labels(format=fmt).observe(time.perf_counter() - t0)
