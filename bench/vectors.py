@@ -216,6 +216,8 @@ def main() -> None:
     parser.add_argument("--dir", help="where the database files go (default: a temp dir)")
     args = parser.parse_args()
     random.seed(1)
+    if args.dir:
+        os.makedirs(args.dir, exist_ok=True)  # a new --dir, as bench/assemble.py makes it
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         report = run(args.records, args.calls, min(args.sample, args.records), tmp, args.embedder)
     if args.json:

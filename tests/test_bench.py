@@ -107,7 +107,7 @@ def test_vectors_bench_reports_cold_and_loop_with_and_without_vectors(tmp_path: 
         "--embedder",
         "hash",
         "--dir",
-        str(tmp_path),
+        str(tmp_path / "new"),  # made if missing, as bench/assemble.py makes it
         cwd=tmp_path,
     )
     assert report["records"] == 300 and report["embedder"] == "hash"
