@@ -65,12 +65,23 @@ def build_pg(url: str, n: int, vectors: int = 0) -> float | None:
 
     with Engine.open(url, embedder=None) as engine:
         if engine.store.count(PROJECT):
-            return None
-        print(f"building {n} records on PostgreSQL ...", file=sys.stderr)
-        seconds = fill(engine, generate(n))
-        if vectors:
-            put_vectors(engine, vectors)
-        return seconds
+            seconds = None
+        else:
+            print(f"building {n} records on PostgreSQL ...", file=sys.stderr)
+            seconds = fill(engine, generate(n))
+            if vectors:
+                put_vectors(engine, vectors)
+    # What autovacuum does within a minute or so of a bulk load (bench/postgres.py), which the
+    # short life of this bench's server never gave it: without planner statistics the addressed
+    # read planned a bitmap scan of the whole project (115 ms a call at 100k, and the run's
+    # assemble p50 600 ms).
+    import psycopg
+
+    from contextwright.stores.postgres_url import take_pool_option
+
+    with psycopg.connect(take_pool_option(url)[0], autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+    return seconds
 
 
 def put_vectors(engine: Any, sample: int) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from contextwright.ports import Query
 from contextwright.records import Record, build_record
+from contextwright.stores import postgres
 from contextwright.stores.fulltext import COMMON_DF, LARGE_WINDOW
 from contextwright.stores.postgres import PostgresStore
 from contextwright.stores.postgres_text import COMMON_SURE
@@ -92,9 +93,32 @@ def test_visibility_reads_no_addressing_row(pg: PostgresStore) -> None:
         return read(sql, params, **kw)
 
     pg._read = explain  # type: ignore[method-assign]
-    pg.query(Query(P, "bob", addressed_to="bob", limit=5))
+    pg.query(Query(P, "bob", limit=5))
     pg.search_text(P, "bob", "bob", 5)
     assert plans and not [p for p in plans if "addressing" in p]
+
+
+@pytest.mark.parametrize("lookups", [1, 2000])
+def test_addressed_reads_run_one_bounded_way(
+    pg: PostgresStore, lookups: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name with few addressing rows is read through them, one with many by walking the
+    project's rows newest first: the same records either way, and the other way never runs
+    (walking every row for a name hardly ever addressed took 600-850 ms a call at 100k)."""
+    monkeypatch.setattr(postgres, "ADDRESSED_LOOKUPS", lookups)
+    pg.add_many([
+        rec(i, f"note {i}" + (" @bob" if i % 3 == 0 else ""),
+            **({"visibility": "direct", "to": ["bob"]} if i % 5 == 0 else {}))
+        for i in range(1, 31)
+    ])  # fmt: skip
+    expected = [f"q{i:05d}" for i in range(30, 0, -1) if i % 3 == 0 or i % 5 == 0]
+    got = pg.query(Query(P, None, addressed_to="bob", limit=50))
+    assert [r.id for r in got] == expected
+    oldest = pg.query(Query(P, "cy", addressed_to="bob", newest_first=False, limit=4))
+    assert [r.id for r in oldest] == ["q00003", "q00006", "q00009", "q00012"]  # cy sees no direct
+    sql, params = postgres._query_sql(Query(P, None, addressed_to="bob", limit=5))
+    plan = "\n".join(r[0] for r in pg._read(f"EXPLAIN ANALYZE {sql}", params))
+    assert plan.count("(never executed)") >= 1, plan  # the other way is planned, never run
 
 
 def test_a_word_the_statistics_call_common_is_not_counted(pg: PostgresStore) -> None:
