@@ -1,18 +1,27 @@
-"""Benchmark of contextwright's assemble against what a user would pick instead, in one run on the
-same records and the same requests: LlamaIndex's `Memory.aget` (SQLite chat store, token limit
-8,000) and LangGraph's `SqliteStore` semantic search (sqlite-vec, the same MiniLM int8 embedder).
+"""Benchmark of contextwright's assemble, on SQLite and on PostgreSQL, against what a user would
+pick instead, in one run on the same records and the same requests: LlamaIndex's `Memory.aget`
+(SQLite chat store, token limit 8,000) and LangGraph's `SqliteStore` semantic search (sqlite-vec,
+the same MiniLM int8 embedder).
 
     .venv/bin/python bench/peers.py [--sizes 10000,100000] [--calls 200] [--embed-sample 2000]
-        [--vectors] [--plot FILE] [--json]
+        [--vectors] [--no-postgres] [--plot FILE] [--json]
 
 Needs the `bench` extra (llama-index-core, langgraph-checkpoint-sqlite, sqlite-vec through
-pysqlite3-binary, matplotlib for `--plot`). The records are bench/assemble.py's synthetic team
-month (`generate`), the requests its `_requests` (agent, task, day) and the budget its `BUDGET`.
+pysqlite3-binary, matplotlib for `--plot`), and for PostgreSQL the `postgres` extra (psycopg) and
+pgserver (in the `test` extra), as bench/postgres.py does. The records are bench/assemble.py's
+synthetic team month (`generate`), the requests its `_requests` (agent, task, day) and the budget
+its `BUDGET`.
 
 - contextwright: `Engine` on a SQLite file, no embedder (`--vectors` adds a second engine with
   the MiniLM int8 embedder on the same file): `assemble(project, agent, task, budget, session)`,
   which retrieves (session history, addressed records, open tasks, full text, pinned, decisions),
   ranks, packs into 8,000 tokens and renders, with a trace.
+- contextwright on PostgreSQL (on by default where psycopg and pgserver import; `--no-postgres`
+  leaves it out): the same call on an `Engine` over a local PostgreSQL 16 (bench/postgres.py's
+  `start_postgres`: pgserver, Unix socket, default durable settings), no embedder, loaded with the
+  same records as the SQLite file, then `VACUUM ANALYZE` (what autovacuum does within a minute of
+  a bulk load; bench/postgres.py says why it matters). Each size gets its own server, stopped at
+  the end of its run.
 - LlamaIndex: one `Memory` per session (the record's `session`, as an agent would keep its
   conversation), all on one `SQLAlchemyChatStore` over `sqlite+aiosqlite`; the records are put
   in order through `aput_messages` in turns of 20, so that the memory archives what falls out of
@@ -28,15 +37,17 @@ month (`generate`), the requests its `_requests` (agent, task, day) and the budg
   random unit vectors, as bench/vectors.py does: the scan reads the same bytes whatever the
   values. Queries are always embedded by MiniLM, inside the timed call.
 
-Each size runs in its own child process. The three systems take turns request by request (a noisy
-machine slows all alike); the ratios are of p50s from the same run. `cpu_reference_ms` is
-bench/assemble.py's fixed piece of pure-Python work, timed beside the calls.
+Each size runs in its own child process. The systems take turns request by request (a noisy
+machine slows all alike); the ratios are of p50s from the same run, each over contextwright's on
+SQLite. `cpu_reference_ms` is bench/assemble.py's fixed piece of pure-Python work, timed beside
+the calls.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import sys
@@ -160,11 +171,65 @@ def fill_langgraph(records: list[dict[str, Any]], path: str, embed: Vectors) -> 
     return store, time.perf_counter() - t0
 
 
-def run_one(n: int, calls: int, workdir: str, sample: int, vectors: bool) -> dict[str, Any]:
+def postgres_available() -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in ("psycopg", "pgserver"))
+
+
+def start_engine_postgres(workdir: str, n: int) -> tuple[Any, str, Engine]:
+    """A fresh local PostgreSQL for this size (its own data directory under `workdir`) and an
+    engine on it, no embedder: (server, url, engine)."""
+    import psycopg
+    from postgres import start_postgres
+
+    os.chmod(workdir, 0o755)  # as root, pgserver's own user must reach the data directory in it
+    server, url = start_postgres(os.path.join(workdir, f"pg-{n}"))
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            if conn.execute("SELECT to_regclass('records')").fetchone() != (None,):
+                sys.exit(f"{workdir}/pg-{n} holds a store already: give an empty --dir")
+        return server, url, Engine.open(url, embedder=None, persist_traces=False)
+    except BaseException:
+        server.cleanup()
+        raise
+
+
+def vacuum_analyze(url: str) -> None:
+    """What autovacuum does within a minute of a bulk load: planner statistics, the visibility
+    map and hint bits (bench/postgres.py measured full text 3-5x slower without)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+
+
+def run_one(
+    n: int, calls: int, workdir: str, sample: int, vectors: bool, postgres: bool
+) -> dict[str, Any]:
+    if not postgres:
+        return _run_one(n, calls, workdir, sample, vectors, None)
+    server, url, cwpg = start_engine_postgres(workdir, n)
+    try:
+        return _run_one(n, calls, workdir, sample, vectors, (cwpg, url))
+    finally:
+        cwpg.close()
+        server.cleanup()  # stops the server (cleanup_mode="stop")
+
+
+def _run_one(
+    n: int, calls: int, workdir: str, sample: int, vectors: bool, pg: tuple[Engine, str] | None
+) -> dict[str, Any]:
     records = generate(n)
     embedder: Any = load_embedder("minilm")
-    cw = Engine.open(f"sqlite:///{os.path.join(workdir, f'cw-{n}.db')}", persist_traces=False)
+    # embedder=None: Engine.open's default ("auto") would load MiniLM and embed every record in
+    # the background, during the timed calls; vectors are the --vectors engine's.
+    cw = Engine.open(
+        f"sqlite:///{os.path.join(workdir, f'cw-{n}.db')}", persist_traces=False, embedder=None
+    )
     ingest: dict[str, float] = {"contextwright": n / fill(cw, records)}
+    cwpg, pg_url = pg if pg is not None else (None, "")
+    if cwpg is not None:
+        ingest["contextwright_postgres"] = n / fill(cwpg, records)
+        vacuum_analyze(pg_url)
     loop = asyncio.new_event_loop()
     memories, seconds = fill_llamaindex(records, os.path.join(workdir, f"li-{n}.db"), loop)
     ingest["llamaindex"] = n / seconds
@@ -197,7 +262,13 @@ def run_one(n: int, calls: int, workdir: str, sample: int, vectors: bool) -> dic
     def langgraph(agent: str, task: str, session: str) -> Any:
         return lg.search(("bench",), query=task, limit=SEARCH_LIMIT)
 
-    systems = {"contextwright": contextwright, "llamaindex": llamaindex, "langgraph": langgraph}
+    systems = {"contextwright": contextwright}
+    if cwpg is not None:
+        on_pg = cwpg  # narrowed, for the lambda
+        systems["contextwright_postgres"] = lambda agent, task, session: on_pg.assemble(
+            PROJECT, agent, task, BUDGET, session=session
+        )
+    systems |= {"llamaindex": llamaindex, "langgraph": langgraph}
     if vectors:
         systems["contextwright_vectors"] = lambda agent, task, session: cwv.assemble(
             PROJECT, agent, task, BUDGET, session=session
@@ -207,6 +278,8 @@ def run_one(n: int, calls: int, workdir: str, sample: int, vectors: bool) -> dic
         for fn in systems.values():
             fn(agent, task + " warm", f"{agent}-{day}")
     cw.flush()
+    if cwpg is not None:
+        cwpg.flush()
     times: dict[str, list[float]] = {name: [] for name in systems}
     returned: dict[str, list[int]] = {name: [] for name in systems}
     reference: list[float] = []
@@ -255,6 +328,7 @@ def plot(report: dict[str, Any], path: str) -> None:
     sizes = [r["records"] for r in results]
     labels = {
         "contextwright": "contextwright assemble (SQLite)",
+        "contextwright_postgres": "contextwright assemble (PostgreSQL)",
         "contextwright_vectors": "contextwright assemble, vectors (SQLite)",
         "llamaindex": "LlamaIndex Memory.aget (SQLite)",
         "langgraph": "LangGraph SqliteStore.search (MiniLM)",
@@ -288,7 +362,7 @@ def _print(report: dict[str, Any]) -> None:
         )
         for name, s in r["ms"].items():
             ratio = r["peer_over_contextwright_p50"].get(name)
-            tail = f"  ({ratio:.2f}x contextwright's p50)" if ratio is not None else ""
+            tail = f"  ({ratio:.2f}x contextwright SQLite's p50)" if ratio is not None else ""
             print(f"  {name:<22} p50 {s['p50']:>9.2f} ms  p99 {s['p99']:>9.2f} ms{tail}")
         print(f"  ingest records/s: {r['ingest_records_per_s']}")
     if report.get("plot"):
@@ -308,13 +382,28 @@ def main() -> None:
     parser.add_argument(
         "--vectors", action="store_true", help="also time contextwright with the MiniLM embedder"
     )
+    parser.add_argument(
+        "--postgres",
+        action=argparse.BooleanOptionalAction,
+        help="also time contextwright on a local PostgreSQL (pgserver); on where psycopg and "
+        "pgserver are installed",
+    )
     parser.add_argument("--plot", help="write a PNG of p50 against store size here")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.postgres is None:
+        args.postgres = postgres_available()
+    elif args.postgres and not postgres_available():
+        parser.error(
+            "--postgres needs psycopg and pgserver: pip install 'contextwright[postgres,test]'"
+        )
     if args.one:
-        print(json.dumps(run_one(args.one, args.calls, args.dir, args.embed_sample, args.vectors)))
+        report = run_one(
+            args.one, args.calls, args.dir, args.embed_sample, args.vectors, args.postgres
+        )
+        print(json.dumps(report))
         return
     results = []
     with tempfile.TemporaryDirectory(prefix="cw-peers-") as tmp:
@@ -322,6 +411,7 @@ def main() -> None:
             cmd = [sys.executable, __file__, "--one", str(n), "--calls", str(args.calls)]
             cmd += ["--embed-sample", str(args.embed_sample), "--dir", tmp]
             cmd += ["--vectors"] if args.vectors else []
+            cmd += ["--postgres"] if args.postgres else ["--no-postgres"]
             out = run_child(cmd)
             results.append(json.loads(out.stdout.strip().splitlines()[-1]))
             if not args.json:

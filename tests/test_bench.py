@@ -204,40 +204,48 @@ def test_assemble_bench_names_the_first_cpus_family_and_model(tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_peers_bench_times_contextwright_beside_llamaindex_and_langgraph(tmp_path: Path) -> None:
-    """bench/peers.py's quick mode: the three systems on the same 2,000 records, each call doing
-    its work (a window with items, a memory with messages, a search with hits), with the ratios
-    taken from the same run, and the plot written."""
+@pytest.mark.postgres
+def test_peers_bench_times_contextwright_on_both_stores_beside_llamaindex_and_langgraph(
+    tmp_path: Path,
+) -> None:
+    """bench/peers.py's quick mode: contextwright on SQLite and on PostgreSQL and the two peers on
+    the same 500 records (every request's session has records at that size), each call doing its
+    work (a window with items, a memory with messages, a search with hits), with the ratios taken
+    from the same run, and the plot written."""
     import importlib.util
 
-    for module in ("llama_index.core", "langgraph.store.sqlite", "pysqlite3", "matplotlib"):
+    for module in (
+        "llama_index.core", "langgraph.store.sqlite", "pysqlite3", "matplotlib", "pgserver",
+    ):  # fmt: skip
         if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} is not installed (the bench extra)")
+            pytest.skip(f"{module} is not installed (the bench and test extras)")
     png = tmp_path / "peers.png"
     report = _run(
         "peers.py",
         "--sizes",
-        "2000",
+        "500",
         "--calls",
         "3",
         "--embed-sample",
         "50",
+        "--postgres",
         "--plot",
         str(png),
         cwd=tmp_path,
     )
     assert set(report["machine"]) >= {"nproc", "cpu", "cpu_family", "cpu_model"}
     (result,) = report["results"]
-    assert result["records"] == 2000 and result["calls"] == 3
-    assert set(result["ms"]) == {"contextwright", "llamaindex", "langgraph"}
+    assert result["records"] == 500 and result["calls"] == 3
+    systems = {"contextwright", "contextwright_postgres", "llamaindex", "langgraph"}
+    assert set(result["ms"]) == systems
     assert all(_positive(stats) for stats in result["ms"].values())
     assert all(n > 0 for n in result["returned_p50"].values())
     cw = result["ms"]["contextwright"]["p50"]
-    for peer in ("llamaindex", "langgraph"):
-        ratio = result["ms"][peer]["p50"] / cw
-        assert result["peer_over_contextwright_p50"][peer] == pytest.approx(ratio, abs=0.01)
+    for other in systems - {"contextwright"}:
+        ratio = result["ms"][other]["p50"] / cw
+        assert result["peer_over_contextwright_p50"][other] == pytest.approx(ratio, abs=0.01)
     assert result["langgraph_embedded"] == 50 and result["minilm_texts_per_s"] > 0
-    assert set(result["ingest_records_per_s"]) == {"contextwright", "llamaindex", "langgraph"}
+    assert set(result["ingest_records_per_s"]) == systems
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and report["plot"] == str(png)
 
 
