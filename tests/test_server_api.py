@@ -114,8 +114,11 @@ def test_agents_and_roles(api: tuple[httpx.Client, Engine]) -> None:
 
 
 def test_assemble_formats_traces_replay_and_diff(api: tuple[httpx.Client, Engine]) -> None:
-    client, _ = api
+    client, engine = api
     add(client, author="alice", content="@bob the login bug is a token expiry in auth.py")
+    # The default embedder loads in the background: a trace taken before it is ready and replayed
+    # after it would differ by the vector source's candidates, not only by the budget.
+    assert engine.wait_for_embeddings(timeout=120)
     body = {"agent": "bob", "task": "fix the login bug", "budget": 3000}
     results = {}
     for fmt in ("openai", "anthropic", "markdown"):
