@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import MissingExtra, StoreError, ValidationError
 from ..gate import default_limit
@@ -53,6 +53,7 @@ def default_pool_max(cpus: int | None = None) -> int:
 COPY_FROM = 64
 # Serializes schema changes when many workers start at once against a fresh database.
 MIGRATION_LOCK = 0x636F6E74  # "cont"
+T = TypeVar("T")
 
 # Whether the agent may see the record, from the row alone: its recipients are the names its
 # `to` addressing rows hold. An EXISTS over those rows was planned as a hash of all of them (15,000
@@ -166,18 +167,26 @@ class PostgresStore(PostgresFacts, PostgresText, PostgresVectors):
         the same pipeline, whose statements up to its one Sync are one implicit transaction, so
         the setting ends with it. One round trip, where BEGIN, SET LOCAL, the read and COMMIT
         were four."""
+
+        def read(conn: Any) -> list[Any]:
+            if planner is None:
+                return list(conn.execute(sql, params).fetchall())
+            name, _, value = (part.strip() for part in planner.partition("="))
+            with conn.pipeline():
+                conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+                cur = conn.execute(sql, params)
+            return list(cur.fetchall())
+
+        return self._reading(read)
+
+    def _reading(self, read: Callable[[Any], T]) -> T:
+        """`read(conn)` on a pooled connection, tried once more if the server had dropped it."""
         for attempt in (1, 2):
             broken = False
             try:
                 with self._pool.connection() as conn:
                     try:
-                        if planner is not None:
-                            name, _, value = (part.strip() for part in planner.partition("="))
-                            with conn.pipeline():
-                                conn.execute("SELECT set_config(%s, %s, true)", (name, value))
-                                cur = conn.execute(sql, params)
-                            return list(cur.fetchall())
-                        return list(conn.execute(sql, params).fetchall())
+                        return read(conn)
                     except self._broken_types:
                         broken = bool(conn.broken)
                         raise
@@ -294,27 +303,15 @@ class PostgresStore(PostgresFacts, PostgresText, PostgresVectors):
 
     def _read_many(self, statements: Sequence[tuple[str, Any]]) -> list[list[Any]]:
         """The rows of each read, sent together and answered together (one Sync)."""
-        for attempt in (1, 2):
-            broken = False
-            try:
-                with self._pool.connection() as conn:
-                    try:
-                        with conn.pipeline():
-                            cursors = [conn.cursor() for _ in statements]
-                            for cur, (sql, params) in zip(cursors, statements, strict=True):
-                                cur.execute(sql, params)
-                        return [list(cur.fetchall()) for cur in cursors]
-                    except self._broken_types:
-                        broken = bool(conn.broken)
-                        raise
-            except Exception as exc:
-                if not self._ours(exc):
-                    raise
-                if broken and attempt == 1:
-                    self._pool.check()  # as `_read`: a dropped connection, likely all of them
-                    continue
-                raise self._error(f"read failed on {self.url}", exc) from exc
-        raise AssertionError("unreachable")
+
+        def read(conn: Any) -> list[list[Any]]:
+            with conn.pipeline():
+                cursors = [conn.cursor() for _ in statements]
+                for cur, (sql, params) in zip(cursors, statements, strict=True):
+                    cur.execute(sql, params)
+            return [list(cur.fetchall()) for cur in cursors]
+
+        return self._reading(read)
 
     def replies_to(self, project: str, ids: Sequence[str], agent: str | None) -> list[Record]:
         if not ids:
@@ -462,8 +459,8 @@ def _addressed_sql(join: str, where: str, order: str, ordered: str) -> str:
     up to ADDRESSED_LOOKUPS, an index-only range) says is bounded: both branches are planned, and
     the one whose one-time filter is false never runs."""
     few = (
-        f"(SELECT count(*) < {ADDRESSED_LOOKUPS} FROM (SELECT 1 FROM addressing a WHERE "
-        f"a.project = %(project)s AND a.name = %(addr)s LIMIT {ADDRESSED_LOOKUPS}) c)"
+        f"SELECT count(*) < {ADDRESSED_LOOKUPS} FROM (SELECT 1 FROM addressing a WHERE "
+        f"a.project = %(project)s AND a.name = %(addr)s LIMIT {ADDRESSED_LOOKUPS}) c"
     )
     # ARRAY(...) is read once, before any row (an init plan): the planner may not turn it into
     # a walk of the project's rows with a probe of `addressing` each.
@@ -474,7 +471,7 @@ def _addressed_sql(join: str, where: str, order: str, ordered: str) -> str:
     walk = "(r.recipients::jsonb ? %(addr)s OR r.mentions::jsonb ? %(addr)s)"
     branch = f"(SELECT {COLS}, r.rid AS rid_ FROM records r{join} WHERE {where} AND {{}} {ordered})"
     return (
-        f"WITH few AS MATERIALIZED ({few[1:-1]}) SELECT {_PLAIN} FROM ("
+        f"WITH few AS MATERIALIZED ({few}) SELECT {_PLAIN} FROM ("
         f"{branch.format(f'(SELECT * FROM few) AND {lookups}')} UNION ALL "
         f"{branch.format(f'NOT (SELECT * FROM few) AND {walk}')}"
         f") u ORDER BY created_at {order}, rid_ {order} LIMIT %(limit)s"
