@@ -175,6 +175,20 @@ class Generations:
                 if young is self._young:
                     self._old, self._young = young, {}
 
+    def total(self, keys: Iterable[str], miss: Callable[[str], int]) -> int:
+        """The sum of the values of `keys`, each one not held computed by `miss` and kept."""
+        young = self._young.get  # most keys are there: a plain dict read, no method call
+        total = 0
+        for key in keys:
+            hit = young(key)
+            if hit is None:
+                hit = self.get(key)
+                if hit is None:
+                    hit = miss(key)
+                    self.put(key, hit)
+            total += hit
+        return total
+
     def __len__(self) -> int:
         return len(self._young) + len(self._old)
 
@@ -236,18 +250,10 @@ class TokenCounter:
         """The count of a string that no cache holds: word by word, through the word cache."""
         if len(text) < _WORDS_FROM:
             return len(self._enc.encode_ordinary(text))
-        words = self._words
-        young = words._young.get  # most words are there: a plain dict read, no method call
-        total = 0
-        for piece in split_words(text):
-            hit = young(piece)
-            if hit is None:
-                hit = words.get(piece)
-                if hit is None:
-                    hit = len(self._enc.encode_ordinary(piece))
-                    words.put(piece, hit)
-            total += hit
-        return total
+        return self._words.total(split_words(text), self._encoded_len)
+
+    def _encoded_len(self, text: str) -> int:
+        return len(self._enc.encode_ordinary(text))
 
     def _count_long(self, text: str) -> int:
         """A long text is counted line by line, each line through the cache: an assembled window
@@ -288,17 +294,10 @@ class TokenCounter:
             return sum(map(pieces._young.__getitem__, found))
         except KeyError:
             pass
-        young = pieces._young.get
-        total = 0
-        for piece in found:
-            hit = young(piece)
-            if hit is None:
-                hit = pieces.get(piece)
-                if hit is None:
-                    hit = len(self._enc._encode_single_piece(piece))
-                    pieces.put(piece, hit)
-            total += hit
-        return total
+        return pieces.total(found, self._piece_len)
+
+    def _piece_len(self, piece: str) -> int:
+        return len(self._enc._encode_single_piece(piece))
 
     def encode(self, text: str) -> list[int]:
         return list(self._enc.encode_ordinary(text))
