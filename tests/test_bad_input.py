@@ -191,8 +191,8 @@ def test_a_budget_too_small_for_the_state_section_says_what_it_needs(team: Engin
         (lambda e: e.records("p", limit=0), ValidationError, "limit"),
         (lambda e: e.records("p", colour="red"), ValidationError, "filter by"),
         (lambda e: e.records("p", since=float("nan")), ValidationError, "since=nan"),
-        (lambda e: e.records("p", before=float("inf")), ValidationError, "finite number"),
-        (lambda e: e.records("p", since="yesterday"), ValidationError, "Unix seconds"),
+        (lambda e: e.records("p", before=float("inf")), ValidationError, "before=inf"),
+        (lambda e: e.records("p", since="yesterday"), ValidationError, "seconds since the epoch"),
         (lambda e: e.records("p", since=True), ValidationError, "since=True"),
         (
             lambda e: e.register_agent("p", "zed", profile={"name": "x", "wings": 2}),

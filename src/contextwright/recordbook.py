@@ -3,7 +3,6 @@ store. The Engine and the features (sessions, tasks) write through one `RecordBo
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -20,6 +19,7 @@ from .records import (
     check_identifier,
     check_name,
     check_text,
+    check_time,
 )
 
 FILTERS = frozenset(
@@ -127,9 +127,8 @@ class RecordBook:
                 value = filters[key]
                 filters[key] = (value,) if isinstance(value, str) else tuple(value)
         for key in ("since", "before"):
-            value = filters.get(key)
-            if value is not None and not _finite_time(value):
-                raise ValidationError(key, value, "give a time as Unix seconds (a finite number)")
+            if filters.get(key) is not None:
+                check_time(key, filters[key])
         check_texts(("agent", agent), *filters.items())
         return self.store.query(Query(project=project, agent=agent, limit=limit, **filters))
 
@@ -175,7 +174,3 @@ def check_texts(*pairs: tuple[str, Any]) -> None:
             for i, item in enumerate(value):
                 if isinstance(item, str):
                     check_text(f"{key}[{i}]", item)
-
-
-def _finite_time(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

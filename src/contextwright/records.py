@@ -356,6 +356,13 @@ def _check_json(key: str, value: Any, depth: int = 0) -> None:
         )
 
 
+def check_time(field: str, value: object) -> float:
+    """A moment as seconds since the epoch: a finite number from 1970 to about 5138."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1e11:
+        return float(value)
+    raise ValidationError(field, value, "give seconds since the epoch as a number")
+
+
 def build_record(
     data: Mapping[str, Any],
     count_tokens: Any,
@@ -432,10 +439,8 @@ def build_record(
     created = data.get("created_at")
     if created is None:
         created_at = time.time() if now is None else now
-    elif isinstance(created, int | float) and not isinstance(created, bool) and 0 <= created < 1e11:
-        created_at = float(created)
     else:
-        raise ValidationError("created_at", created, "give seconds since the epoch as a number")
+        created_at = check_time("created_at", created)
     record_id = data.get("id")
     if record_id is None:
         record_id = new_id(int(created_at * 1000))
