@@ -71,41 +71,19 @@ def build_pg(url: str, n: int, vectors: int = 0) -> float | None:
             seconds = fill(engine, generate(n))
             if vectors:
                 put_vectors(engine, vectors)
-    # What autovacuum does within a minute or so of a bulk load (bench/postgres.py), which the
-    # short life of this bench's server never gave it: without planner statistics the addressed
-    # read planned a bitmap scan of the whole project (115 ms a call at 100k, and the run's
-    # assemble p50 600 ms).
-    import psycopg
+    from postgres import vacuum_analyze
 
-    from contextwright.stores.postgres_url import take_pool_option
-
-    with psycopg.connect(take_pool_option(url)[0], autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE")
+    vacuum_analyze(url)  # without it, this run's assemble p50 was 600 ms on PostgreSQL
     return seconds
 
 
 def put_vectors(engine: Any, sample: int) -> None:
-    import numpy as np
+    from vectors import store_vectors
 
     from contextwright.embedders import load_embedder
-    from contextwright.ports import Query
-    from contextwright.vectors import embed_text
 
-    embedder: Any = load_embedder("minilm")  # what "auto", serve's default, picks with the extra
-    store = engine.store
-    ids = [r.id for r in store.query(Query(PROJECT, None, limit=10**9, newest_first=False))]
-    real = embedder.embed([embed_text(r) for r in store.get_many(PROJECT, ids[:sample])])
-    rng = np.random.default_rng(5)
-    for i in range(0, len(ids), 5000):
-        chunk = ids[i : i + 5000]
-        if i + len(chunk) <= sample:
-            vecs = real[i : i + len(chunk)]
-        else:
-            vecs = rng.standard_normal((len(chunk), embedder.dim)).astype(np.float32)
-            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        store.put_vectors(
-            embedder.name, [(PROJECT, rid, v) for rid, v in zip(chunk, vecs, strict=True)]
-        )
+    # What "auto", serve's default, picks with the vectors extra.
+    store_vectors(engine, load_embedder("minilm"), sample)
 
 
 def serve(path: str, port: int) -> None:

@@ -73,10 +73,10 @@ from assemble import (
     machine,
     run_child,
 )
+from vectors import store_vectors
 
 from contextwright import Engine
 from contextwright.embedders import load_embedder
-from contextwright.ports import Query
 
 TOKEN_LIMIT = 8000  # BUDGET.window: the peers pack into what contextwright packs into
 TURN = 20  # messages per aput_messages call while filling LlamaIndex's memories
@@ -193,15 +193,6 @@ def start_engine_postgres(workdir: str, n: int) -> tuple[Any, str, Engine]:
         raise
 
 
-def vacuum_analyze(url: str) -> None:
-    """What autovacuum does within a minute of a bulk load: planner statistics, the visibility
-    map and hint bits (bench/postgres.py measured full text 3-5x slower without)."""
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE")
-
-
 def run_one(
     n: int, calls: int, workdir: str, sample: int, vectors: bool, postgres: bool
 ) -> dict[str, Any]:
@@ -228,6 +219,8 @@ def _run_one(
     ingest: dict[str, float] = {"contextwright": n / fill(cw, records)}
     cwpg, pg_url = pg if pg is not None else (None, "")
     if cwpg is not None:
+        from postgres import vacuum_analyze
+
         ingest["contextwright_postgres"] = n / fill(cwpg, records)
         vacuum_analyze(pg_url)
     loop = asyncio.new_event_loop()
@@ -240,15 +233,7 @@ def _run_one(
     embed.queries()
     systems: dict[str, Any] = {}
     if vectors:  # a second engine on the same file, with vectors for every record
-        ids = [r.id for r in cw.store.query(Query(PROJECT, None, limit=n, newest_first=False))]
-        rng = np.random.default_rng(5)
-        for i in range(0, len(ids), 5000):
-            vecs = rng.standard_normal((len(ids[i : i + 5000]), embedder.dim)).astype(np.float32)
-            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-            cw.store.put_vectors(  # type: ignore[attr-defined]
-                embedder.name,
-                [(PROJECT, rid, v) for rid, v in zip(ids[i : i + 5000], vecs, strict=True)],
-            )
+        store_vectors(cw, embedder)  # random unit vectors: a search scans them alike
         checkpoint(cw)
         cwv = Engine(cw.store, embedder=embedder, persist_traces=False)
 

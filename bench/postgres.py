@@ -73,6 +73,17 @@ def start_postgres(workdir: str, synchronous_commit: str = "on") -> tuple[Any, s
     return server, base.rsplit("/", 1)[0] + "/cw_bench" + (f"?{query}" if query else "")
 
 
+def vacuum_analyze(url: str) -> None:
+    """What autovacuum does within a minute or so of a bulk load, which a benchmark's short-lived
+    server never gives it: planner statistics (without them the addressed read planned a scan of
+    the whole project, 115 ms a call at 100k), and the visibility map and hint bits without which
+    every read of the fresh rows checks the commit log (full text measured 3-5x slower)."""
+    from contextwright.stores.postgres_url import take_pool_option
+
+    with psycopg.connect(take_pool_option(url)[0], autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+
+
 def warm_files(paths: list[str]) -> None:
     """Read every file under `paths` once (into the OS page cache)."""
     for top in paths:
@@ -124,11 +135,7 @@ def run(n: int, calls: int, workdir: str, synchronous_commit: str = "on") -> dic
                 out[name]["ingest"] = ingest(engine, records)
                 assert engine.store.count(PROJECT) == n
             del records  # the bench's, not the engines': its dicts slow every full GC in calls
-        # What autovacuum does within a minute or so of a bulk load: planner statistics, and the
-        # visibility map and hint bits without which every read of the fresh rows checks the
-        # commit log (full text measured 3-5x slower before it).
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("VACUUM ANALYZE")
+        vacuum_analyze(url)
         warm_files([os.path.join(workdir, "pgdata", "base"), os.path.join(workdir, "bench.db")])
         reqs = _requests(calls)
         for agent, task, day in reqs[:10]:  # warm caches (page cache, token cache, plans)
