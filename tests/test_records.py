@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
 
 from contextwright import KINDS, Engine, Record, ValidationError
 from contextwright.assembly.candidates import Candidate, Item
@@ -26,7 +27,9 @@ from contextwright.records import (
     parse_mentions,
 )
 from contextwright.roles import Agent, RoleProfile
+from contextwright.stores.rows import record_to_row, row_to_record
 from contextwright.tokens.counter import default_counter
+from strategies import record_dicts
 
 FIXED = 1_750_000_000.0
 
@@ -475,3 +478,18 @@ def test_an_identifier_with_a_trailing_newline_is_refused(field: str) -> None:
     with pytest.raises(ValidationError) as err:
         build_record(data, len)
     assert err.value.field == field
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=record_dicts(index=3))
+def test_a_stored_row_decodes_to_the_record_it_was_made_from(data: dict[str, Any]) -> None:
+    """rows.row_to_record sets the slots itself (not through Record's __init__): the record it
+    gives is equal, field for field, to the one that was stored, and as immutable."""
+    data["meta"] = {"k": [1, "two"]} if data["pinned"] else {}
+    r = build_record(data, default_counter().count)
+    back = row_to_record((*record_to_row(r), 1))
+    assert back == r
+    assert {f: getattr(back, f) for f in FIELDS} == {f: getattr(r, f) for f in FIELDS}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        back.status = "open"  # type: ignore[misc]
+    assert back.with_status("resolved").status == "resolved"
