@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import fields
 from itertools import islice
 from typing import Any
 
-from ..records import Record
+from ..records import Record, record_of
 
 COLUMNS = (
     "id, project, milestone, session, author, kind, recipients, visibility, mentions, tags, refs, "
@@ -54,34 +53,16 @@ def _names(value: Any) -> tuple[str, ...]:
     return tuple(json.loads(value) if isinstance(value, str) else value)
 
 
-# The Record field each column of COLUMNS decodes to, in COLUMNS' order (checked at import).
-DECODED = (
-    "id", "project", "milestone", "session", "author", "kind", "to", "visibility", "mentions",
-    "tags", "refs", "status", "supersedes", "reply_to", "pinned", "created_at", "content",
-    "tokens", "content_hash", "meta",
-)  # fmt: skip
-if sorted(DECODED) != sorted(f.name for f in fields(Record)):
-    raise ImportError("rows.DECODED must name each Record field once, in COLUMNS' order")
-# Each field's slot, set directly: a frozen dataclass's __init__ goes through object.__setattr__
-# once per field, twice the cost of a decode (3.3 us of 1.6); a read decodes ~80 rows a call.
-# The record is as immutable as one __init__ made: nothing else holds these setters.
-_SETTERS = tuple(Record.__dict__[name].__set__ for name in DECODED)
-_new = object.__new__
-
-
 def row_to_record(row: Any) -> Record:
-    """The Record of a row of COLUMNS, with every field set as `Record(...)` would set it."""
+    """The Record of a row of COLUMNS."""
     meta = row[19]
-    values = (
-        row[0], row[1], row[2], row[3], row[4], row[5], _names(row[6]), row[7], _names(row[8]),
-        _names(row[9]), _names(row[10]), row[11], row[12], row[13], bool(row[14]),
-        float(row[15]), row[16], int(row[17]), row[18],
+    # Record's fields in FIELDS order (records.record_of) from COLUMNS' order.
+    return record_of((
+        row[0], row[1], row[4], row[5], row[16], float(row[15]), int(row[17]), row[18],
+        row[2], row[3], _names(row[6]), row[7], _names(row[8]), _names(row[9]), _names(row[10]),
+        row[11], row[12], row[13], bool(row[14]),
         ({} if meta == "{}" else json.loads(meta)) if isinstance(meta, str) else (meta or {}),
-    )  # fmt: skip
-    r: Record = _new(Record)
-    for put, value in zip(_SETTERS, values):  # noqa: B905 (both have DECODED's length)
-        put(r, value)
-    return r
+    ))  # fmt: skip
 
 
 # Phase one of a cached read: the key columns of each row, in the read's order.
