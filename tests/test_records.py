@@ -7,11 +7,13 @@ import copy
 import dataclasses
 import os
 import pickle
+import re
 import time
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contextwright import KINDS, Engine, Record, ValidationError
 from contextwright.assembly.candidates import Candidate, Item
@@ -22,6 +24,8 @@ from contextwright.ids import new_id
 from contextwright.records import (
     FIELDS,
     MAX_CONTENT_CHARS,
+    MENTION_RE,
+    _normalized,
     build_record,
     content_hash,
     parse_mentions,
@@ -493,3 +497,30 @@ def test_a_stored_row_decodes_to_the_record_it_was_made_from(data: dict[str, Any
     with pytest.raises(dataclasses.FrozenInstanceError):
         back.status = "open"  # type: ignore[misc]
     assert back.with_status("resolved").status == "resolved"
+
+
+# The text the two fast paths below must treat as the plain definitions do: ASCII whitespace and
+# control characters, Unicode spaces and separators, quotes and the characters of a name.
+_TRICKY = st.text(
+    alphabet=st.sampled_from(list('@@"" \n\t\r\x0b\x0c\x1c\x1fabZ09._-/:é日\u00a0\u2028')),
+    max_size=40,
+)
+_MENTION_BY_DEFINITION = re.compile(
+    r'(?<![\w@])@"([^"\r\n]{1,200})"' r"|(?<![\w@])@(\w[\w.\-/:]*[\w/])|(?<![\w@])@(\w)"
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=_TRICKY)
+def test_content_hash_normalizes_as_split_and_join_do(text: str) -> None:
+    """content_hash skips the word list for plain ASCII text; it hashes the same string."""
+    assert _normalized(text) == " ".join(text.split()).lower()
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=_TRICKY)
+def test_mentions_are_found_where_the_plain_pattern_finds_them(text: str) -> None:
+    """MENTION_RE starts with its `@` (searched for fast); it matches what the pattern with the
+    look back first matches, at the same places, with the same groups."""
+    want = [(m.span(), m.groups()) for m in _MENTION_BY_DEFINITION.finditer(text)]
+    assert [(m.span(), m.groups()) for m in MENTION_RE.finditer(text)] == want
