@@ -203,15 +203,17 @@ def check_links(store: Store, records: Sequence[Record], *, batch: bool) -> None
     in another project."""
     wanted: dict[str, set[str]] = {}
     in_batch = {(r.project, r.id): r for r in records}
-    for r in records:
-        for _, target, _ in record_links(r):
+    # Most records name none: only those that do are looked at again below.
+    linking = [(i, r, links) for i, r in enumerate(records) if (links := record_links(r))]
+    for _, r, links in linking:
+        for _, target, _ in links:
             if (r.project, target) not in in_batch:
                 wanted.setdefault(r.project, set()).add(target)
     known = dict(in_batch)
     for project, ids in wanted.items():
         known.update(((project, s.id), s) for s in store.get_many(project, sorted(ids)))
-    for i, r in enumerate(records):
-        for name, target, must_see in record_links(r):
+    for i, r, links in linking:
+        for name, target, must_see in links:
             field = f"records[{i}].{name}" if batch else name
             if target == r.id:
                 # The record is not there before its own write: a decision that superseded itself
