@@ -542,3 +542,28 @@ def test_superseded_by_seeks_its_index(tmp_path: Path) -> None:
     plan = " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
     assert "records_supersedes" in plan, plan
     engine.close()
+
+
+def test_put_wakes_no_thread_and_the_writer_still_stores_the_trace() -> None:
+    """`put` hands the trace over without a notify (a woken writer asked for the GIL while the
+    call that woke it still ran); the writer finds the trace on its own and stores it."""
+    import time
+
+    engine = Engine(open_store("memory://"), persist_traces=False)
+    _seed(engine)
+    trace = engine.assemble("p", "bob", "login", budget=2000).trace
+    writer = TraceWriter(engine.store)
+    woken: list[str] = []
+    cv = writer._cv
+    notify = cv.notify
+    cv.notify = lambda n=1: (woken.append("notify"), notify(n))[1]  # type: ignore[method-assign]
+    for i in range(3):
+        writer.put(Trace.from_dict({**trace.to_dict(), "id": f"w{i}"}))
+    assert woken == []
+    deadline = time.monotonic() + 10
+    while writer.pending() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert writer.pending() == 0  # written by the thread: nobody called flush()
+    assert {d["id"] for d in engine.store.list_docs("traces", "p")} == {"w0", "w1", "w2"}
+    writer.close()
+    engine.close()

@@ -4,18 +4,25 @@ Every assemble call keeps a trace of ~150-200 items (~100 KB of JSON at 100k rec
 and writing it was about a tenth of the call. `assemble` now hands the trace to this writer and
 returns; one background thread encodes and stores it in the `traces` collection, in call order.
 
+`put` wakes nobody: the thread looks for new traces every TICK_S. Waking it from `put` (a
+condition's notify) made it ask for the GIL at once, while the call that woke it, or the next one,
+still ran: each SQLite statement of that call then let it in, and on a busy 2-core machine a call
+waited for it (the notify's p90 was 4 ms, the call's p50 1.06-1.3 times that of a writer that
+looks on its own, in one process; docs/assembly.md).
+
 Read-your-writes: a trace stays in memory until its row is committed, so `engine.trace(project, id)` finds
 it the moment `assemble` returns, and `engine.traces(...)` waits for the writer first. `flush()`
 waits for every pending trace; `close()` (called by `engine.close()`) flushes, and an exit hook
 flushes an engine that was never closed. Readers of the store itself (another process, a direct
-`store.list_docs("traces", ...)`) see a trace a few milliseconds later; call `engine.flush()`
-first when that matters.
+`store.list_docs("traces", ...)`) see a trace up to TICK_S later; call `engine.flush()` first
+when that matters.
 """
 
 from __future__ import annotations
 
 import atexit
 import threading
+import time
 import weakref
 from collections.abc import Callable
 
@@ -28,6 +35,8 @@ RETRIES = 3
 MAX_PENDING = 256
 # The thread ends after this long without work (an engine never closed leaves no thread behind).
 IDLE_S = 2.0
+# How often the thread looks for traces to write (`put` does not wake it).
+TICK_S = 0.05
 
 
 class TraceWriter:
@@ -57,7 +66,6 @@ class TraceWriter:
                     target=self._loop, name="cw-trace-writer", daemon=True
                 )
                 self._thread.start()
-            self._cv.notify()
         if backlog:
             self.flush()
 
@@ -86,15 +94,18 @@ class TraceWriter:
         atexit.unregister(self._exit_hook)
 
     def _loop(self) -> None:
+        idle_since = time.monotonic()
         while True:
             with self._cv:
-                if not self._pending and not self._closed:
-                    self._cv.wait(timeout=IDLE_S)
-                if not self._pending:  # idle or closed: `put` starts a new thread when needed
-                    self._thread = None
-                    return
+                if not self._pending:
+                    if self._closed or time.monotonic() - idle_since >= IDLE_S:
+                        self._thread = None  # `put` starts a new thread when needed
+                        return
+                    self._cv.wait(timeout=TICK_S)  # `close` wakes it; `put` does not
+                    continue
             with self._io:
                 self._write_pending()
+            idle_since = time.monotonic()
 
     def _write_pending(self) -> None:
         with self._cv:
