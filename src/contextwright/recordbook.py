@@ -85,7 +85,10 @@ class RecordBook:
         texts = [
             c
             for it in items
-            if isinstance(it, Mapping) and isinstance(c := it.get("content"), str) and c.strip()
+            if (type(it) is dict or isinstance(it, Mapping))
+            and isinstance(c := it.get("content"), str)
+            and c
+            and not c.isspace()
         ]
         if len(texts) < 8:
             return self.counter.count

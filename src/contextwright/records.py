@@ -396,7 +396,7 @@ def build_record(
     now: float | None = None,
 ) -> Record:
     """Validate raw input and return a complete Record. Raises ValidationError; never partial."""
-    if not isinstance(data, Mapping):
+    if type(data) is not dict and not isinstance(data, Mapping):  # the ABC check is slow
         raise ValidationError(
             "record",
             data,
@@ -458,7 +458,7 @@ def build_record(
     if not isinstance(pinned, bool):
         raise ValidationError("pinned", pinned, "use true or false")
     meta = data.get("meta") or {}
-    if not isinstance(meta, Mapping):
+    if type(meta) is not dict and not isinstance(meta, Mapping):
         raise ValidationError("meta", meta, "give an object of extra fields")
     if meta:
         _check_json("meta", meta)
