@@ -401,7 +401,7 @@ def shown_count(counter: Tokenizer, head: str, r: Record, shown: str, stored: bo
     search hits are records no window showed yet; counting each of their lines word by word
     was most of what packing them cost."""
     derive = getattr(counter, "count_shown", None) if stored else None
-    n = None if derive is None else derive(head, r.content, r.tokens, INDENT)
+    n = None if derive is None else derive(shown, head, r.content, r.tokens, INDENT)
     return counter.count(shown) if n is None else int(n)
 
 

@@ -317,11 +317,19 @@ class TokenCounter:
         if n is not None:
             cache.put(line, n)
 
-    def count_shown(self, head: str, content: str, tokens: int, indent: str = "  ") -> int | None:
-        """The count of `head + " " + content` as a window shows it (the content's further lines
-        indented by `indent`) from `tokens`, the content's own count (the function
-        `count_shown`), or None where it cannot be taken from there."""
-        return count_shown(self.count, head, content, tokens, indent)
+    def count_shown(
+        self, shown: str, head: str, content: str, tokens: int, indent: str = "  "
+    ) -> int | None:
+        """The count of `shown`, which is `head + " " + indented(content, indent)` (a record's
+        line as a window shows it): cached, or taken from `tokens`, the content's own count
+        (the function `count_shown`) and kept; None where neither gives it."""
+        cache = self._cache_for(len(shown))
+        hit = None if cache is None else cache.get(shown)
+        if hit is None:
+            hit = count_shown(self.count, head, content, tokens, indent)
+            if hit is not None and cache is not None:
+                cache.put(shown, hit)
+        return hit
 
     def _count_new(self, text: str) -> int:
         """The count of a string that no cache holds: word by word, through the word cache."""
