@@ -174,6 +174,11 @@ class EmbeddingWorker:
         self.embedded += len(records)
         self.error = None
         self._batch_s = time.perf_counter() - t0
+        if len(records) < self.batch:
+            # A short batch held every record left when it was read: caught up now, unless a
+            # write came since. Marked on the next pass instead, which comes after the rest
+            # while serving, the agent loop's next call counted the lag in SQL, every turn.
+            self._caught_up = seen
         return True
 
 
