@@ -226,6 +226,7 @@ def test_count_line_applies_to_common_lines(content: str) -> None:
         ("- rex:", "ends with a space "),
         ("- rex: ", "trailing space in the head"),
         ("", "no head"),
+        ("- rex\nlater:", "a head of two lines"),
     ],
 )
 def test_count_line_declines_what_it_cannot_prove(head: str, content: str) -> None:

@@ -146,8 +146,8 @@ def count_shown(
       space is a pre-token of its own (`\s+(?!\S)` leaves the last space to what follows),
       and the line gains a space before it (`_spaced`).
     """
-    if not head or not "!" <= head[-1] <= "~" or not content:
-        return None
+    if not head or not "!" <= head[-1] <= "~" or not content or not head.isprintable():
+        return None  # a head of several lines would be indented too
     if not indent or indent.strip(" "):
         return None
     if not content.isprintable() and _OTHER_BREAKS.search(content) is not None:
