@@ -158,6 +158,7 @@ class EmbeddingWorker:
         return store.stage_vectors(model, records, vecs)
 
     def _step(self) -> bool:
+        """Embed one batch; True while there may be more to embed."""
         t0 = time.perf_counter()
         seen = self._notified  # before the read: a write after it leaves the two unequal
         records = self.store.unembedded(self.embedder.name, self.batch)
@@ -177,8 +178,11 @@ class EmbeddingWorker:
         if len(records) < self.batch:
             # A short batch held every record left when it was read: caught up now, unless a
             # write came since. Marked on the next pass instead, which comes after the rest
-            # while serving, the agent loop's next call counted the lag in SQL, every turn.
+            # while serving, the agent loop's next call counted the lag in SQL, every turn; and
+            # that pass, which finds nothing, ran beside the call after it. Without a write
+            # since, the worker waits for one (or its poll) instead.
             self._caught_up = seen
+            return self._notified != seen
         return True
 
 
