@@ -100,6 +100,11 @@ class EmbeddingWorker:
         LAG_EXACT, as counted at most LAG_TTL_S seconds ago."""
         if self._caught_up == self._notified:
             return 0
+        return self._counted()
+
+    def _counted(self) -> int:
+        """The records without a vector, counted in the store (a large count at most every
+        LAG_TTL_S seconds)."""
         now = time.monotonic()
         last = self._lag
         if last is not None and now - last[0] < LAG_TTL_S:
@@ -110,10 +115,12 @@ class EmbeddingWorker:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every record stored so far has a vector; False on timeout or if the
-        worker is failing."""
+        worker is failing. The worker is woken and the store counted (records other processes
+        wrote included), but nothing is taken for a write: counted as one, the wait left the
+        worker's caught-up mark stale, and the agent loop's next call counted its lag in SQL."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        self.notify()
-        while self.lag() > 0:
+        self._wake.set()
+        while self._counted() > 0:
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             if not self._thread.is_alive():
@@ -176,6 +183,7 @@ class EmbeddingWorker:
         self.error = None
         self._batch_s = time.perf_counter() - t0
         if len(records) < self.batch:
+            self._lag = None  # fewer than a batch left: the next count is exact
             # A short batch held every record left when it was read: caught up now, unless a
             # write came since. Marked on the next pass instead, which comes after the rest
             # while serving, the agent loop's next call counted the lag in SQL, every turn; and
