@@ -68,17 +68,15 @@ class EmbeddingWorker:
     """A daemon thread that embeds unembedded records in batches until told to stop."""
 
     def __init__(self, store: VectorStore, embedder: Embedder, batch: int = BATCH) -> None:
-        self.store = store
-        self.embedder = embedder
-        self.batch = batch
+        self.store, self.embedder, self.batch = store, embedder, batch
         self.embedded = 0
         self.error: str | None = None
         self.served_at = float("-inf")  # when the engine last served a call (`serving`)
         self._batch_s = 0.0  # how long the last batch took
         self._lag: tuple[float, int] | None = None  # (when, count) of the last large lag
-        # Writes `notify` counted, and the count at which the worker last found nothing to embed
-        # (-1 while it has work): equal, the lag is 0 without an SQL count on every call's trace.
-        # Another process's writes are found by the worker's poll within a second.
+        # Writes `notify` counted, and the count when the worker last had nothing left (a pass
+        # found none, or a short batch took all; -1 while it has work): equal, the lag is 0
+        # without an SQL count. Another process's writes are found by its poll within a second.
         self._notified = 0
         self._caught_up = -1
         self._wake = threading.Event()
@@ -95,16 +93,11 @@ class EmbeddingWorker:
         """A call came in (an add, an assemble): the worker rests between batches for a while."""
         self.served_at = time.monotonic()
 
-    def lag(self) -> int:
-        """Records not yet searchable by vector (those being embedded right now included); past
-        LAG_EXACT, as counted at most LAG_TTL_S seconds ago."""
-        if self._caught_up == self._notified:
+    def lag(self, counted: bool = False) -> int:
+        """Records not yet searchable by vector (those being embedded included); past LAG_EXACT,
+        as counted at most LAG_TTL_S seconds ago. `counted`: from the store, even caught up."""
+        if self._caught_up == self._notified and not counted:
             return 0
-        return self._counted()
-
-    def _counted(self) -> int:
-        """The records without a vector, counted in the store (a large count at most every
-        LAG_TTL_S seconds)."""
         now = time.monotonic()
         last = self._lag
         if last is not None and now - last[0] < LAG_TTL_S:
@@ -115,15 +108,12 @@ class EmbeddingWorker:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every record stored so far has a vector; False on timeout or if the
-        worker is failing. The worker is woken and the store counted (records other processes
-        wrote included), but nothing is taken for a write: counted as one, the wait left the
-        worker's caught-up mark stale, and the agent loop's next call counted its lag in SQL."""
+        worker is failing. Not a write: one (`notify`) left the caught-up mark stale."""
         deadline = None if timeout is None else time.monotonic() + timeout
         self._wake.set()
-        while self._counted() > 0:
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-            if not self._thread.is_alive():
+        while self.lag(counted=True) > 0:
+            late = deadline is not None and time.monotonic() >= deadline
+            if late or not self._thread.is_alive():
                 return False
             time.sleep(0.02)
         return True
@@ -165,7 +155,6 @@ class EmbeddingWorker:
         return store.stage_vectors(model, records, vecs)
 
     def _step(self) -> bool:
-        """Embed one batch; True while there may be more to embed."""
         t0 = time.perf_counter()
         seen = self._notified  # before the read: a write after it leaves the two unequal
         records = self.store.unembedded(self.embedder.name, self.batch)
@@ -182,14 +171,8 @@ class EmbeddingWorker:
         self.embedded += len(records)
         self.error = None
         self._batch_s = time.perf_counter() - t0
-        if len(records) < self.batch:
-            self._lag = None  # fewer than a batch left: the next count is exact
-            # A short batch held every record left when it was read: caught up now, unless a
-            # write came since. Marked on the next pass instead, which comes after the rest
-            # while serving, the agent loop's next call counted the lag in SQL, every turn; and
-            # that pass, which finds nothing, ran beside the call after it. Without a write
-            # since, the worker waits for one (or its poll) instead.
-            self._caught_up = seen
+        if len(records) < self.batch:  # all that was left: caught up, unless written since
+            self._lag, self._caught_up = None, seen  # (the next pass came after the rest)
             return self._notified != seen
         return True
 
