@@ -268,7 +268,7 @@ class VectorSource:
         if searches_here(store):
             # What `prepare` started, or (no pool) all of it here.
             found = ctx.prepared_result(self.name, lambda: self._nearest(ctx)())()
-            hits = hits_for(store, ctx.project, found)
+            hits = hits_for(store, ctx.project, found, ctx.records_read())
         else:
             text = ctx.query_text
             vec = self._cached(text)
