@@ -118,3 +118,47 @@ def test_windows_counted_from_stored_counts_are_exact(store: Store) -> None:
             result = engine.assemble(P, "alice", "the billing export", 2000, fmt, session="s1")
             assert result.tokens == exact_tokens(result)
             assert UNCACHED.count(result.text) > 0
+
+
+class CountsEveryLine(TokenCounter):
+    """cl100k, but every line of several is counted word by word, as before stored counts were
+    taken for them (render.shown_count falls back to counting)."""
+
+    count_shown = None
+
+
+def test_lines_of_several_lines_cost_what_counting_them_costs(store: Store) -> None:
+    """Tool outputs of several lines (each starting with a number, a word or a mark) are packed
+    at the cost their stored counts give: exactly what counting each shown line gives, so the
+    same window and the same decisions, to the token."""
+    lines = [
+        "{:03d} Ship the audit log in zone {}: the p95 went up. See (runbook) #{}",
+        "{:03d} Fix the retry policy; the token must rotate on refresh {} {}",
+        "{:03d} @ops: why did job {} fail on step {}?",
+    ]
+    clock = lambda: 1.8e9  # noqa: E731
+    with Engine(store, persist_traces=False, clock=clock) as engine:
+        engine.add_many(
+            [
+                {
+                    "project": P,
+                    "author": "alice",
+                    "kind": "note",
+                    "content": "\n".join(
+                        lines[(i + k) % 3].format(k, i, k * i) for k in range(3 + i % 5)
+                    )
+                    + ("\n\nexit status 1" if i % 4 == 0 else ""),
+                    "created_at": 1.7e9 + i * 3600,
+                }
+                for i in range(40)
+            ]
+        )
+        every = Engine(store, persist_traces=False, clock=clock, counter=CountsEveryLine())
+        budget = Budget(model="gpt-4", window=1200, reserve=100)
+        for fmt in ("openai", "anthropic", "markdown"):
+            a = engine.assemble(P, "alice", "the retry policy audit log", budget, fmt, session="x")
+            b = every.assemble(P, "alice", "the retry policy audit log", budget, fmt, session="x")
+            assert a.text == b.text and a.tokens == b.tokens == exact_tokens(a)
+            assert a.trace.kept == b.trace.kept and a.trace.dropped == b.trace.dropped
+            assert any("\n  " in i.text or "\n" in i.candidate.records[0].content
+                       for s in ("knowledge", "suggestions") for i in a.sections.get(s, []))  # fmt: skip

@@ -13,7 +13,9 @@ from contextwright.tokens.counter import (
     ENCODING,
     Generations,
     count_line,
+    count_shown,
     default_counter,
+    indented,
     model_spec,
     split_words,
 )
@@ -154,31 +156,77 @@ def test_a_line_counted_from_its_contents_count_is_exact(head: str, parts: list[
     """`count_line` gives tiktoken's count of `head content\n` from the content's own count, or
     None: never a wrong count, whatever the content starts or ends with."""
     content = "".join(parts)
-    exact = len(default_counter().encode(f"{head} {content}\n"))
+    exact = len(default_counter().encode(f"{head} {indented(content, '  ')}\n"))
     derived = count_line(default_counter().count, head, content, default_counter().count(content))
     assert derived is None or derived == exact
 
 
+# Starts of a further line, on both sides of `_spaced`'s rules (letters, a mark before letters,
+# digits), and some it declines (a contraction, a mark before a space, spaces, a non-ASCII letter).
+_LINE_STARTS = st.sampled_from(
+    ["word", "Zq", "a", "(see", "@dev", "#x", "000", "7", "'s", "- ", " x", "é", "日本", "", "~"]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    _HEADS,
+    st.lists(
+        st.tuples(_LINE_STARTS, st.lists(_PIECES.filter(lambda p: "\n" not in p), max_size=8)),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from(["  ", " ", "    "]),
+)
+def test_a_shown_record_of_several_lines_is_counted_exactly(
+    head: str, lines: list[tuple[str, list[str]]], indent: str
+) -> None:
+    """`count_shown` and `count_line` give tiktoken's count of a record's line as the window
+    shows it (its further lines indented) from the content's own count, or None: never a
+    wrong count."""
+    content = "\n".join(start + "".join(rest) for start, rest in lines)
+    count = default_counter().count
+    shown = f"{head} {indented(content, indent)}"
+    exact = len(default_counter().encode(shown))
+    derived = count_shown(count, head, content, count(content), indent)
+    assert derived is None or derived == exact
+    line = count_line(count, head, content, count(content), indent)
+    assert line is None or line == len(default_counter().encode(shown + "\n"))
+
+
 @pytest.mark.parametrize(
     "content",
-    ["ship it", "Ship the export today.", "@dev can you look?", "v2 is out 2024", "why ?!", "ok"],
-)
+    [
+        "ship it", "Ship the export today.", "@dev can you look?", "v2 is out 2024", "why ?!", "ok",
+        "3 items", "000 Ship the log: p95 went up.\n001 Fix the retry policy.\n002 (see #7)",
+        "two\nlines", "a gap\n\nthen more", "Done:\n(cache) warmed\n42 left",
+    ],
+)  # fmt: skip
 def test_count_line_applies_to_common_lines(content: str) -> None:
+    """Lines of several lines too (a tool result's output), as the window indents them."""
     head = "- rex (decision, 2 Mar 2026):"
-    derived = count_line(default_counter().count, head, content, default_counter().count(content))
-    assert derived == len(default_counter().encode(f"{head} {content}\n"))
+    stored = default_counter().count(content)
+    shown = f"{head} {indented(content, '  ')}"
+    derived = count_line(default_counter().count, head, content, stored)
+    assert derived == len(default_counter().encode(shown + "\n"))
+    assert count_shown(default_counter().count, head, content, stored) == len(
+        default_counter().encode(shown)
+    )
 
 
 @pytest.mark.parametrize(
     ("head", "content"),
     [
-        ("- rex:", "two\nlines"),  # cut into two pieces by the line counter
+        ("- rex:", "two\n lines"),  # a further line that starts with a space
+        ("- rex:", "two\r\nlines"),  # a break the window shows as "\n"
+        ("- rex:", "two\n- lines"),  # a mark before a space
+        ("- rex:", "two\n↳ lines"),  # a folded line's mark, which the window indents further
         ("- rex:", "'s fine"),  # a contraction would start the content
         ("- rex:", "café au lait"),  # a non-ASCII letter could continue the first word
         ("- rex:", "ends with a space "),
-        ("- rex:", "3 items"),
         ("- rex: ", "trailing space in the head"),
         ("", "no head"),
+        ("- rex\nlater:", "a head of two lines"),
     ],
 )
 def test_count_line_declines_what_it_cannot_prove(head: str, content: str) -> None:

@@ -101,6 +101,41 @@ def test_vector_source_finds_records_and_trace_reports_no_lag(vengine: Engine) -
     assert "relevance" in best["components"]
 
 
+def test_hits_read_already_in_the_call_are_not_read_again(
+    vengine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The vector search's hits that another source of the same call read (the session's turns,
+    read by history) are taken from that read: the store is asked only for the others, and the
+    window is the one reading them all gives."""
+    store: Any = vengine.store
+    if getattr(store, "remote", False):  # PostgreSQL reads its hits in the search itself
+        return
+    turns = [vengine.add(project="p", author=a, content=t, session="s1") for a, t in NOTES]
+    vengine.add(project="p", author="cy", kind="note", content="redis holds the session cache")
+    assert vengine.wait_for_embeddings(timeout=20)
+    asked: list[str] = []
+    get_many = store.get_many
+
+    def counting(project: str, ids: Sequence[str]) -> Any:
+        asked.extend(ids)
+        return get_many(project, ids)
+
+    monkeypatch.setattr(store, "get_many", counting)
+    result = vengine.assemble("p", "bob", "redis cache port", 2000, session="s1")
+    found = {i["key"] for i in result.trace.items if "vector" in i["sources"]}
+    assert {t.id for t in turns} <= found  # the session's turns are hits too
+    assert not {t.id for t in turns} & set(asked)
+    monkeypatch.setattr(store, "get_many", get_many)
+    vengine.cache.clear()
+    fresh = Engine(store, embedder=HashEmbedder(), persist_traces=False)
+    try:
+        assert fresh.wait_for_embeddings(timeout=20)
+        again = fresh.assemble("p", "bob", "redis cache port", 2000, session="s1")
+    finally:
+        fresh.close()
+    assert again.text == result.text
+
+
 def test_private_records_never_come_back_from_vector_search(vengine: Engine) -> None:
     vengine.register_agent("p", "bob")
     vengine.add(

@@ -193,3 +193,78 @@ def test_a_caught_up_worker_reports_no_lag_without_counting_and_counts_after_a_w
         gate.set()
         assert e.wait_for_embeddings(timeout=20)
         assert settles_without_counting(worker, counted)
+
+
+def test_a_short_batch_marks_the_worker_caught_up_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the agent loop the worker embeds the reply just written, then rests (the engine is
+    serving) before its next pass. The batch held every record left, so the next call's lag is 0
+    without an SQL count, rather than counted until that pass."""
+    store = SQLiteStore(str(tmp_path / "v.db"))
+    counted: list[str] = []
+    count = store.unembedded_count
+
+    def counting(model: str) -> int:
+        counted.append(model)
+        return count(model)
+
+    monkeypatch.setattr(store, "unembedded_count", counting)
+
+    with Engine(store, embedder=HashEmbedder()) as e:
+        worker = e.vectors.worker
+        assert worker is not None
+        e.add(project="p", author="ann", kind="note", content="lunch at noon")
+        assert e.wait_for_embeddings(timeout=20)
+        assert settles_without_counting(worker, counted)  # past its rest, waiting for work
+        e.assemble("p", "ann", "tea", 500)  # serving: the worker rests after each batch
+        monkeypatch.setattr(vectors, "REST_FACTOR", 1e6)  # its next pass: 2 s away
+        e.add(project="p", author="ann", kind="note", content="tea at four")
+        assert e.wait_for_embeddings(timeout=20)
+        # Marked caught up by the batch itself (the moment after it was staged), not by the
+        # next pass.
+        assert settles_without_counting(worker, counted, timeout=1.0)
+        e.add(project="p", author="ann", kind="note", content="coffee at nine")
+        assert worker.lag() >= 0 and counted == ["hash"]  # a write since: counted
+
+
+def test_waiting_for_embeddings_is_not_taken_for_a_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`wait_for_embeddings` called while the worker embeds the last record (as the agent loop
+    calls it right after adding its reply) leaves the worker caught up once that batch is done:
+    the wait counts the store itself, so the next call's lag takes no count."""
+    store = SQLiteStore(str(tmp_path / "v.db"))
+    counted: list[str] = []
+    count = store.unembedded_count
+
+    def counting(model: str) -> int:
+        counted.append(model)
+        return count(model)
+
+    monkeypatch.setattr(store, "unembedded_count", counting)
+    gate = threading.Event()
+    started = threading.Event()
+
+    class Gated(HashEmbedder):
+        def embed(self, texts: Sequence[str]) -> Any:
+            started.set()
+            gate.wait(20)
+            return super().embed(texts)
+
+    with Engine(store, embedder=Gated()) as e:
+        worker = e.vectors.worker
+        assert worker is not None
+        gate.set()
+        e.add(project="p", author="ann", kind="note", content="lunch at noon")
+        assert e.wait_for_embeddings(timeout=20)
+        assert settles_without_counting(worker, counted)
+        e.assemble("p", "ann", "tea", 500)  # serving: the worker rests after each batch
+        monkeypatch.setattr(vectors, "REST_FACTOR", 1e6)  # its next pass: 2 s away
+        gate.clear()
+        started.clear()
+        e.add(project="p", author="ann", kind="note", content="tea at four")
+        assert started.wait(20)  # the worker has read the record and is embedding it
+        threading.Timer(0.05, gate.set).start()
+        assert e.wait_for_embeddings(timeout=20)
+        assert settles_without_counting(worker, counted, timeout=1.0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,11 +39,19 @@ class Hit:
     score: float
 
 
-def hits_for(store: Store, project: str, found: Sequence[tuple[str, float]]) -> list[Hit]:
+def hits_for(
+    store: Store,
+    project: str,
+    found: Sequence[tuple[str, float]],
+    known: Mapping[str, Record] | None = None,
+) -> list[Hit]:
     """(record id, score) pairs of `project` as Hits, in their order, read with one `get_many`:
-    what `vector_search` gives on a store whose `vector_nearest` gives `found`."""
-    records = {r.id: r for r in store.get_many(project, [i for i, _ in found])}
-    return [Hit(records[i], s) for i, s in found if i in records]
+    what `vector_search` gives on a store whose `vector_nearest` gives `found`. `known`: records
+    of `project` read already (by id), taken as they are instead of read again."""
+    known = known or {}
+    missing = [i for i, _ in found if i not in known]
+    records = {r.id: r for r in store.get_many(project, missing)} if missing else {}
+    return [Hit(r, s) for i, s in found if (r := known.get(i) or records.get(i)) is not None]
 
 
 class Store(Protocol):

@@ -68,17 +68,15 @@ class EmbeddingWorker:
     """A daemon thread that embeds unembedded records in batches until told to stop."""
 
     def __init__(self, store: VectorStore, embedder: Embedder, batch: int = BATCH) -> None:
-        self.store = store
-        self.embedder = embedder
-        self.batch = batch
+        self.store, self.embedder, self.batch = store, embedder, batch
         self.embedded = 0
         self.error: str | None = None
         self.served_at = float("-inf")  # when the engine last served a call (`serving`)
         self._batch_s = 0.0  # how long the last batch took
         self._lag: tuple[float, int] | None = None  # (when, count) of the last large lag
-        # Writes `notify` counted, and the count at which the worker last found nothing to embed
-        # (-1 while it has work): equal, the lag is 0 without an SQL count on every call's trace.
-        # Another process's writes are found by the worker's poll within a second.
+        # Writes `notify` counted, and the count when the worker last had nothing left (a pass
+        # found none, or a short batch took all; -1 while it has work): equal, the lag is 0
+        # without an SQL count. Another process's writes are found by its poll within a second.
         self._notified = 0
         self._caught_up = -1
         self._wake = threading.Event()
@@ -95,10 +93,10 @@ class EmbeddingWorker:
         """A call came in (an add, an assemble): the worker rests between batches for a while."""
         self.served_at = time.monotonic()
 
-    def lag(self) -> int:
-        """Records not yet searchable by vector (those being embedded right now included); past
-        LAG_EXACT, as counted at most LAG_TTL_S seconds ago."""
-        if self._caught_up == self._notified:
+    def lag(self, counted: bool = False) -> int:
+        """Records not yet searchable by vector (those being embedded included); past LAG_EXACT,
+        as counted at most LAG_TTL_S seconds ago. `counted`: from the store, even caught up."""
+        if self._caught_up == self._notified and not counted:
             return 0
         now = time.monotonic()
         last = self._lag
@@ -110,13 +108,12 @@ class EmbeddingWorker:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every record stored so far has a vector; False on timeout or if the
-        worker is failing."""
+        worker is failing. Not a write: one (`notify`) left the caught-up mark stale."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        self.notify()
-        while self.lag() > 0:
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-            if not self._thread.is_alive():
+        self._wake.set()
+        while self.lag(counted=True) > 0:
+            late = deadline is not None and time.monotonic() >= deadline
+            if late or not self._thread.is_alive():
                 return False
             time.sleep(0.02)
         return True
@@ -174,6 +171,9 @@ class EmbeddingWorker:
         self.embedded += len(records)
         self.error = None
         self._batch_s = time.perf_counter() - t0
+        if len(records) < self.batch:  # all that was left: caught up, unless written since
+            self._lag, self._caught_up = None, seen  # (the next pass came after the rest)
+            return self._notified != seen
         return True
 
 
@@ -268,7 +268,7 @@ class VectorSource:
         if searches_here(store):
             # What `prepare` started, or (no pool) all of it here.
             found = ctx.prepared_result(self.name, lambda: self._nearest(ctx)())()
-            hits = hits_for(store, ctx.project, found)
+            hits = hits_for(store, ctx.project, found, ctx.records_read())
         else:
             text = ctx.query_text
             vec = self._cached(text)

@@ -17,7 +17,15 @@ from ..errors import BudgetError
 from ..ports import Tokenizer
 from .candidates import SECTIONS, Candidate, Item
 from .caps import charged_source
-from .render import DATED_SECTIONS, day_heading, fixed_cost, heading_cost, quoted, unit_cost
+from .render import (
+    DATED_SECTIONS,
+    day_heading,
+    fixed_cost,
+    heading_cost,
+    quoted,
+    shown_count,
+    unit_cost,
+)
 from .scoring import day_label, item_prefix
 
 MIN_TRUNCATE = 24
@@ -97,7 +105,10 @@ def pack(
     counter: Tokenizer,
     source_caps: Mapping[str, int] | None = None,
     section_caps: Mapping[str, int] | None = None,
+    stored_counts: bool = False,
 ) -> Packed:
+    """`stored_counts`: the records' stored counts are `counter`'s (stored_counts.py), so a line
+    of several is counted from them (`shown_count`) instead of word by word."""
     source_caps = source_caps or {}
     section_caps = section_caps or {}
     remaining = available - fixed_cost(agent, fmt, counter)
@@ -133,10 +144,10 @@ def pack(
                 if shown is line:
                     cost = counter.count(short) + r.tokens + 2  # the line and its newline
                 else:  # its further lines are indented (render.quoted)
-                    cost = counter.count(shown) + 1
+                    cost = shown_count(counter, short, r, shown, stored_counts) + 1
                 cost += 0 if day in days else day_cost(day, counter)
             else:
-                cost = unit_cost(c, fmt, agent, counter)
+                cost = unit_cost(c, fmt, agent, counter, stored_counts)
             extra = 0 if items else head
             src_cap = source_caps.get(c.source)
             if (
@@ -157,7 +168,7 @@ def pack(
                 decisions.append(Decision(c, True, "fits", cost))
             else:
                 if day is not None:  # a line that is cut keeps its own date
-                    cost = unit_cost(c, fmt, agent, counter)
+                    cost = unit_cost(c, fmt, agent, counter, stored_counts)
                 oversized = not sections[name] or c.pinned or name == "state"
                 overhead = cost - c.tokens
                 # The task is never cut: a window without the whole task is a budget error.

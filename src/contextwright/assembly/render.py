@@ -355,7 +355,7 @@ def remember_counts(sections: Mapping[str, Sequence[Item]], fmt: str, counter: T
             content = r.content
             cut = len(text) - len(content) - 1
             if cut > 0 and text[cut] == " " and text.endswith(content):
-                remember_line(text[:cut], content, r.tokens)
+                remember_line(text[:cut], content, r.tokens, INDENT)
 
 
 def render(
@@ -394,15 +394,33 @@ def render(
     )
 
 
-def unit_cost(c: Candidate, fmt: str, agent: str, counter: Tokenizer) -> int:
-    """Tokens one candidate adds to the rendered window (close to exact; verified after packing)."""
+def shown_count(counter: Tokenizer, head: str, r: Record, shown: str, stored: bool) -> int:
+    """The count of `shown`, the line `head + " " + r.content` as quoted() shows it: from the
+    record's stored count where it is `counter`'s (`stored`, stored_counts.py) and the counter
+    can take it from there (TokenCounter.count_shown: exact), else counted. A cold call's
+    search hits are records no window showed yet; counting each of their lines word by word
+    was most of what packing them cost."""
+    derive = getattr(counter, "count_shown", None) if stored else None
+    n = None if derive is None else derive(shown, head, r.content, r.tokens, INDENT)
+    return counter.count(shown) if n is None else int(n)
+
+
+def unit_cost(c: Candidate, fmt: str, agent: str, counter: Tokenizer, stored: bool = False) -> int:
+    """Tokens one candidate adds to the rendered window (close to exact; verified after packing).
+    `stored`: the records' stored counts are `counter`'s (`shown_count`)."""
     body = c.tokens
     recs = c.records
     if c.section != "history":
         if len(recs) <= 1:  # a folded chain's tokens are its quoted text's already
-            shown = quoted(c.text)
-            if shown is not c.text:
-                body = counter.count(shown)
+            text = c.text
+            shown = quoted(text)
+            if shown is not text:
+                content = recs[0].content if recs else ""
+                cut = len(text) - len(content) - 1
+                if recs and cut > 0 and text[cut] == " " and text.endswith(content):
+                    body = shown_count(counter, text[:cut], recs[0], shown, stored)
+                else:
+                    body = counter.count(shown)
         return body + 1  # its line's newline
     call = bool(recs) and recs[0].kind == "tool_call"
     others = fmt == "anthropic" and not call and not (recs and is_own(recs[0], agent))

@@ -194,6 +194,7 @@ class Assembler:
         available = bud.available
         caps = {name: int(frac * available) for name, frac in self.source_caps.items()}
         caps.update(actions.caps(rule))
+        stored_counts = self.counts.trusted(project, version)  # stored_counts.py
         packed = pack(
             kept,
             available=available,
@@ -202,9 +203,9 @@ class Assembler:
             counter=self.counter,
             source_caps=caps,
             section_caps=bud.section_caps,
+            stored_counts=stored_counts,
         )
         t_pack = time.perf_counter()
-        stored_counts = self.counts.trusted(project, version)  # stored_counts.py
         rendered = render(packed.sections, agent, fmt, self.counter, stored_counts)
         while rendered.tokens > available and drop_last(
             packed, "exact count of the rendered window over budget"

@@ -80,6 +80,12 @@ class SourceContext:
             found = self.reads[q] = self.store.query(q)
         return found
 
+    def records_read(self) -> dict[str, Record]:
+        """The records this call's sources read so far (`query`), by id: a search whose hits
+        are among them need not read those again (they are this call's, status included)."""
+        project = self.project
+        return {r.id: r for found in self.reads.values() for r in found if r.project == project}
+
     def prefetch(self, queries: Sequence[Query]) -> None:
         """Read `queries` not read yet into `reads` with one `query_many`, where the store answers
         many in one round trip (`ReadsMany`); elsewhere `query` reads each when asked."""

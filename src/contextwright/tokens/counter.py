@@ -21,7 +21,9 @@ __all__ = [
     "ModelSpec",
     "TokenCounter",
     "count_line",
+    "count_shown",
     "default_counter",
+    "indented",
     "model_spec",
     "register_model",
     "split_lines",
@@ -74,52 +76,120 @@ def split_words(text: str) -> list[str]:
 
 _ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
-_ASCII_ALNUM = _ASCII_LETTERS | frozenset("0123456789")
+_ASCII_DIGITS = frozenset("0123456789")
+_ASCII_ALNUM = _ASCII_LETTERS | _ASCII_DIGITS
 
 
-def count_line(count: Callable[[str], int], head: str, content: str, tokens: int) -> int | None:
-    """The count of `head + " " + content + "\\n"` from `tokens`, the count of `content` alone
-    (a record's, counted when it was stored), or None where the rule below does not apply. A
-    window's lines are a prefix and a record's content, so a line new to the process costs a few
-    cache reads instead of a count of all of its words (render.py).
+# The line breaks other than "\n" (str.splitlines' set): render.quoted turns them into "\n", so
+# a content with any of them is not shown as it is stored.
+_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
-    Exact under cl100k's pattern (tests/test_tokens.py checks it against tiktoken), because:
-    - `head` ends with a visible ASCII character and `content` starts with an ASCII letter, so
-      the space starts a pre-token (`split_words`' rule) and the line's pre-tokens are the
-      head's, then the content's with the space joined to its first one: the content's leading
-      letters `w`, which a non-letter ends (an ASCII one, so that no Unicode table is involved).
-      So ` w` replaces `w`. Content that starts with one ASCII punctuation mark `m` (not an
-      apostrophe, which could start `'s`) and letters: `mw` is one pre-token alone
-      (`[^\\r\\n\\p{L}\\p{N}]?+\\p{L}+`), and ` m` and `w` two after a space
-      (` ?[^\\s\\p{L}\\p{N}]++`, then the letters).
-    - no newline inside `content`: the line is one piece of `split_lines`;
-    - the newline after it: after a letter or a digit it is a pre-token of its own (one token);
-      after a run of ASCII punctuation `p` (with the space before it, if any) it joins that run
-      (` ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*`), so `p + "\\n"` replaces `p`. Any other ending: None.
+
+def _spaced(count: Callable[[str], int], line: str) -> int | None:
+    r"""How much the count of `line` (the start of a text, or of a line after a newline) grows
+    with a space put before it, or None where the rule below does not apply. Only the line's
+    first pre-token changes (cl100k's pattern):
+    - ASCII letters `w` (ended by an ASCII character: a non-ASCII letter could continue the
+      word): ` w` replaces `w`;
+    - one ASCII punctuation mark `m` (not an apostrophe, which could start `'s`) and letters:
+      `mw` is one pre-token alone (`[^\r\n\p{L}\p{N}]?+\p{L}+`), and ` m` and `w` two after a
+      space (` ?[^\s\p{L}\p{N}]++`, then the letters);
+    - an ASCII digit: the space is a pre-token of its own (no alternative joins a space to a
+      digit), and the digits are counted as before.
     """
-    if not head or not "!" <= head[-1] <= "~" or not content or "\n" in content:
+    first = line[:1]
+    if not first:
         return None
-    first = content[0]
-    # `@dev ...`: one pre-token alone, but the space takes the `@` from it (` @`, `dev`).
-    mark = first in _ASCII_PUNCT and first != "'" and content[1:2] in _ASCII_LETTERS
+    if first in _ASCII_DIGITS:
+        return count(" ")
+    mark = first in _ASCII_PUNCT and first != "'" and line[1:2] in _ASCII_LETTERS
     if not mark and first not in _ASCII_LETTERS:
         return None
-    n = len(content)
+    n = len(line)
     i = 2 if mark else 1
-    while i < n and content[i] in _ASCII_LETTERS:
+    while i < n and line[i] in _ASCII_LETTERS:
         i += 1
-    if i < n and not content[i].isascii():  # a non-ASCII letter could continue the word
+    if i < n and not line[i].isascii():  # a non-ASCII letter could continue the word
         return None
-    word = content[:i]
+    word = line[:i]
     spaced = count(" " + first) + count(word[1:]) if mark else count(" " + word)
-    total = count(head) + tokens - count(word) + spaced
+    return spaced - count(word)
+
+
+def indented(content: str, indent: str) -> str:
+    r"""`content` with every non-empty line after its first prefixed by `indent`: how a window
+    shows a record's further lines (render.quoted, for content whose only line break is \n)."""
+    if "\n" not in content:
+        return content
+    return "\n".join(
+        line if k == 0 or not line else indent + line for k, line in enumerate(content.split("\n"))
+    )
+
+
+def count_shown(
+    count: Callable[[str], int], head: str, content: str, tokens: int, indent: str = "  "
+) -> int | None:
+    r"""The count of `head + " " + indented(content, indent)` from `tokens`, the count of
+    `content` alone (a record's, counted when it was stored), or None where the rule below does
+    not apply. A window's record lines are a prefix and a record's content whose further lines
+    are indented (render.quoted): a line new to the process then costs a few cache reads
+    instead of a count of all of its words (render.py, packing.py).
+
+    Exact under cl100k's pattern (tests/test_tokens.py checks it against tiktoken), because:
+    - `head` ends with a visible ASCII character, so no pre-token joins it to the space after
+      it, and the content's first line gains a space before it (`_spaced`);
+    - `content` has no line break but \n, and each of its lines after the first is empty or
+      starts with a visible ASCII character: a pre-token ends at every newline that such a
+      character follows (`split_lines`' rule), in the content alone and indented, since the
+      newline's pre-token (`\s*[\r\n]`, or a punctuation run's `[\r\n]*`) ends at the last
+      newline before a non-space. So an indented line's count changes alone: its indent but one
+      space is a pre-token of its own (`\s+(?!\S)` leaves the last space to what follows),
+      and the line gains a space before it (`_spaced`).
+    """
+    if not head or not "!" <= head[-1] <= "~" or not content or not head.isprintable():
+        return None  # a head of several lines would be indented too
+    if not indent or indent.strip(" "):
+        return None
+    if not content.isprintable() and _OTHER_BREAKS.search(content) is not None:
+        return None  # shown with \n in its place (render.quoted)
+    lines = content.split("\n")
+    grow = _spaced(count, lines[0])
+    if grow is None:
+        return None
+    total = count(head) + tokens + grow
+    if len(lines) > 1:
+        pad = count(indent[:-1]) if len(indent) > 1 else 0
+        for line in lines[1:]:
+            if not line:
+                continue
+            if not "!" <= line[0] <= "~":
+                return None
+            grow = _spaced(count, line)
+            if grow is None:
+                return None
+            total += pad + grow
+    return total
+
+
+def count_line(
+    count: Callable[[str], int], head: str, content: str, tokens: int, indent: str = "  "
+) -> int | None:
+    """The count of `head + " " + indented(content, indent) + "\\n"` (`count_shown`, and the
+    newline after it) from `tokens`, the count of `content` alone, or None where the rules do
+    not apply. The newline after a letter or a digit is a pre-token of its own (one token);
+    after a run of ASCII punctuation `p` (with the space before it, if any) it joins that run
+    (` ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*`), so `p + "\\n"` replaces `p`. Any other ending: None."""
+    total = count_shown(count, head, content, tokens, indent)
+    if total is None:
+        return None
     last = content[-1]
     if last in _ASCII_ALNUM:
         return total + 1
     if last not in _ASCII_PUNCT:
         return None
-    j = n - 1
-    while content[j - 1] in _ASCII_PUNCT:  # content[0] is a letter: the loop stops by then
+    j = len(content) - 1
+    # The line starts with a letter or a digit, or a mark and a letter: the loop stops by then.
+    while content[j - 1] in _ASCII_PUNCT:
         j -= 1
     if content[j - 1] == " ":
         j -= 1
@@ -235,16 +305,31 @@ class TokenCounter:
         if cache is not None and cache.get(text) is None:
             cache.put(text, n)
 
-    def remember_line(self, head: str, content: str, tokens: int) -> None:
-        """`remember` the line `head + " " + content + "\n"` as a window shows it, where
-        `count_line` can take its count from `tokens` (the count of `content`)."""
-        line = f"{head} {content}\n"
+    def remember_line(self, head: str, content: str, tokens: int, indent: str = "  ") -> None:
+        """`remember` the line `head + " " + content + "\n"` as a window shows it (the
+        content's further lines indented by `indent`), where `count_line` can take its count
+        from `tokens` (the count of `content`)."""
+        line = f"{head} {indented(content, indent)}\n"
         cache = self._cache_for(len(line))
         if cache is None or cache.get(line) is not None:
             return
-        n = count_line(self.count, head, content, tokens)
+        n = count_line(self.count, head, content, tokens, indent)
         if n is not None:
             cache.put(line, n)
+
+    def count_shown(
+        self, shown: str, head: str, content: str, tokens: int, indent: str = "  "
+    ) -> int | None:
+        """The count of `shown`, which is `head + " " + indented(content, indent)` (a record's
+        line as a window shows it): cached, or taken from `tokens`, the content's own count
+        (the function `count_shown`) and kept; None where neither gives it."""
+        cache = self._cache_for(len(shown))
+        hit = None if cache is None else cache.get(shown)
+        if hit is None:
+            hit = count_shown(self.count, head, content, tokens, indent)
+            if hit is not None and cache is not None:
+                cache.put(shown, hit)
+        return hit
 
     def _count_new(self, text: str) -> int:
         """The count of a string that no cache holds: word by word, through the word cache."""
