@@ -1,0 +1,71 @@
+"""SQLite checkpoints run on a thread of their own, never inside a writer's commit
+(stores/sqlite_checkpoint.py)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from contextwright.records import Record, build_record
+from contextwright.stores.sqlite import SQLiteStore
+
+P = "ck"
+PAGE = 4096
+
+
+def batch(n: int, size: int = 200) -> list[Record]:
+    def one(k: int) -> Record:
+        data: dict[str, Any] = {"id": f"r{n}-{k}", "project": P, "author": "ann",
+                                "content": f"record {n} {k} " + "words of text " * 40,
+                                "created_at": 1.0 + k}  # fmt: skip
+        return build_record(data, lambda text: len(text.split()))
+
+    return [one(k) for k in range(size)]
+
+
+def wal_bytes(path: Path) -> int:
+    wal = Path(f"{path}-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def test_a_commit_never_checkpoints(tmp_path: Path) -> None:
+    """SQLite's own checkpoint, in the commit that passes 1,000 pages of log, would hold the
+    write lock while it copies and syncs: every writer queued behind it. With the checkpoint
+    thread stopped, the log grows past that and every record is still read back (durable in
+    the log)."""
+    path = tmp_path / "w.db"
+    store = SQLiteStore(str(path))
+    store._checkpoints.close()
+    for n in range(30):
+        store.add_many(batch(n))
+    assert wal_bytes(path) > 2000 * PAGE  # autocheckpoint would have kept it near 1,000 pages
+    other = sqlite3.connect(path)
+    assert other.execute("SELECT count(*) FROM records").fetchone()[0] == 30 * 200
+    other.close()
+    store.close()
+
+
+def test_the_checkpoint_thread_copies_the_log_into_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    store = SQLiteStore(str(path))
+    for n in range(12):
+        store.add_many(batch(n))
+    deadline = time.monotonic() + 60
+    while store._checkpoints.runs == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store._checkpoints.runs > 0
+    # Nothing left to copy: everything committed before the checkpoint is in the file.
+    conn = sqlite3.connect(path)
+    busy, log, done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    assert busy == 0 and log == done
+    conn.close()
+    store.close()
+    assert not any(t.name == "cw-checkpoint" for t in threading.enumerate())
+    assert not os.path.exists(f"{path}-wal")  # the last connection to close checkpointed the rest
+    reopened = SQLiteStore(str(path))
+    assert reopened.count(P) == 12 * 200
+    reopened.close()
