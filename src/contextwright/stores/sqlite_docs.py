@@ -22,6 +22,14 @@ from typing import Any
 
 from .sql import docs_sql
 
+try:  # the `server` extra's encoder: an 80 KB trace in 0.06 ms instead of 2.2
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - the extra installs it
+    _orjson = None  # type: ignore[assignment]
+
+PASSTHROUGH = (
+    0 if _orjson is None else _orjson.OPT_PASSTHROUGH_DATACLASS | _orjson.OPT_PASSTHROUGH_DATETIME
+)
 # The collection kept in the file of its own.
 TRACES = "traces"
 
@@ -72,8 +80,24 @@ def traces_path(path: str) -> str:
 def doc_row(
     collection: str, doc_id: str, project: str, data: dict[str, Any], at: float, key: str | None
 ) -> tuple[Any, ...]:
-    payload = json.dumps(data, separators=(",", ":"), default=str)
-    return (collection, doc_id, project, key, at, payload)
+    return (collection, doc_id, project, key, at, dumps(data))
+
+
+def dumps(data: dict[str, Any]) -> str:
+    """A document's JSON text. Every assemble call's trace is encoded here, on the trace
+    writer's thread but holding the GIL all the while: 2.2 ms a trace with the standard encoder,
+    which every add of the process waited behind when it came in meanwhile; orjson (the `server`
+    extra) takes 0.06 ms. The same values read back either way: what orjson would write
+    differently goes to `str` as the standard encoder's `default` does (dataclasses, dates), and
+    what it cannot encode (integers past 64 bits, keys that are not strings, lone surrogates) to
+    the standard encoder. A NaN, which no trace holds (records refuse one in meta), would be
+    `null`."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(data, default=str, option=PASSTHROUGH).decode()
+        except (TypeError, ValueError):
+            pass
+    return json.dumps(data, separators=(",", ":"), default=str)
 
 
 def get_doc(
