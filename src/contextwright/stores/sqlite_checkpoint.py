@@ -19,8 +19,9 @@ import threading
 from .sqlite_docs import connect
 
 # How long after a write the checkpoint runs: the writes of that moment share one checkpoint
-# (and one sync of the file), as the 1,000 pages did, instead of one each.
-DELAY_S = 0.2
+# (and one sync of the file) instead of one each. About as often as SQLite's 1,000 pages came
+# under load (300 adds a second write some 1,800 pages).
+DELAY_S = 0.5
 # The thread ends after this long without writes (a store never closed leaves no thread behind).
 IDLE_S = 5.0
 
