@@ -329,3 +329,28 @@ def test_a_worker_gets_a_socket_of_its_own_on_the_parents_port() -> None:
     finally:
         for sock in (parent, *workers):
             sock.close()
+
+
+def test_workers_never_share_a_port_with_another_server(tmp_path: Path) -> None:
+    """SO_REUSEPORT would let a second server of the same user listen beside a first one, each
+    answering some connections: the port is refused when anything listens on it."""
+    import socket
+
+    from contextwright.server.workers import PortShare
+
+    other = socket.socket()
+    other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    other.bind(("127.0.0.1", 0))
+    other.listen()
+    port = other.getsockname()[1]
+    try:
+        with pytest.raises(OSError):
+            PortShare.bind_to("127.0.0.1", port).close()
+        proc = subprocess.run(
+            [sys.executable, "-m", "contextwright.cli", "serve", "--db",
+             f"sqlite:///{tmp_path / 'x.db'}", "--port", str(port), "--workers", "2"],
+            env={**os.environ, "PYTHONPATH": SRC}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        other.close()
+    assert proc.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in proc.stderr

@@ -124,7 +124,14 @@ def serve(
 
         # As uvicorn.run with workers, but each worker listening on a socket of its own.
         config = uvicorn.Config("contextwright.server.workers:app_from_env", **options)
-        Multiprocess(config, sockets=[PortShare.bind_to(settings.host, settings.port)]).run()
+        try:
+            held = PortShare.bind_to(settings.host, settings.port)
+        except OSError as exc:
+            raise click.ClickException(
+                f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}; "
+                "stop what listens there or give another --port"
+            ) from None
+        Multiprocess(config, sockets=[held]).run()
         return
     state.serving = True
     # The app closes the engine when uvicorn shuts down: after SIGTERM uvicorn raises the signal

@@ -119,7 +119,14 @@ class PortShare(socket.socket):
 
     @classmethod
     def bind_to(cls, host: str, port: int) -> PortShare:
-        sock = cls(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        """Raises OSError (EADDRINUSE) when anything listens on the port already: SO_REUSEPORT
+        alone would let this server share the port with another one of the same user, each
+        answering some of the connections, where uvicorn's one socket refused to start."""
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+        sock = cls(family, socket.SOCK_STREAM)
         try:
             reuse(sock)
             sock.bind((host, port))
