@@ -6,6 +6,7 @@ import gc
 import os
 import re
 import socket
+import tempfile
 from typing import Any
 
 import click
@@ -65,6 +66,7 @@ def serve(
 
     from ..server import create_app
     from ..server.workers import (
+        BALANCE_DIR,
         PortShare,
         check_workers,
         default_workers,
@@ -131,7 +133,9 @@ def serve(
                 f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}; "
                 "stop what listens there or give another --port"
             ) from None
-        Multiprocess(config, sockets=[held]).run()
+        with tempfile.TemporaryDirectory(prefix="contextwright-workers-") as shared:
+            os.environ[BALANCE_DIR] = shared
+            Multiprocess(config, sockets=[held]).run()
         return
     state.serving = True
     # The app closes the engine when uvicorn shuts down: after SIGTERM uvicorn raises the signal

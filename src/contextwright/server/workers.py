@@ -21,6 +21,8 @@ from ..errors import ValidationError
 from ..gate import default_limit
 from ..settings import Settings
 
+# Where `serve --workers N` has its workers publish how many connections each serves (balance.py).
+BALANCE_DIR = "CONTEXTWRIGHT_WORKERS_DIR"
 # The database's connection budget that the workers share: PostgreSQL allows 100 by default; a
 # few are left for psql, backups and migrations.
 PG_CONNECTIONS = 90
@@ -102,6 +104,11 @@ def app_from_env() -> FastAPI:
     options["embedder"] = None if settings.embedder == "none" else settings.embedder
     options["assemble_slots"] = settings.assemble_slots
     app = create_app(Engine.open(settings.db, **options), settings, close_engine=True)
+    shared = os.environ.get(BALANCE_DIR)
+    if shared and os.path.isdir(shared):
+        from .balance import Balance
+
+        app.add_middleware(Balance, directory=shared)
     # As cli.service.settle_heap: start-up's objects out of every later full GC collection.
     gc.collect()
     gc.freeze()
