@@ -157,7 +157,7 @@ def test_opening_a_store_without_traces_makes_no_traces_file(tmp_path: Path) -> 
     assert not Path(traces_path(path)).exists()
 
 
-def test_a_document_reads_back_as_the_standard_encoder_would_have_it(tmp_path: Path) -> None:
+def test_a_trace_reads_back_as_the_standard_encoder_would_have_it(tmp_path: Path) -> None:
     """Traces are encoded by orjson where it is installed; what it would spell otherwise (dates,
     dataclasses) or cannot encode (big integers, keys that are not strings, lone surrogates)
     reads back as the standard encoder's text would."""

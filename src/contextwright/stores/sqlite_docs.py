@@ -80,24 +80,30 @@ def traces_path(path: str) -> str:
 def doc_row(
     collection: str, doc_id: str, project: str, data: dict[str, Any], at: float, key: str | None
 ) -> tuple[Any, ...]:
-    return (collection, doc_id, project, key, at, dumps(data))
+    payload = dumps(data) if collection == TRACES else standard(data)
+    return (collection, doc_id, project, key, at, payload)
+
+
+def standard(data: dict[str, Any]) -> str:
+    return json.dumps(data, separators=(",", ":"), default=str)
 
 
 def dumps(data: dict[str, Any]) -> str:
-    """A document's JSON text. Every assemble call's trace is encoded here, on the trace
-    writer's thread but holding the GIL all the while: 2.2 ms a trace with the standard encoder,
-    which every add of the process waited behind when it came in meanwhile; orjson (the `server`
+    """A trace's JSON text. Every assemble call's trace is encoded here, on the trace writer's
+    thread but holding the GIL all the while: 2.2 ms a trace with the standard encoder, which
+    every add of the process waited behind when it came in meanwhile; orjson (the `server`
     extra) takes 0.06 ms. The same values read back either way: what orjson would write
     differently goes to `str` as the standard encoder's `default` does (dataclasses, dates), and
     what it cannot encode (integers past 64 bits, keys that are not strings, lone surrogates) to
-    the standard encoder. A NaN, which no trace holds (records refuse one in meta), would be
-    `null`."""
+    the standard encoder. A NaN would be `null`: traces hold the engine's own numbers, never a
+    NaN (records refuse one in meta), which other documents, written far less often, might hold
+    and keep the standard encoder for."""
     if _orjson is not None:
         try:
             return _orjson.dumps(data, default=str, option=PASSTHROUGH).decode()
         except (TypeError, ValueError):
             pass
-    return json.dumps(data, separators=(",", ":"), default=str)
+    return standard(data)
 
 
 def get_doc(
