@@ -22,7 +22,6 @@ from .batches import by_project, plan_batch
 from .fulltext import COMMON_DF, LARGE_WINDOW
 from .rows import COLUMNS, KEYS, RecordCache, RecordKey, record_to_row
 from .sql import AUTHORS_SQL
-from .sqlite_checkpoint import Checkpointer
 from .sqlite_docs import (
     PUT,
     TRACES,
@@ -92,8 +91,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         self.url = f"sqlite:///{path}"
         # One connection per thread, reading the first `mmap_mb` of the file through mmap
         # (docs/stores.md).
-        self._conns = Connections(path, mmap_mb << 20, autocheckpoint=False)
-        self._checkpoints = Checkpointer(path)  # the log into the file, beside the writers
+        self._conns = Connections(path, mmap_mb << 20)
         self._write_lock = self._conns.lock  # writes and `close` take it
         self._pending: list[Job] = []  # batches waiting for the write lock (add_many)
         self._pending_lock = threading.Lock()
@@ -160,7 +158,6 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
             try:
                 result = fn(conn)
                 conn.execute("COMMIT")
-                self._checkpoints.written()
                 self._writes += 1
                 self._last_writer = threading.get_ident()
                 return result
@@ -483,6 +480,5 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
 
     def close(self) -> None:
         self._vocabulary.wait(timeout=10)
-        self._checkpoints.close()
         self._conns.close()
         self._traces.close()

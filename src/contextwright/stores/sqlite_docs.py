@@ -50,14 +50,10 @@ PUT = (
 )
 
 
-def connect(path: str, mmap_bytes: int = 0, *, autocheckpoint: bool = True) -> sqlite3.Connection:
+def connect(path: str, mmap_bytes: int = 0) -> sqlite3.Connection:
     """A connection as every connection of the SQLite store is set up (autocommit: the store
-    opens its own transactions), reading the first `mmap_bytes` of the file through mmap;
-    `autocheckpoint=False` for a store whose checkpoints run on a thread of their own
-    (sqlite_checkpoint.py)."""
+    opens its own transactions), reading the first `mmap_bytes` of the file through mmap."""
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    if not autocheckpoint:
-        conn.execute("PRAGMA wal_autocheckpoint=0")
     if mmap_bytes:
         conn.execute(f"PRAGMA mmap_size={int(mmap_bytes)}")
     conn.execute("PRAGMA synchronous=NORMAL")
@@ -128,10 +124,9 @@ class Connections:
     lock that writes and `close` share, so that no connection is closed in the middle of a
     write."""
 
-    def __init__(self, path: str, mmap_bytes: int = 0, *, autocheckpoint: bool = True) -> None:
+    def __init__(self, path: str, mmap_bytes: int = 0) -> None:
         self.path = path
         self.mmap_bytes = mmap_bytes
-        self.autocheckpoint = autocheckpoint
         self.lock = threading.RLock()
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -145,7 +140,7 @@ class Connections:
         return conn
 
     def _open(self) -> sqlite3.Connection:
-        return connect(self.path, self.mmap_bytes, autocheckpoint=self.autocheckpoint)
+        return connect(self.path, self.mmap_bytes)
 
     def close(self) -> None:
         with self.lock:
