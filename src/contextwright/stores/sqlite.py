@@ -22,6 +22,7 @@ from .batches import by_project, plan_batch
 from .fulltext import COMMON_DF, LARGE_WINDOW
 from .rows import COLUMNS, KEYS, RecordCache, RecordKey, record_to_row
 from .sql import AUTHORS_SQL
+from .sqlite_checkpoint import Checkpointer
 from .sqlite_docs import (
     PUT,
     TRACES,
@@ -93,6 +94,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         # (docs/stores.md).
         self._conns = Connections(path, mmap_mb << 20)
         self._write_lock = self._conns.lock  # writes and `close` take it
+        self._checkpoints = Checkpointer(path)  # the log copied into the file beside the writers
         self._pending: list[Job] = []  # batches waiting for the write lock (add_many)
         self._pending_lock = threading.Lock()
         self._df: dict[tuple[str, int | None], tuple[int, int]] = {}  # see _word_count
@@ -158,6 +160,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
             try:
                 result = fn(conn)
                 conn.execute("COMMIT")
+                self._checkpoints.written()
                 self._writes += 1
                 self._last_writer = threading.get_ident()
                 return result
@@ -480,5 +483,6 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
 
     def close(self) -> None:
         self._vocabulary.wait(timeout=10)
+        self._checkpoints.close()
         self._conns.close()
         self._traces.close()
