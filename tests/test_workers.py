@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -293,6 +294,9 @@ def test_each_worker_listens_on_a_socket_of_its_own(tmp_path: Path) -> None:
     proc, base = _serve(f"sqlite:///{tmp_path / 'p.db'}", workers=2)
     try:
         port = int(base.rsplit(":", 1)[1])
+        deadline = time.monotonic() + 60  # one worker answers /health before the other listens
+        while _listening(port) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert _listening(port) == 2
         clients = [httpx.Client(base_url=base) for _ in range(16)]
         for n, client in enumerate(clients):
