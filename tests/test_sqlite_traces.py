@@ -155,3 +155,29 @@ def test_opening_a_store_without_traces_makes_no_traces_file(tmp_path: Path) -> 
     assert [r.id for r in store.get_many("p", ["r1"])] == ["r1"]
     store.close()
     assert not Path(traces_path(path)).exists()
+
+
+def test_a_trace_reads_back_as_the_standard_encoder_would_have_it(tmp_path: Path) -> None:
+    """Traces are encoded by orjson where it is installed; what it would spell otherwise (dates,
+    dataclasses) or cannot encode (big integers, keys that are not strings, lone surrogates)
+    reads back as the standard encoder's text would."""
+    import dataclasses
+    import datetime
+
+    from contextwright.stores.sqlite_docs import dumps
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    engine = Engine.open(f"sqlite:///{tmp_path / 'd.db'}", embedder=None)
+    engine.add_many(
+        [{"project": "p", "author": "bob", "content": f"note {i} on the release plan"}
+         for i in range(30)]
+    )  # fmt: skip
+    trace = engine.assemble("p", "bob", "the release plan", 2000).trace.to_dict()
+    odd = {"at": datetime.datetime(2026, 1, 2, 3, 4, 5), "point": Point(1), "big": 2**70,
+           "keys": {1: "one"}, "text": "é\u2028\ud800", "score": 1e-05}  # fmt: skip
+    for data in (trace, odd):
+        assert json.loads(dumps(data)) == json.loads(json.dumps(data, default=str))
+    engine.close()

@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -276,3 +277,84 @@ def test_workers_defaults_and_limits() -> None:
     )
     assert pool_url("postgresql://h/db?pool_max=20", 30) == "postgresql://h/db?pool_max=20"
     assert pool_url("sqlite:///x.db", 4) == "sqlite:///x.db"
+
+
+def _listening(port: int) -> int:
+    """How many sockets listen on 127.0.0.1:`port` (Linux's table of TCP sockets)."""
+    with open("/proc/net/tcp") as table:
+        rows = [line.split() for line in table.readlines()[1:]]
+    return sum(1 for row in rows if row[1] == f"0100007F:{port:04X}" and row[3] == "0A")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="reads Linux's socket table")
+def test_each_worker_listens_on_a_socket_of_its_own(tmp_path: Path) -> None:
+    """On one shared listening socket the first worker to wake took every waiting connection
+    (16 keep-alive clients: 16/0 over two workers); with a socket each on the port
+    (SO_REUSEPORT) the kernel spreads the connections over them."""
+    proc, base = _serve(f"sqlite:///{tmp_path / 'p.db'}", workers=2)
+    try:
+        port = int(base.rsplit(":", 1)[1])
+        deadline = time.monotonic() + 60  # one worker answers /health before the other listens
+        while _listening(port) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _listening(port) == 2
+        clients = [httpx.Client(base_url=base) for _ in range(16)]
+        for n, client in enumerate(clients):
+            answer = client.post(
+                f"/v1/projects/{P}/records", json={"author": "ann", "content": f"hello {n}"}
+            )
+            assert answer.status_code == 201
+        for client in clients:
+            client.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+def test_a_worker_gets_a_socket_of_its_own_on_the_parents_port() -> None:
+    import pickle
+    import socket
+    from multiprocessing.reduction import ForkingPickler
+
+    from contextwright.server.workers import PortShare
+
+    parent = PortShare.bind_to("127.0.0.1", 0)
+    port = parent.getsockname()[1]
+    # As uvicorn hands the socket to each worker process it spawns.
+    workers = [pickle.loads(bytes(ForkingPickler.dumps(parent))) for _ in range(2)]
+    try:
+        for sock in workers:
+            assert type(sock) is socket.socket and sock.getsockname()[1] == port
+            assert sock.fileno() != parent.fileno()
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT) == 1
+            sock.listen()
+        client = socket.create_connection(("127.0.0.1", port), timeout=10)
+        client.close()
+    finally:
+        for sock in (parent, *workers):
+            sock.close()
+
+
+def test_workers_never_share_a_port_with_another_server(tmp_path: Path) -> None:
+    """SO_REUSEPORT would let a second server of the same user listen beside a first one, each
+    answering some connections: the port is refused when anything listens on it."""
+    import socket
+
+    from contextwright.server.workers import PortShare
+
+    other = socket.socket()
+    other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    other.bind(("127.0.0.1", 0))
+    other.listen()
+    port = other.getsockname()[1]
+    try:
+        with pytest.raises(OSError):
+            PortShare.bind_to("127.0.0.1", port).close()
+        proc = subprocess.run(
+            [sys.executable, "-m", "contextwright.cli", "serve", "--db",
+             f"sqlite:///{tmp_path / 'x.db'}", "--port", str(port), "--workers", "2"],
+            env={**os.environ, "PYTHONPATH": SRC}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        other.close()
+    assert proc.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in proc.stderr

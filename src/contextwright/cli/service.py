@@ -6,6 +6,8 @@ import gc
 import os
 import re
 import socket
+import tempfile
+from typing import Any
 
 import click
 
@@ -63,7 +65,16 @@ def serve(
         raise MissingExtra("contextwright serve", "server") from None
 
     from ..server import create_app
-    from ..server.workers import check_workers, default_workers, pool_url, to_env, worker_slots
+    from ..server.workers import (
+        BALANCE_DIR,
+        PortShare,
+        check_workers,
+        default_workers,
+        pool_url,
+        shares_ports,
+        to_env,
+        worker_slots,
+    )
 
     if db:
         state.settings = state.settings.with_(db=db)
@@ -101,14 +112,30 @@ def serve(
         click.echo(f"contextwright serving {shown_db} with {workers} workers", err=True)
         click.echo(f"inspector: http://{shown}:{settings.port}/inspector/", err=True)
         click.echo(f"API docs:  http://{shown}:{settings.port}/docs", err=True)
-        uvicorn.run(
-            "contextwright.server.workers:app_from_env",
-            factory=True,
-            workers=workers,
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level,
-        )
+        options: dict[str, Any] = {
+            "factory": True,
+            "workers": workers,
+            "host": settings.host,
+            "port": settings.port,
+            "log_level": settings.log_level,
+        }
+        if not shares_ports():
+            uvicorn.run("contextwright.server.workers:app_from_env", **options)
+            return
+        from uvicorn.supervisors import Multiprocess
+
+        # As uvicorn.run with workers, but each worker listening on a socket of its own.
+        config = uvicorn.Config("contextwright.server.workers:app_from_env", **options)
+        try:
+            held = PortShare.bind_to(settings.host, settings.port)
+        except OSError as exc:
+            raise click.ClickException(
+                f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}; "
+                "stop what listens there or give another --port"
+            ) from None
+        with tempfile.TemporaryDirectory(prefix="contextwright-workers-") as shared:
+            os.environ[BALANCE_DIR] = shared
+            Multiprocess(config, sockets=[held]).run()
         return
     state.serving = True
     # The app closes the engine when uvicorn shuts down: after SIGTERM uvicorn raises the signal

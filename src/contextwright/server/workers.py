@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import socket
 from typing import Any
 
 from fastapi import FastAPI
@@ -20,6 +21,8 @@ from ..errors import ValidationError
 from ..gate import default_limit
 from ..settings import Settings
 
+# Where `serve --workers N` has its workers publish how many connections each serves (balance.py).
+BALANCE_DIR = "CONTEXTWRIGHT_WORKERS_DIR"
 # The database's connection budget that the workers share: PostgreSQL allows 100 by default; a
 # few are left for psql, backups and migrations.
 PG_CONNECTIONS = 90
@@ -101,7 +104,64 @@ def app_from_env() -> FastAPI:
     options["embedder"] = None if settings.embedder == "none" else settings.embedder
     options["assemble_slots"] = settings.assemble_slots
     app = create_app(Engine.open(settings.db, **options), settings, close_engine=True)
+    shared = os.environ.get(BALANCE_DIR)
+    if shared and os.path.isdir(shared):
+        from .balance import Balance
+
+        app.add_middleware(Balance, directory=shared)
     # As cli.service.settle_heap: start-up's objects out of every later full GC collection.
     gc.collect()
     gc.freeze()
     return app
+
+
+class PortShare(socket.socket):
+    """The parent's socket under `--workers N`: bound with SO_REUSEPORT and never listening, it
+    holds the port; each worker it is handed to gets, in its place, a listening socket of its own
+    on the same port (`__reduce__`, called when uvicorn passes it to the worker). The kernel
+    then spreads new connections over the workers' sockets by their addresses. On one shared
+    listening socket the first worker to wake took every connection waiting (16 keep-alive
+    clients split 16/0, 14/2 and 9/7 over 2 workers in three tries), and the busier process kept
+    them for good."""
+
+    @classmethod
+    def bind_to(cls, host: str, port: int) -> PortShare:
+        """Raises OSError (EADDRINUSE) when anything listens on the port already: SO_REUSEPORT
+        alone would let this server share the port with another one of the same user, each
+        answering some of the connections, where uvicorn's one socket refused to start."""
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+        sock = cls(family, socket.SOCK_STREAM)
+        try:
+            reuse(sock)
+            sock.bind((host, port))
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        host, port = self.getsockname()[:2]
+        return (worker_socket, (int(self.family), host, port))
+
+
+def reuse(sock: socket.socket) -> None:
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+
+
+def worker_socket(family: int, host: str, port: int) -> socket.socket:
+    """A worker's own socket on the parent's port (uvicorn makes it listen)."""
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    reuse(sock)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+def shares_ports() -> bool:
+    """Whether this system spreads connections over sockets on one port (Linux, BSDs, macOS
+    have SO_REUSEPORT; Windows has not, and its workers share uvicorn's one socket)."""
+    return hasattr(socket, "SO_REUSEPORT") and os.name != "nt"

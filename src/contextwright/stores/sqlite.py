@@ -22,6 +22,7 @@ from .batches import by_project, plan_batch
 from .fulltext import COMMON_DF, LARGE_WINDOW
 from .rows import COLUMNS, KEYS, RecordCache, RecordKey, record_to_row
 from .sql import AUTHORS_SQL
+from .sqlite_checkpoint import Checkpointer
 from .sqlite_docs import (
     PUT,
     TRACES,
@@ -34,7 +35,7 @@ from .sqlite_docs import (
     traces_path,
 )
 from .sqlite_facts import SQLiteFacts
-from .sqlite_jobs import Job
+from .sqlite_jobs import Job, write_group
 from .sqlite_schema import MIGRATIONS, Migration
 from .sqlite_text import VISIBLE, SQLiteText
 from .sqlite_vectors import SQLiteVectors
@@ -93,6 +94,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         # (docs/stores.md).
         self._conns = Connections(path, mmap_mb << 20)
         self._write_lock = self._conns.lock  # writes and `close` take it
+        self._checkpoints = Checkpointer(path)  # the log copied into the file beside the writers
         self._pending: list[Job] = []  # batches waiting for the write lock (add_many)
         self._pending_lock = threading.Lock()
         self._df: dict[tuple[str, int | None], tuple[int, int]] = {}  # see _word_count
@@ -158,6 +160,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
             try:
                 result = fn(conn)
                 conn.execute("COMMIT")
+                self._checkpoints.written()
                 self._writes += 1
                 self._last_writer = threading.get_ident()
                 return result
@@ -215,19 +218,8 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
                 jobs[0].error = exc
             jobs[0].done = True
             return
-
-        def write(conn: sqlite3.Connection) -> None:
-            for job in jobs:
-                conn.execute("SAVEPOINT batch")
-                try:
-                    job.out = self._add_batch(conn, job.records)
-                except Exception as exc:
-                    conn.execute("ROLLBACK TO batch")
-                    job.error = exc
-                conn.execute("RELEASE batch")
-
         try:
-            self._write(write)
+            self._write(lambda conn: write_group(conn, jobs, self._add_batch))
         except BaseException as exc:  # the commit failed: nothing of any batch is stored
             for job in jobs:
                 job.error, job.out = exc, None
@@ -259,12 +251,15 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
                  [(rid, r.content) for rid, r in pairs])  # fmt: skip
             addressed = [(n, how, rid, r.created_at) for rid, r in pairs
                          for how, names in (("to", r.to), ("mention", r.mentions)) for n in names]  # fmt: skip
-            many("INSERT OR IGNORE INTO addressing VALUES (?, ?, ?)",
-                 [(n, how, rid) for n, how, rid, _ in addressed])  # fmt: skip
-            many("INSERT OR IGNORE INTO addressed_time VALUES (?, ?, ?)",
-                 [(n, at, rid) for n, _, rid, at in addressed])  # fmt: skip
-            many("INSERT OR IGNORE INTO record_tags VALUES (?, ?)",
-                 [(t, rid) for rid, r in pairs for t in r.tags])  # fmt: skip
+            # Only statements with rows: each one is a turn at the GIL inside the write lock.
+            if addressed:
+                many("INSERT OR IGNORE INTO addressing VALUES (?, ?, ?)",
+                     [(n, how, rid) for n, how, rid, _ in addressed])  # fmt: skip
+                many("INSERT OR IGNORE INTO addressed_time VALUES (?, ?, ?)",
+                     [(n, at, rid) for n, _, rid, at in addressed])  # fmt: skip
+            tagged = [(t, rid) for rid, r in pairs for t in r.tags]
+            if tagged:
+                many("INSERT OR IGNORE INTO record_tags VALUES (?, ?)", tagged)
             # After the whole batch, so that a record may supersede one later in the same batch.
             for r in fresh:
                 if r.supersedes:
@@ -488,5 +483,6 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
 
     def close(self) -> None:
         self._vocabulary.wait(timeout=10)
+        self._checkpoints.close()
         self._conns.close()
         self._traces.close()

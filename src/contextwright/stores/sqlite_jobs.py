@@ -5,7 +5,7 @@ a savepoint of its own, and each caller gets its own answer or its own error."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import StoreError, ValidationError
 from ..records import Record
@@ -35,3 +35,47 @@ class Job:
             raise exc
         assert self.out is not None
         return self.out
+
+
+# The store's batch write inside a transaction: its answer, one record per record given.
+AddBatch = Callable[[sqlite3.Connection, Sequence[Record]], list[Record]]
+
+
+def write_group(conn: sqlite3.Connection, jobs: Sequence[Job], add_batch: AddBatch) -> None:
+    """Store the batches of a group commit in the transaction open on `conn`, each with its
+    own answer or error: all of them as one batch when that is what storing them one after
+    another would do, else one by one, each in a savepoint (a refused batch rolled back alone)."""
+    if _together(conn, jobs, add_batch):
+        return
+    for job in jobs:
+        conn.execute("SAVEPOINT batch")
+        try:
+            job.out = add_batch(conn, job.records)
+        except Exception as exc:
+            conn.execute("ROLLBACK TO batch")
+            job.error = exc
+        conn.execute("RELEASE batch")
+
+
+def _together(conn: sqlite3.Connection, jobs: Sequence[Job], add_batch: AddBatch) -> bool:
+    """All the batches as one: one statement per table for the whole group. Each statement
+    gives the GIL up and takes it back behind the assembling threads (about 2.5 ms each beside
+    8 of them), so a savepoint and nine statements per batch held the write lock, and every
+    writer queued behind it, for tens of ms. One batch answers as the batches one after another
+    would: a record repeated in a later batch answers with the earlier one. Not when any record
+    supersedes another (one batch would mark a record queued after the one superseding it,
+    which alone would not have been there yet), nor when a batch is refused."""
+    if any(r.supersedes for job in jobs for r in job.records):
+        return False
+    conn.execute("SAVEPOINT together")
+    try:
+        out = add_batch(conn, [r for job in jobs for r in job.records])
+    except Exception:
+        conn.execute("ROLLBACK TO together")
+        conn.execute("RELEASE together")
+        return False
+    conn.execute("RELEASE together")
+    start = 0
+    for job in jobs:
+        job.out, start = out[start : start + len(job.records)], start + len(job.records)
+    return True
