@@ -32,6 +32,23 @@ SECTION_BY_KIND = {
 }
 
 
+# A window of B tokens holds about B / TOKENS_PER_LINE short records (a chat line and its prefix);
+# a hit list that grows with the budget can fill it, up to MAX_DEPTH hits.
+TOKENS_PER_LINE = 25
+MAX_DEPTH = 300
+
+
+def budget_depth(budget: int | None, default: int) -> int:
+    """How many hits a relevance list reads for a window of `budget` tokens: `default`, or as
+    many as the window could hold lines when that is more (at most MAX_DEPTH). A fixed list of 40
+    cannot fill a large window, however good its ranking: on LoCoMo (dev), the vector list at 80
+    hits instead of 40 took turn recall at 2,000 tokens from 0.902 to 0.911 and at 4,000 from
+    0.922 to 0.952 (docs/recall.md)."""
+    if budget is None:
+        return default
+    return max(default, min(MAX_DEPTH, budget // TOKENS_PER_LINE))
+
+
 @dataclass
 class SourceContext:
     store: Store
@@ -56,6 +73,8 @@ class SourceContext:
     # Work that sources started before any source ran (`Source.prepare`), by source name.
     prepared: dict[str, Future[Any]] = field(default_factory=dict, repr=False)
     deadline: float | None = None  # perf_counter time by which every source must be done
+    # The tokens the window may hold (the budget's `available`); None where no budget applies.
+    budget: int | None = None
 
     @property
     def query_text(self) -> str:
@@ -63,6 +82,11 @@ class SourceContext:
 
     def limit(self, source: str, default: int) -> int:
         return int(self.limits.get(source, default))
+
+    def depth(self, source: str, default: int) -> int:
+        """`limit`, but a list the call does not size grows with the budget (`budget_depth`)."""
+        given = self.limits.get(source)
+        return int(given) if given is not None else budget_depth(self.budget, default)
 
     def prepared_result(self, source: str, work: Callable[[], T]) -> T:
         """What `source`'s `prepare` started on the pool, waited for until the call's deadline;
