@@ -34,6 +34,9 @@ class LocalityConfig:
     session_weight: float = 0.3  # lift of a record in the best session, in relevance units
     neighbour_weight: float = 0.2  # share of the best neighbour's relevance
     answer_weight: float = 1.0  # share of a question's relevance that the reply to it inherits
+    # Matches ranked after the strongest `top` whose replies are read when they ask something:
+    # an answer is about its question wherever the question ranks.
+    askers: int = 30
 
 
 def spread(
@@ -55,7 +58,8 @@ def spread(
         for c in out
         if c.section in SPREAD_SECTIONS and c.records
     }
-    strong = sorted((k for k, v in rel.items() if v > 0), key=lambda k: (-rel[k], k))[: cfg.top]
+    ranked = sorted((k for k, v in rel.items() if v > 0), key=lambda k: (-rel[k], k))
+    strong = ranked[: cfg.top]
     votes: defaultdict[str, float] = defaultdict(float)
     adjacent: defaultdict[str, set[str]] = defaultdict(set)
     answered: dict[str, float] = {}  # reply id -> the relevance of the question it follows
@@ -75,6 +79,7 @@ def spread(
                 fresh = _nearby(n, ctx, match)
                 by_key[n.id] = fresh
                 out.append(fresh)
+    _answers(ranked[cfg.top : cfg.top + cfg.askers], by_key, rel, answered, out, ctx)
     if not votes:
         return out
     lifted = sorted(votes, key=lambda s: (-votes[s], s))[: cfg.sessions]
@@ -100,6 +105,32 @@ def spread(
         total = c.components.get("relevance", 0.0) + lift + nb
         c.section = "knowledge" if total >= KNOWLEDGE_AT else "suggestions"
     return out
+
+
+def _answers(
+    keys: Sequence[str],
+    by_key: dict[str, Candidate],
+    rel: dict[str, float],
+    answered: dict[str, float],
+    out: list[Candidate],
+    ctx: SourceContext,
+) -> None:
+    """The replies to the matches `keys` that ask something join `answered` (and the
+    candidates). Only questions, and only the reply: the other neighbours of a weaker match are
+    mostly noise, and an answer that shares no word with the task is found no other way."""
+    askers = [m for k in keys if (m := by_key[k].records[0]).session and asks_something(m.content)]
+    if not askers:
+        return
+    near = _all_neighbours(askers, ctx)
+    for m in askers:
+        for n in near[m.id]:
+            if n.created_at < m.created_at or n.author == m.author:
+                continue
+            answered[n.id] = max(answered.get(n.id, 0.0), rel[m.id])
+            if n.id not in by_key:
+                fresh = _nearby(n, ctx, m)
+                by_key[n.id] = fresh
+                out.append(fresh)
 
 
 # Question marks: Latin and most scripts, fullwidth (Chinese, Japanese), Arabic.
