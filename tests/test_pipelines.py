@@ -192,9 +192,10 @@ def test_the_default_vector_list_grows_with_the_budget(tmp_path: Path) -> None:
         _seed(e, 400)
         assert e.wait_for_embeddings(60)
         assert _count(e, "vector", 1000) == 40
-        assert _count(e, "vector", 3000) == 3000 // TOKENS_PER_LINE
+        assert _count(e, "vector", 1500) == 1500 // TOKENS_PER_LINE
         assert _count(e, "vector", 100_000) == MAX_DEPTH
         assert _count(e, "vector", 3000, limits={"vector": 7}) == 7
+        assert _count(e, "vector", 3000, limits={"vector": 300}) == 300  # a size given is kept
 
 
 @given(st.integers(0, 10**7), st.integers(0, 10**7), st.integers(1, 1000))

@@ -33,17 +33,19 @@ SECTION_BY_KIND = {
 
 
 # A window of B tokens holds about B / TOKENS_PER_LINE short records (a chat line and its prefix);
-# a hit list that grows with the budget can fill it, up to MAX_DEPTH hits.
+# a hit list that grows with the budget can fill it, up to MAX_DEPTH hits. Every hit read costs a
+# call about 16 us (read, scored, packed or dropped) whether it is kept or not, so the list stops
+# growing at twice the fixed 40: the windows of 2,000 tokens that the growth is for.
 TOKENS_PER_LINE = 25
-MAX_DEPTH = 300
+MAX_DEPTH = 80
 
 
 def budget_depth(budget: int | None, default: int) -> int:
     """How many hits a relevance list reads for a window of `budget` tokens: `default`, or as
     many as the window could hold lines when that is more (at most MAX_DEPTH). A fixed list of 40
-    cannot fill a large window, however good its ranking: on LoCoMo (dev), the vector list at 80
+    cannot fill a larger window, however good its ranking: on LoCoMo (dev), the vector list at 80
     hits instead of 40 took turn recall at 2,000 tokens from 0.902 to 0.911 and at 4,000 from
-    0.922 to 0.952 (docs/recall.md)."""
+    0.922 to 0.946 (docs/recall.md)."""
     if budget is None:
         return default
     return max(default, min(MAX_DEPTH, budget // TOKENS_PER_LINE))

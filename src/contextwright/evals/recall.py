@@ -259,7 +259,7 @@ def configuration(engine: Engine, embedder: Embedder | str | None) -> dict[str, 
         "sources": [s.name for s in engine.sources],
         "source_caps": dict(engine.assembler.source_caps),
         "source_limits": (
-            "the sources' defaults (fulltext 40 hits; vector 40, or budget // 25 up to 300)"
+            "the sources' defaults (fulltext 40 hits; vector 40, or budget // 25 up to 80)"
         ),
         "format": FORMAT,
     }
