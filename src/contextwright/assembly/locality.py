@@ -6,9 +6,11 @@ the sessions that hold the strongest matches lift the candidates in them, and th
 just before and after each strong match join as candidates, lifted by a share of its relevance.
 A reply by someone else to a strong match that asks something is lifted by all of its relevance:
 the answer is about what the question asked, in words the question's search may not share ("what
-got you into running?" / "my doctor said ..."). On LoCoMo (dev) locality adds about 6 points of
-turn recall at 1,000 tokens, the answers' lift 0.9 of them (docs/recall.md). The lift is a score
-component, `nearby`, so the trace shows it.
+got you into running?" / "my doctor said ..."); so is the reply to a weaker match that asks
+something (`askers`), the only neighbour of such a match that is read. On LoCoMo (dev) locality
+adds about 6 points of turn recall at 1,000 tokens, the answers' lift 0.9 of them, the weaker
+questions' answers 0.3 more (docs/recall.md). The lift is a score component, `nearby`, so the
+trace shows it.
 """
 
 from __future__ import annotations
