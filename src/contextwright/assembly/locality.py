@@ -120,15 +120,17 @@ def _answers(
     """The replies to the matches `keys` that ask something join `answered` (and the
     candidates). Only questions, and only the reply: the other neighbours of a weaker match are
     mostly noise, and an answer that shares no word with the task is found no other way."""
-    askers = [m for k in keys if (m := by_key[k].records[0]).session and asks_something(m.content)]
+    askers = [
+        (k, m) for k in keys if (m := by_key[k].records[0]).session and asks_something(m.content)
+    ]
     if not askers:
         return
-    near = _all_neighbours(askers, ctx)
-    for m in askers:
+    near = _all_neighbours([m for _, m in askers], ctx)
+    for k, m in askers:
         for n in near[m.id]:
             if n.created_at < m.created_at or n.author == m.author:
                 continue
-            answered[n.id] = max(answered.get(n.id, 0.0), rel[m.id])
+            answered[n.id] = max(answered.get(n.id, 0.0), rel[k])
             if n.id not in by_key:
                 fresh = _nearby(n, ctx, m)
                 by_key[n.id] = fresh
