@@ -286,7 +286,7 @@ class VectorSource:
         span = max(top - floor, 1e-6)
         rels = [(h.score - floor) / span for h in hits]
         why = "close in meaning to the task (cosine {:.2f})"
-        return hit_candidates(hits, rels, ctx, self.name, "vector", why, ("tool_call",))
+        return hit_candidates(hits, rels, ctx, self.name, "vector", why, ("tool_call",), 40)
 
 
 class Vectors:

@@ -174,18 +174,24 @@ def hit_candidates(
     signal: str,
     reason: str,
     skip: tuple[str, ...],
+    fixed: int | None = None,
 ) -> list[Candidate]:
     """The candidates of a search's hits, in order, but those of a kind in `skip`. `rels` is
     each hit's relevance scaled over the hits (0..1), kept as the component `signal`, which
-    scoring.fuse_relevance fuses; `reason` says why with the raw score in its `{:.2f}`."""
+    scoring.fuse_relevance fuses; `reason` says why with the raw score in its `{:.2f}`. With
+    `fixed`, the hits past the first `fixed` of a list that grew with the budget (the call and
+    its pipeline did not size it: `budget_depth`) are marked `deep`."""
     out = []
-    for h, rel in zip(hits, rels, strict=True):
+    grown = fixed is not None and source not in ctx.limits
+    for i, (h, rel) in enumerate(zip(hits, rels, strict=True)):
         r = h.record
         if r.kind in skip:
             continue
         section = section_for(r, "knowledge" if rel >= KNOWLEDGE_AT else "suggestions")
         why = reason.format(h.score)
-        out.append(record_candidate(r, ctx, source, section, why, **{signal: round(rel, 6)}))
+        c = record_candidate(r, ctx, source, section, why, **{signal: round(rel, 6)})
+        c.deep = grown and i >= (fixed or 0)
+        out.append(c)
     return out
 
 
