@@ -35,7 +35,8 @@ SECTION_BY_KIND = {
 # A window of B tokens holds about B / TOKENS_PER_LINE short records (a chat line and its prefix);
 # a hit list that grows with the budget can fill it, up to MAX_DEPTH hits. Every hit read costs a
 # call about 16 us (read, scored, packed or dropped) whether it is kept or not, so the list stops
-# growing at twice the fixed 40: the windows of 2,000 tokens that the growth is for.
+# growing at twice the fixed 40 (the windows of 2,000 tokens that the growth is for), and its deep
+# end is left out where the other candidates crowd the window (selection.deep_room).
 TOKENS_PER_LINE = 25
 MAX_DEPTH = 80
 
