@@ -112,3 +112,36 @@ def test_a_follow_up_by_the_asker_inherits_nothing(store: Store) -> None:
     q_rel = question["components"]["relevance"]
     assert same["components"]["nearby"] <= 3.0 * (share * q_rel + lift) + 1e-6
     eng.close()
+
+
+def test_the_reply_to_a_weaker_matching_question_inherits_its_relevance(store: Store) -> None:
+    """A question that ranks after the strongest matches still lends its reply its relevance,
+    and brings the reply in as a candidate: nothing else would find it (it shares no word with
+    the task)."""
+    eng = Engine(store, clock=lambda: NOW)
+    eng.register_agent("p", "assistant", "default")
+    top = LocalityConfig().top
+    for i in range(top + 2):  # strong matches that ask nothing, ranked before the question
+        eng.add(
+            project="p", author="ann", kind="message", content=f"marathon running day {i}",
+            session="s1", created_at=NOW - 7200 + i,
+        )  # fmt: skip
+    _chat(
+        eng,
+        [
+            ("ann", "After the move, the new job and the long winter, were you still running?"),
+            ("bob", "My doctor said my heart needed it, so I trained every morning."),
+        ],
+    )
+    result = eng.assemble("p", "assistant", "bob marathon running", 4000)
+    question = _item(result, "were you still running")
+    ranked = sorted(
+        (d for d in result.trace.items if d["components"].get("relevance", 0) > 0),
+        key=lambda d: -d["components"]["relevance"],
+    )
+    assert ranked.index(question) >= top  # not one of the strongest matches
+    answer = _item(result, "My doctor said")
+    q_rel = question["components"]["relevance"]
+    assert answer["components"]["nearby"] >= 3.0 * LocalityConfig().answer_weight * q_rel - 1e-6
+    assert answer["decision"] == "kept"
+    eng.close()

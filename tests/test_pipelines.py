@@ -29,6 +29,8 @@ from contextwright.assembly.definitions import (
 from contextwright.assembly.kv_source import KVSource
 from contextwright.assembly.retrieval import PipelineSource
 from contextwright.assembly.sources import (
+    MAX_DEPTH,
+    TOKENS_PER_LINE,
     AddressedSource,
     DecisionsSource,
     FullTextSource,
@@ -36,6 +38,7 @@ from contextwright.assembly.sources import (
     OpenItemsSource,
     PinnedSource,
     SourceContext,
+    budget_depth,
 )
 from contextwright.cli import cli
 from contextwright.errors import RuleError
@@ -147,8 +150,8 @@ def test_default_windows_unchanged(store: Store, tmp_path: Path) -> None:
 # -- a user's definitions ---------------------------------------------------------------------
 
 
-def _count(engine: Engine, source: str) -> int:
-    a = engine.assemble("p", "bob", "login form session cookie", 3000)
+def _count(engine: Engine, source: str, budget: int = 3000, **kw: Any) -> int:
+    a = engine.assemble("p", "bob", "login form session cookie", budget, **kw)
     return next(s["candidates"] for s in a.trace.sources if s["name"] == source)
 
 
@@ -169,14 +172,38 @@ def test_top_k_of_the_vector_step(tmp_path: Path) -> None:
     with Engine(store, clock=lambda: T0, embedder="hash") as e:
         _seed(e, 60)
         assert e.wait_for_embeddings(60)
-        assert _count(e, "vector") == 40  # the source's own size (retrieval.SOURCE_LIMITS)
+        # The source's own size (retrieval.SOURCE_LIMITS) for a window of 1,000 tokens.
+        assert _count(e, "vector", 1000) == 40
     ten = [{"name": "vector", "steps": [{"step": "vector", "topK": 10}]}]
     with Engine(open_store(f"sqlite:///{tmp_path / 'v.db'}"), clock=lambda: T0,
                 embedder="hash", pipelines=ten) as e:  # fmt: skip
         assert e.wait_for_embeddings(60)
         assert _count(e, "vector") == 10
+        assert _count(e, "vector", 20_000) == 10  # a size given is kept at any budget
         names = [s.name for s in e.sources]
         assert names.index("vector") < names.index("computed")
+
+
+def test_the_default_vector_list_grows_with_the_budget(tmp_path: Path) -> None:
+    """A list of 40 hits cannot fill a large window: unless a call or a definition sizes it, the
+    vector list reads as many hits as the window holds lines (sources.budget_depth)."""
+    store = open_store(f"sqlite:///{tmp_path / 'v.db'}")
+    with Engine(store, clock=lambda: T0, embedder="hash") as e:
+        _seed(e, 400)
+        assert e.wait_for_embeddings(60)
+        assert _count(e, "vector", 1000) == 40
+        assert _count(e, "vector", 1500) == 1500 // TOKENS_PER_LINE
+        assert _count(e, "vector", 100_000) == MAX_DEPTH
+        assert _count(e, "vector", 3000, limits={"vector": 7}) == 7
+        assert _count(e, "vector", 3000, limits={"vector": 300}) == 300  # a size given is kept
+
+
+@given(st.integers(0, 10**7), st.integers(0, 10**7), st.integers(1, 1000))
+def test_budget_depth_is_monotone_and_bounded(a: int, b: int, default: int) -> None:
+    lo, hi = sorted((a, b))
+    assert budget_depth(lo, default) <= budget_depth(hi, default)
+    assert default <= budget_depth(hi, default) <= max(default, MAX_DEPTH)
+    assert budget_depth(None, default) == default
 
 
 def _run(store: Store, steps: list[dict[str, Any]], agent: str = "bob") -> list[Any]:

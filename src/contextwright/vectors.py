@@ -239,7 +239,7 @@ class VectorSource:
         vec = self._cached(text)
         embed = None if vec is not None else self._embedding(text)
         project, agent, model = ctx.project, ctx.agent, self.embedder.name
-        limit = ctx.limit(self.name, 40)
+        limit = ctx.depth(self.name, 40)
 
         def work() -> Callable[[], list[tuple[str, float]]]:
             v = vec if embed is None else self._keep(text, embed()())
@@ -276,7 +276,7 @@ class VectorSource:
                 finish = ctx.prepared_result(self.name, lambda: self._embedding(text)())
                 vec = self._keep(text, finish())
             hits = cast(KeepsVectors, store).vector_search(
-                ctx.project, ctx.agent, vec, ctx.limit(self.name, 40), self.embedder.name
+                ctx.project, ctx.agent, vec, ctx.depth(self.name, 40), self.embedder.name
             )
         if not hits:
             return []
@@ -286,7 +286,7 @@ class VectorSource:
         span = max(top - floor, 1e-6)
         rels = [(h.score - floor) / span for h in hits]
         why = "close in meaning to the task (cosine {:.2f})"
-        return hit_candidates(hits, rels, ctx, self.name, "vector", why, ("tool_call",))
+        return hit_candidates(hits, rels, ctx, self.name, "vector", why, ("tool_call",), 40)
 
 
 class Vectors:

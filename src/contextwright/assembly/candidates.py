@@ -37,6 +37,9 @@ class Candidate:
     # without its date, under its day's line (render.DATED_SECTIONS). False for a folded chain or
     # a synthetic item, which keep their text as it is.
     dated_line: bool = False
+    # Found past the fixed depth of a list that grows with the budget (sources.budget_depth): it
+    # is read only where the other candidates leave the window room (selection.deep_room).
+    deep: bool = False
 
     @property
     def record(self) -> Record | None:

@@ -6,9 +6,11 @@ the sessions that hold the strongest matches lift the candidates in them, and th
 just before and after each strong match join as candidates, lifted by a share of its relevance.
 A reply by someone else to a strong match that asks something is lifted by all of its relevance:
 the answer is about what the question asked, in words the question's search may not share ("what
-got you into running?" / "my doctor said ..."). On LoCoMo (dev) locality adds about 6 points of
-turn recall at 1,000 tokens, the answers' lift 0.9 of them (docs/recall.md). The lift is a score
-component, `nearby`, so the trace shows it.
+got you into running?" / "my doctor said ..."); so is the reply to a weaker match that asks
+something (`askers`), the only neighbour of such a match that is read. On LoCoMo (dev) locality
+adds about 6 points of turn recall at 1,000 tokens, the answers' lift 0.9 of them, the weaker
+questions' answers 0.3 more (docs/recall.md). The lift is a score component, `nearby`, so the
+trace shows it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ class LocalityConfig:
     session_weight: float = 0.3  # lift of a record in the best session, in relevance units
     neighbour_weight: float = 0.2  # share of the best neighbour's relevance
     answer_weight: float = 1.0  # share of a question's relevance that the reply to it inherits
+    # Matches ranked after the strongest `top` whose replies are read when they ask something:
+    # an answer is about its question wherever the question ranks.
+    askers: int = 30
 
 
 def spread(
@@ -55,7 +60,8 @@ def spread(
         for c in out
         if c.section in SPREAD_SECTIONS and c.records
     }
-    strong = sorted((k for k, v in rel.items() if v > 0), key=lambda k: (-rel[k], k))[: cfg.top]
+    ranked = sorted((k for k, v in rel.items() if v > 0), key=lambda k: (-rel[k], k))
+    strong = ranked[: cfg.top]
     votes: defaultdict[str, float] = defaultdict(float)
     adjacent: defaultdict[str, set[str]] = defaultdict(set)
     answered: dict[str, float] = {}  # reply id -> the relevance of the question it follows
@@ -75,6 +81,7 @@ def spread(
                 fresh = _nearby(n, ctx, match)
                 by_key[n.id] = fresh
                 out.append(fresh)
+    _answers(ranked[cfg.top : cfg.top + cfg.askers], by_key, rel, answered, out, ctx)
     if not votes:
         return out
     lifted = sorted(votes, key=lambda s: (-votes[s], s))[: cfg.sessions]
@@ -100,6 +107,34 @@ def spread(
         total = c.components.get("relevance", 0.0) + lift + nb
         c.section = "knowledge" if total >= KNOWLEDGE_AT else "suggestions"
     return out
+
+
+def _answers(
+    keys: Sequence[str],
+    by_key: dict[str, Candidate],
+    rel: dict[str, float],
+    answered: dict[str, float],
+    out: list[Candidate],
+    ctx: SourceContext,
+) -> None:
+    """The replies to the matches `keys` that ask something join `answered` (and the
+    candidates). Only questions, and only the reply: the other neighbours of a weaker match are
+    mostly noise, and an answer that shares no word with the task is found no other way."""
+    askers = [
+        (k, m) for k in keys if (m := by_key[k].records[0]).session and asks_something(m.content)
+    ]
+    if not askers:
+        return
+    near = _all_neighbours([m for _, m in askers], ctx)
+    for k, m in askers:
+        for n in near[m.id]:
+            if n.created_at < m.created_at or n.author == m.author:
+                continue
+            answered[n.id] = max(answered.get(n.id, 0.0), rel[k])
+            if n.id not in by_key:
+                fresh = _nearby(n, ctx, m)
+                by_key[n.id] = fresh
+                out.append(fresh)
 
 
 # Question marks: Latin and most scripts, fullwidth (Chinese, Japanese), Arabic.

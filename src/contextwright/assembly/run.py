@@ -135,6 +135,7 @@ class Assembler:
             topic=topic(task, self.people(project, version)),
             limits=dict(request.limits),
             version=version,
+            budget=bud.available,
         )
         ctx.options["locality"] = self.locality
         if request.task_id is not None:

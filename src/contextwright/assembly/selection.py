@@ -35,6 +35,7 @@ def select(
     role: RoleProfile,
 ) -> tuple[list[Candidate], list[Decision]]:
     """The scored candidates for the packer, and the decisions for those left out here."""
+    merged, deep = deep_room(merged, ctx.budget)
     kept, dropped = actions.apply(rule, merged)
     show_old = include_superseded or actions.include_superseded(rule)
     kept, stale = link_superseded(kept, ctx, show_old)
@@ -53,4 +54,27 @@ def select(
         milestone=ctx.milestone,
         session=ctx.session,
     )
-    return kept, [*dropped, *stale, *answers]
+    return kept, [*dropped, *stale, *answers, *deep]
+
+
+# The other candidates fill the window this many times over: the deep end of a list is left out.
+DEEP_ROOM = 2.0
+
+
+def deep_room(
+    candidates: Sequence[Candidate], budget: int | None
+) -> tuple[Sequence[Candidate], list[Decision]]:
+    """The candidates without the deep end of a grown list (`Candidate.deep`) when the others
+    already offer DEEP_ROOM windows' worth of tokens. Deep hits rank below the rest of their own
+    list, so where the others crowd the window they are read, scored and packed only to be
+    dropped: in an agent's working call (history, tool results) that cost a call with vectors a
+    fifth of its time (docs/recall.md). A deep hit that another source found too stays."""
+    if budget is None or not any(c.deep for c in candidates):
+        return candidates, []
+    others = [c for c in candidates if not c.deep or len(c.sources) > 1]
+    if sum(c.tokens for c in others) < DEEP_ROOM * budget:
+        return candidates, []
+    why = "past the vector list's first 40: the other candidates fill the window twice over"
+    return others, [
+        Decision(c, False, why, c.tokens) for c in candidates if c.deep and len(c.sources) <= 1
+    ]

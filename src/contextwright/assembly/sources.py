@@ -32,6 +32,26 @@ SECTION_BY_KIND = {
 }
 
 
+# A window of B tokens holds about B / TOKENS_PER_LINE short records (a chat line and its prefix);
+# a hit list that grows with the budget can fill it, up to MAX_DEPTH hits. Every hit read costs a
+# call about 16 us (read, scored, packed or dropped) whether it is kept or not, so the list stops
+# growing at twice the fixed 40 (the windows of 2,000 tokens that the growth is for), and its deep
+# end is left out where the other candidates crowd the window (selection.deep_room).
+TOKENS_PER_LINE = 25
+MAX_DEPTH = 80
+
+
+def budget_depth(budget: int | None, default: int) -> int:
+    """How many hits a relevance list reads for a window of `budget` tokens: `default`, or as
+    many as the window could hold lines when that is more (at most MAX_DEPTH). A fixed list of 40
+    cannot fill a larger window, however good its ranking: on LoCoMo (dev), the vector list at 80
+    hits instead of 40 took turn recall at 2,000 tokens from 0.902 to 0.911 and at 4,000 from
+    0.922 to 0.946 (docs/recall.md)."""
+    if budget is None:
+        return default
+    return max(default, min(MAX_DEPTH, budget // TOKENS_PER_LINE))
+
+
 @dataclass
 class SourceContext:
     store: Store
@@ -56,6 +76,8 @@ class SourceContext:
     # Work that sources started before any source ran (`Source.prepare`), by source name.
     prepared: dict[str, Future[Any]] = field(default_factory=dict, repr=False)
     deadline: float | None = None  # perf_counter time by which every source must be done
+    # The tokens the window may hold (the budget's `available`); None where no budget applies.
+    budget: int | None = None
 
     @property
     def query_text(self) -> str:
@@ -63,6 +85,11 @@ class SourceContext:
 
     def limit(self, source: str, default: int) -> int:
         return int(self.limits.get(source, default))
+
+    def depth(self, source: str, default: int) -> int:
+        """`limit`, but a list the call does not size grows with the budget (`budget_depth`)."""
+        given = self.limits.get(source)
+        return int(given) if given is not None else budget_depth(self.budget, default)
 
     def prepared_result(self, source: str, work: Callable[[], T]) -> T:
         """What `source`'s `prepare` started on the pool, waited for until the call's deadline;
@@ -154,18 +181,24 @@ def hit_candidates(
     signal: str,
     reason: str,
     skip: tuple[str, ...],
+    fixed: int | None = None,
 ) -> list[Candidate]:
     """The candidates of a search's hits, in order, but those of a kind in `skip`. `rels` is
     each hit's relevance scaled over the hits (0..1), kept as the component `signal`, which
-    scoring.fuse_relevance fuses; `reason` says why with the raw score in its `{:.2f}`."""
+    scoring.fuse_relevance fuses; `reason` says why with the raw score in its `{:.2f}`. With
+    `fixed`, the hits past the first `fixed` of a list that grew with the budget (the call and
+    its pipeline did not size it: `budget_depth`) are marked `deep`."""
     out = []
-    for h, rel in zip(hits, rels, strict=True):
+    grown = fixed is not None and source not in ctx.limits
+    for i, (h, rel) in enumerate(zip(hits, rels, strict=True)):
         r = h.record
         if r.kind in skip:
             continue
         section = section_for(r, "knowledge" if rel >= KNOWLEDGE_AT else "suggestions")
         why = reason.format(h.score)
-        out.append(record_candidate(r, ctx, source, section, why, **{signal: round(rel, 6)}))
+        c = record_candidate(r, ctx, source, section, why, **{signal: round(rel, 6)})
+        c.deep = grown and i >= (fixed or 0)
+        out.append(c)
     return out
 
 

@@ -258,7 +258,9 @@ def configuration(engine: Engine, embedder: Embedder | str | None) -> dict[str, 
         "fusion": engine.scoring.fusion,
         "sources": [s.name for s in engine.sources],
         "source_caps": dict(engine.assembler.source_caps),
-        "source_limits": "the sources' defaults (40 hits for fulltext and vector)",
+        "source_limits": (
+            "the sources' defaults (fulltext 40 hits; vector 40, or budget // 25 up to 80)"
+        ),
         "format": FORMAT,
     }
 
