@@ -88,7 +88,8 @@ def test_vector_source_finds_records_and_trace_reports_no_lag(vengine: Engine) -
     assert vengine.wait_for_embeddings(timeout=20)
     result = vengine.assemble("p", "bob", "redis cache port", 2000)
     vector_items = [i for i in result.trace.items if "vector" in i["sources"]]
-    assert vector_items and "vector" in vector_items[0]["components"]
+    why = (result.trace.warnings, result.trace.notes, result.trace.sources)  # if it fails
+    assert vector_items and "vector" in vector_items[0]["components"], why
     best = max(vector_items, key=lambda i: i["components"]["vector"])
     assert "redis" in best["preview"]
     assert result.trace.notes["vectors"] == {
