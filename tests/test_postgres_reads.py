@@ -256,3 +256,21 @@ def test_two_words_on_a_large_store_rank_the_newest_window_of_either(
         assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
     walked = records < 10 * sum(records // k for k in every.values())
     assert [(s["walked"], s["floor"] > 0) for s in searches] == [(walked, not walked)] * 2
+
+
+def test_full_text_reads_are_planned_for_their_words_every_time(pg_url: str) -> None:
+    """psycopg prepares a statement run 5 times on a connection, and the server may then keep one
+    generic plan, blind to the words: the searches and word counts are never prepared."""
+    store = PostgresStore(pg_url, max_size=1)
+    try:
+        store.add_many([rec(i, f"delta note {i} w{i % 7}") for i in range(40)])
+        for i in range(12):
+            store.search_text(P, "ann", f"delta w{i % 7} x{i}", 10)
+        prepared = [r[0] for r in store._read("SELECT statement FROM pg_prepared_statements")]
+        assert not [s for s in prepared if "s.score" in s or "count(*)" in s]
+        assert store._read("SELECT 1")  # any other read is prepared as before
+        for _ in range(6):
+            store.query(Query(P, "ann", limit=3))
+        assert store._read("SELECT count(*) FROM pg_prepared_statements")[0][0] > 0
+    finally:
+        store.close()

@@ -97,7 +97,7 @@ class PostgresText:
             # Counted on a store of up to EXACT_TOTAL rows, the planner's estimate past that
             # (kept by autovacuum, within a few percent): a count of a million rows is 100 ms.
             # The newest records stand for all in the average length: one short index range.
-            sample = "SELECT length(tsv) AS n FROM records ORDER BY rid DESC LIMIT 2000"
+            sample = f"SELECT {_LENGTH} AS n FROM records r ORDER BY rid DESC LIMIT 2000"
             total = (
                 "SELECT CASE WHEN %(top)s <= %(exact)s OR c.reltuples < 0 "
                 "THEN (SELECT count(*) FROM records) ELSE c.reltuples::bigint END "
@@ -126,7 +126,9 @@ class PostgresText:
                 f"(SELECT count(*) FROM records WHERE tsv @@ {_TSQ.format(i=i)})"
                 for i in range(len(words))
             )
-            row = self._read(f"SELECT {counts}", {f"t{i}": t for i, t in enumerate(words)})[0]
+            row = self._read(
+                f"SELECT {counts}", {f"t{i}": t for i, t in enumerate(words)}, replan=True
+            )[0]
             return {t: int(c) for t, c in zip(words, row, strict=True)}
         params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(words)}
         params.update(total=total, common=COMMON_SURE, cap=COMMON_DF + 1)
@@ -140,7 +142,7 @@ class PostgresText:
             f"LIMIT %(cap)s) c) END FROM ({_ESTIMATE.format(i=i)}) e)"
             for i in range(len(words))
         )
-        row = self._read(f"WITH mce AS ({_MCE}) SELECT {cols}", params)[0]
+        row = self._read(f"WITH mce AS ({_MCE}) SELECT {cols}", params, replan=True)[0]
         out = {t: abs(int(c)) for t, c in zip(words, row, strict=True)}
         capped = [t for t, c in zip(words, row, strict=True) if int(c) == COMMON_DF + 1]
         if capped and all(out[t] > COMMON_DF for t in words):
@@ -151,7 +153,9 @@ class PostgresText:
                 f"(SELECT count(*) FROM records WHERE tsv @@ {_TSQ.format(i=i)})"
                 for i in range(len(capped))
             )
-            again = self._read(f"SELECT {full}", {f"t{i}": t for i, t in enumerate(capped)})[0]
+            again = self._read(
+                f"SELECT {full}", {f"t{i}": t for i, t in enumerate(capped)}, replan=True
+            )[0]
             out.update((t, int(c)) for t, c in zip(capped, again, strict=True))
         return out
 
@@ -214,9 +218,9 @@ class PostgresText:
         # rows, 39 ms at 100k records) rather than intersect the two indexes (760 rows, 4 ms):
         # it does not know what a tsvector test costs.
         planner = "enable_indexscan = off" if floor else None
-        rows = self._read(sql, params, planner=planner)
+        rows = self._read(sql, params, planner=planner, replan=True)
         if floor and (not rows or rows[0][-1] < params["window"]):
-            rows = self._read(sql, {**params, "floor": 0})
+            rows = self._read(sql, {**params, "floor": 0}, replan=True)
         return [Hit(row_to_record(row[:-2]), float(row[-2])) for row in rows]
 
 
