@@ -255,12 +255,7 @@ def test_two_words_on_a_large_store_rank_the_newest_window_of_either(
         assert [i for i, _ in got] == [i for i, _ in want]
         assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
     walked = records < 10 * sum(records // k for k in every.values())
-    # The first search counts its words in the same statement (`_folded`), which hands the walk
-    # to a search of its own; the second, its counts cached, decides in Python.
-    assert "cap" in searches[0]
-    decided = [s for s in searches if "floor" in s]
-    assert decided and all((s["walked"], s["floor"] > 0) == (walked, not walked) for s in decided)
-    assert len(decided) == (2 if walked else 1)
+    assert [(s["walked"], s["floor"] > 0) for s in searches] == [(walked, not walked)] * 2
 
 
 def test_full_text_reads_are_planned_for_their_words_every_time(pg_url: str) -> None:
@@ -279,51 +274,3 @@ def test_full_text_reads_are_planned_for_their_words_every_time(pg_url: str) -> 
         assert store._read("SELECT count(*) FROM pg_prepared_statements")[0][0] > 0
     finally:
         store.close()
-
-
-@pytest.mark.parametrize(
-    ("records", "every", "task"),
-    [
-        (23_000, {"alpha": 9, "beta": 11}, "alpha beta"),  # both common: the rarest alone
-        (23_000, {"alpha": 9, "beta": 11, "gamma": 150}, "beta gamma alpha"),  # gamma kept
-        (12_000, {"alpha": 20, "beta": 25}, "beta alpha"),  # both kept, above a floor
-    ],
-    ids=["rarest-of-common", "common-dropped", "floor"],
-)
-def test_words_counted_in_the_search_rank_as_words_counted_before(
-    pg: PostgresStore,
-    records: int,
-    every: dict[str, int],
-    task: str,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The first search of new words counts them in its own statement and decides in SQL which
-    are kept, their weights and the floor (`_folded`); the next, with the counts cached, decides
-    in Python. Both rank the same records with the same scores, and the counts cached by the
-    first are the counts `_count_words` gives."""
-    texts = [
-        " ".join([w for w, k in every.items() if i % k == 0] + [f"w{i % 13}"])
-        for i in range(records)
-    ]
-    batch = [rec(i, t, author="bob" if i % 2 else "ann") for i, t in enumerate(texts)]
-    for k in range(0, len(batch), 5_000):
-        pg.add_many(batch[k : k + 5_000])
-    statements: list[str] = []
-    read = pg._read
-
-    def spy(sql: str, params: Any = None, **kw: Any) -> list[Any]:
-        statements.append(sql)
-        return read(sql, params, **kw)
-
-    monkeypatch.setattr(pg, "_read", spy)
-    first = [(h.record.id, h.score) for h in pg.search_text(P, "ann", task, 40)]
-    assert [s for s in statements if "s.score" in s] == [statements[-1]]
-    assert "mce" in statements[-1]  # counted and ranked in one statement
-    counted = {t: c for t, (c, _) in pg._text_state()[1].items()}
-    monkeypatch.undo()
-    again = [(h.record.id, h.score) for h in pg.search_text(P, "ann", task, 40)]
-    assert len(first) == 40
-    assert [i for i, _ in first] == [i for i, _ in again]
-    assert [s for _, s in first] == pytest.approx([s for _, s in again], rel=1e-12)
-    total = pg._counts(list(every))[1]
-    assert counted == {w: c for w, c in pg._count_words(list(every), total).items()}

@@ -75,12 +75,8 @@ class PostgresText:
             self._text = state
         return state
 
-    def _counts(
-        self, terms: list[str], *, count: bool = True
-    ) -> tuple[dict[str, _Count], int, float]:
+    def _counts(self, terms: list[str]) -> tuple[dict[str, _Count], int, float]:
         """Each word's count, the number of records, and the average record length in lexemes.
-        With `count` false, the words not counted yet (or counted on a store 20% smaller) are
-        left out, for the caller to count (`_folded`).
 
         On a large store a count is exact up to COMMON_DF + 1 only (all that the cutoff needs),
         and a word the planner's statistics know as common is not counted at all: its count is
@@ -115,13 +111,12 @@ class PostgresText:
                 avg[:] = [max(float(row[1] or 0), 1.0), float(top), float(row[0])]
         with lock:
             total_now = int(avg[2])
-        if stale and count:
+        if stale:
             counted = self._count_words(stale, total_now)
             with lock:
                 cache.update((t, (c, top)) for t, c in counted.items())
         with lock:
-            left = stale if not count else []
-            return {t: cache[t] for t in terms if t not in left}, total_now, avg[0]
+            return {t: cache[t] for t in terms}, total_now, avg[0]
 
     def _count_words(self, words: list[str], total: int) -> dict[str, int]:
         """The records holding each word; past COMMON_DF an estimate may stand for the count."""
@@ -164,143 +159,10 @@ class PostgresText:
             out.update((t, int(c)) for t, c in zip(capped, again, strict=True))
         return out
 
-    def _folded(
-        self,
-        project: str,
-        agent: str | None,
-        words: list[str],
-        limit: int,
-        known: dict[str, _Count],
-        total: int,
-        avg: float,
-    ) -> list[Hit] | None:
-        """`search_text` on a large store with words to count, in one statement: the words are
-        counted as `_count_words` counts them, and which are kept, their weights and the floor
-        are decided from those counts in SQL as `search_text` decides them in Python, where the
-        counts were a round trip of their own before the search (its planning and its wait: a
-        sixth of an assemble call at 1M records, measured with every count cached). Each word's
-        scans, above the floor or not, are planned and only those the counts call for run (the
-        others' one-time filters are false). The counts are cached as `_counts` caches them.
-        None, after caching them, where the search must run otherwise: words common enough to
-        walk the rows, or too few matches above the floor (rare: `search_text` then runs with
-        the counts cached)."""
-        lock, cache, _ = self._text_state()
-        top = self._top[1]
-        window = max(limit * 8, LARGE_WINDOW)
-        n = max(total, 1)
-        stale = [i for i, t in enumerate(words) if t not in known]
-        params: dict[str, Any] = {
-            "project": project, "agent": agent, "limit": limit, "avg": avg, "window": window,
-            "total": total, "common": COMMON_SURE, "cap": COMMON_DF + 1, "top": top, "n": n,
-        }  # fmt: skip
-        raw = []
-        for i, t in enumerate(words):
-            params[f"t{i}"] = t
-            if i in stale:
-                raw.append(
-                    f"(SELECT CASE WHEN e.f * %(total)s > %(common)s "
-                    f"THEN -round(e.f * %(total)s) ELSE (SELECT count(*) FROM (SELECT FROM "
-                    f"records WHERE tsv @@ {_TSQ.format(i=i)} LIMIT %(cap)s) c) END "
-                    f"FROM ({_ESTIMATE.format(i=i)}) e) AS d{i}"
-                )
-            else:
-                params[f"k{i}"] = known[t][0]
-                raw.append(f"%(k{i})s::bigint AS d{i}")
-        # As `_count_words`: if every word counted here is common, those counted up to the cap
-        # only are counted in full, so that the rarest is known.
-        common = " AND ".join(f"abs(c.d{i}) > {COMMON_DF}" for i in stale)
-        full = ", ".join(
-            f"CASE WHEN c.d{i} = %(cap)s AND {common} THEN (SELECT count(*) FROM records "
-            f"WHERE tsv @@ {_TSQ.format(i=i)}) ELSE abs(c.d{i}) END AS d{i}"
-            if i in stale
-            else f"c.d{i}"
-            for i in range(len(words))
-        )
-        k = len(words)
-        under = [f"d.d{i} <= {COMMON_DF}" for i in range(k)]
-        # min() keeps the first of equal counts.
-        rarest = [
-            " AND ".join(
-                [f"d.d{i} < d.d{j}" for j in range(i)]
-                + [f"d.d{i} <= d.d{j}" for j in range(i + 1, k)]
-            )
-            or "true"
-            for i in range(k)
-        ]
-        keep = ", ".join(
-            f"({under[i]} OR (NOT ({' OR '.join(under)}) AND {rarest[i]})) AS k{i}"
-            for i in range(k)
-        )
-        weights = ", ".join(
-            f"ln(1 + (%(n)s - greatest(d.d{i}, 1) + 0.5::float8) / "
-            f"(greatest(d.d{i}, 1) + 0.5::float8)) AS w{i}"
-            for i in range(k)
-        )
-        matches = " + ".join(f"CASE WHEN k.k{i} THEN k.d{i} ELSE 0 END" for i in range(k))
-        floor_sql = (
-            "CASE WHEN k.m * 10 < %(n)s AND k.m > 2 * %(window)s AND %(top)s > 0 "
-            "THEN greatest(0, %(top)s - ceil(1.25::float8 * %(window)s::float8 * %(n)s::float8 "
-            "/ k.m::float8))::bigint ELSE 0 END"
-        )
-        decided = (
-            f"WITH mce AS ({_MCE}), c AS MATERIALIZED (SELECT {', '.join(raw)}), "
-            f"d AS MATERIALIZED (SELECT {full} FROM c), "
-            f"k AS MATERIALIZED (SELECT d.*, {keep}, {weights} FROM d), "
-            f"p AS MATERIALIZED (SELECT k.*, k.m * 10 >= %(n)s AS walk, {floor_sql} AS floor "
-            f"FROM (SELECT k.*, greatest({matches}, 1) AS m FROM k) k)"
-        )
-        scans = " UNION ALL ".join(
-            f"(SELECT r.rid, {i} AS i, r.visibility, r.author, r.recipients, {_LENGTH} AS n "
-            f"FROM records r WHERE {gate.format(i=i)} AND r.project = %(project)s "
-            f"AND r.tsv @@ {_TSQ.format(i=i)}{above} "
-            "ORDER BY r.rid + 0 DESC LIMIT %(window)s)"
-            for i in range(k)
-            for gate, above in (
-                ("(SELECT k{i} AND floor > 0 FROM p)", " AND r.rid > (SELECT floor FROM p)"),
-                ("(SELECT k{i} AND floor = 0 AND NOT walk FROM p)", ""),
-            )
-        )
-        visible = f" AND {self._visible}" if agent is not None else ""
-        if k == 1:
-            found, present = f"SELECT * FROM ({scans}) m", "(SELECT w0 FROM p)"
-        else:
-            held = ", ".join(f"bool_or(i = {i}) AS m{i}" for i in range(k))
-            found = (
-                f"SELECT rid, visibility, author, recipients, n, {held} FROM ({scans}) m "
-                "GROUP BY rid, visibility, author, recipients, n ORDER BY rid DESC LIMIT %(window)s"
-            )
-            present = " + ".join(f"(SELECT w{i} FROM p) * r.m{i}::int" for i in range(k))
-        sql = (
-            f"{decided}, w AS ({found}), s AS (SELECT r.rid, ({present}) * {K1 + 1} / "
-            f"{_DISCOUNT.format(n='r.n')} AS score FROM w r WHERE true{visible} "
-            "ORDER BY score DESC, r.rid DESC LIMIT %(limit)s) "
-            f"SELECT {self._cols}, s.score, (SELECT count(*) FROM w), "
-            f"{', '.join(f'p.d{i}' for i in range(k))}, p.walk, p.floor "
-            "FROM p LEFT JOIN (s JOIN records r ON r.project = %(project)s AND r.rid = s.rid) "
-            "ON true ORDER BY s.score DESC, r.rid DESC"
-        )
-        # Index scans off, as for the search above a floor (`search_text`): no plan here walks
-        # the rid index, which words common enough to walk would need (they return None).
-        rows = self._read(sql, params, planner="enable_indexscan = off", replan=True)
-        tail = rows[0][-(k + 2) :]
-        counted, walk, floor = tail[:k], bool(tail[k]), int(tail[k + 1])
-        with lock:
-            cache.update((words[i], (int(counted[i]), top)) for i in stale)
-        # Each row: the record, its score, the window's size, then the counts and decisions.
-        got = [row for row in rows if row[-(k + 4)] is not None]
-        if walk or (floor and (not got or got[0][-(k + 3)] < window)):
-            return None
-        return [Hit(row_to_record(row[: -(k + 4)]), float(row[-(k + 4)])) for row in got]
-
     def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
         terms = query_terms(text)
         if not terms or limit <= 0:
             return []
-        counts, total, avg = self._counts(terms, count=False)
-        if total > COMMON_DF and any(t not in counts for t in terms):
-            found = self._folded(project, agent, list(terms), limit, counts, total, avg)
-            if found is not None:
-                return found
         counts, total, avg = self._counts(terms)
         words = list(terms)
         df = {t: counts[t][0] for t in words}
