@@ -690,10 +690,61 @@ def test_the_full_text_index_keeps_a_short_pending_list(pg_url: str) -> None:
             assert conn.execute(options).fetchone()[0] is None  # fastupdate on by default
         store = PostgresStore(url, max_size=1)
         try:
-            assert store.applied_migrations()[-1] == "m007_fulltext_short_pending_list"
+            assert "m007_fulltext_short_pending_list" in store.applied_migrations()
             rows = store._read("SELECT reloptions FROM pg_class WHERE relname = 'records_tsv'")
             assert rows[0][0] == ["gin_pending_list_limit=128"]
         finally:
             store.close()
     finally:
         _drop_db(pg_url, "cw_no_pending")
+
+
+def test_m008_keeps_each_records_length_and_ranks_older_records_as_before(pg_url: str) -> None:
+    """m008_fulltext_lengths on a database of m001-m007 holding records: their tsvectors stay,
+    their length is measured when read until it is filled in, the scores are the same either way
+    and the same as those of the same records written since, which store tsvector and length."""
+    url = _other_db(pg_url, "cw_old_lengths")
+    texts = [
+        "alpha beta", "alpha", "beta gamma delta alpha", "the alpha of it all, alpha again",
+        "gamma", " ".join(["beta"] + [f"w{k}" for k in range(300)]), "nothing here",
+    ]  # fmt: skip
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ)")
+            for name, script in MIGRATIONS:
+                if name < "m008":
+                    conn.execute(script)
+                    conn.execute("INSERT INTO migrations VALUES (%s, now())", (name,))
+            for i, text in enumerate(texts):
+                conn.execute(
+                    "INSERT INTO records (id, project, author, kind, recipients, visibility, "
+                    "mentions, tags, refs, pinned, created_at, content, tokens, content_hash, "
+                    "meta) VALUES (%s, 'old', 'ann', 'note', '[]', 'project', '[]', '[]', '[]', "
+                    "0, %s, %s, 2, 'h', '{}')",
+                    (f"r{i:05d}", T0 + i, text),
+                )
+        store = PostgresStore(url, max_size=1)
+        try:
+            assert store.applied_migrations()[-1] == "m008_fulltext_lengths"
+            store.add_many([rec(i, project="new", content=t) for i, t in enumerate(texts)])
+            lengths = store._read(
+                "SELECT project, tsv_len, length(tsv), tsv = to_tsvector('english', content) "
+                "FROM records ORDER BY project, rid"
+            )
+            assert [r[1] for r in lengths if r[0] == "old"] == [None] * len(texts)
+            assert all(r[1] == r[2] and r[3] for r in lengths if r[0] == "new")
+
+            def ranked(project: str, task: str) -> list[tuple[str, float]]:
+                hits = store.search_text(project, "ann", task, 10)
+                return [(h.record.id, round(h.score, 9)) for h in hits]
+
+            tasks = ["alpha beta", "alpha", "gamma beta", "w7 delta"]
+            before = {task: ranked("old", task) for task in tasks}
+            assert all(before.values())
+            assert before == {task: ranked("new", task) for task in tasks}
+            store._run("UPDATE records SET tsv_len = length(tsv) WHERE tsv_len IS NULL", None)
+            assert before == {task: ranked("old", task) for task in tasks}
+        finally:
+            store.close()
+    finally:
+        _drop_db(pg_url, "cw_old_lengths")

@@ -4,17 +4,22 @@ words were busier long ago."""
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contextwright.ports import Query
 from contextwright.records import Record, build_record
 from contextwright.stores import postgres
 from contextwright.stores.fulltext import COMMON_DF, LARGE_WINDOW
 from contextwright.stores.postgres import PostgresStore
-from contextwright.stores.postgres_text import COMMON_SURE
+from contextwright.stores.postgres_text import COMMON_SURE, K1, B
+from contextwright.text import query_terms
 
 pytestmark = pytest.mark.postgres
 
@@ -137,3 +142,135 @@ def test_a_word_the_statistics_call_common_is_not_counted(pg: PostgresStore) -> 
     # At its real size, kappa (2,500 records) is under COMMON_SURE: counted, up to the cutoff.
     assert COMMON_DF < 2_500 <= COMMON_SURE
     assert pg._count_words(["kappa", "rho"], 4_000) == {"kappa": COMMON_DF + 1, "rho": 10}
+
+
+VOCAB = ["alpha", "beta", "gamma", "delta", "running", "runs", "the", "zeta"]
+_EXAMPLES = itertools.count()
+
+
+def _reference(
+    pg: PostgresStore, project: str, agent: str | None, task: str, limit: int, window: int = 0
+) -> list[tuple[str, float]]:
+    """BM25 as the search defines it, computed here from each row's lexemes and length (what the
+    ranking once read from every matched row's tsvector) with the store's own word counts, over
+    the newest `window` matches if one is given."""
+    counts, total, avg = pg._counts(sorted(set(query_terms(task))))
+    words = list(query_terms(task))
+    lexemes = {
+        w: set(pg._read("SELECT tsvector_to_array(to_tsvector('english', %s))", (w,))[0][0])
+        for w in words
+    }
+    rows = pg._read(
+        "SELECT id, rid, tsvector_to_array(tsv), length(tsv), visibility, author FROM records "
+        "WHERE project = %s ORDER BY rid DESC",
+        (project,),
+    )
+    n = max(total, 1)
+    weight = {w: math.log(1 + (n - max(counts[w][0], 1) + 0.5) / (max(counts[w][0], 1) + 0.5))
+              for w in words}  # fmt: skip
+    scored = []
+    matched = 0
+    for rid_, rid, lex, length, visibility, author in rows:
+        held = [w for w in words if lexemes[w] and lexemes[w] <= set(lex)]
+        matched += bool(held)
+        if window and matched > window:
+            break
+        if agent is not None and visibility != "project" and author != agent:
+            continue
+        if held:
+            score = sum(weight[w] for w in held) * (K1 + 1) / (1 + K1 * (1 - B + B * length / avg))
+            scored.append((-score, -rid, rid_))
+    return [(i, -s) for s, _, i in sorted(scored)[:limit]]
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    texts=st.lists(
+        st.lists(st.sampled_from(VOCAB), min_size=1, max_size=30).map(" ".join),
+        min_size=1,
+        max_size=40,
+    ),
+    task=st.lists(st.sampled_from([*VOCAB, "absent"]), min_size=1, max_size=3).map(" ".join),
+    private=st.sets(st.integers(0, 39)),
+    limit=st.integers(1, 12),
+)
+def test_the_ranking_is_bm25_of_each_rows_words_and_length(
+    pg: PostgresStore, texts: list[str], task: str, private: set[int], limit: int
+) -> None:
+    """Whichever words a row holds and however long it is, the hits and their scores are BM25's
+    over the row's lexemes (which words each index scan found, and the length kept beside the
+    tsvector, stand for reading the tsvector), best first, then newest; private rows of another
+    author unseen."""
+    project = f"bm25-{next(_EXAMPLES)}"
+    pg.add_many([
+        rec(i, t, project=project, author="bob" if i % 2 else "ann",
+            visibility="private" if i in private else "project")
+        for i, t in enumerate(texts)
+    ])  # fmt: skip
+    for agent in (None, "ann"):
+        hits = pg.search_text(project, agent, task, limit)
+        got = [(h.record.id, h.score) for h in hits]
+        want = _reference(pg, project, agent, task, limit)
+        assert [i for i, _ in got] == [i for i, _ in want]
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("records", "every"),
+    [(4_200, {"alpha": 3, "beta": 4}), (12_000, {"alpha": 20, "beta": 25})],
+    ids=["walked", "above-a-floor"],
+)
+def test_two_words_on_a_large_store_rank_the_newest_window_of_either(
+    pg: PostgresStore, records: int, every: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each word's newest matches are found on its own; the window ranked is still the newest
+    LARGE_WINDOW records holding either word, and a row holding both has both weights. Both ways
+    a large store takes: the rows walked newest first (the words in a tenth of the records or
+    more), and the matches sought above a floor."""
+    filler = [f"w{k}" for k in range(9)]
+    texts = [
+        " ".join([w for w, k in every.items() if i % k == 0] + filler[: i % 9] or ["other"])
+        for i in range(records)
+    ]
+    batch = [rec(i, t, visibility="private" if i % 7 == 0 else "project",
+                 author="bob" if i % 2 else "ann") for i, t in enumerate(texts)]  # fmt: skip
+    for k in range(0, len(batch), 4_000):
+        pg.add_many(batch[k : k + 4_000])
+    searches: list[dict[str, Any]] = []
+    read = pg._read
+
+    def spy(sql: str, params: Any = None, **kw: Any) -> list[Any]:
+        if "s.score" in sql:
+            searches.append({**params, "walked": "strip(" in sql})
+        return read(sql, params, **kw)
+
+    for agent in (None, "ann"):
+        monkeypatch.setattr(pg, "_read", spy)
+        got = [(h.record.id, h.score) for h in pg.search_text(P, agent, "alpha beta", 40)]
+        monkeypatch.undo()
+        want = _reference(pg, P, agent, "alpha beta", 40, window=LARGE_WINDOW)
+        assert len(got) == 40
+        assert [i for i, _ in got] == [i for i, _ in want]
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
+    walked = records < 10 * sum(records // k for k in every.values())
+    assert [(s["walked"], s["floor"] > 0) for s in searches] == [(walked, not walked)] * 2
+
+
+def test_full_text_reads_are_planned_for_their_words_every_time(pg_url: str) -> None:
+    """psycopg prepares a statement run 5 times on a connection, and the server may then keep one
+    generic plan, blind to the words: the searches and word counts are never prepared."""
+    store = PostgresStore(pg_url, max_size=1)
+    try:
+        store.add_many([rec(i, f"delta note {i} w{i % 7}") for i in range(40)])
+        for i in range(12):
+            store.search_text(P, "ann", f"delta w{i % 7} x{i}", 10)
+        prepared = [r[0] for r in store._read("SELECT statement FROM pg_prepared_statements")]
+        assert not [s for s in prepared if "s.score" in s or "count(*)" in s]
+        assert store._read("SELECT 1")  # any other read is prepared as before
+        for _ in range(6):
+            store.query(Query(P, "ann", limit=3))
+        assert store._read("SELECT count(*) FROM pg_prepared_statements")[0][0] > 0
+    finally:
+        store.close()

@@ -14,10 +14,9 @@ records are left out of the match, and only the newest LARGE_WINDOW matches are 
 grows with the store: a word is counted up to COMMON_DF + 1 only, or not at all where ANALYZE's
 statistics of the tsvector column say it is common; the store's size is the planner's estimate
 past EXACT_TOTAL records; the newest matches are sought among the newest rows first (see
-`search_text`). Each ranked row's tsvector is unpacked once (`strip`, in a LATERAL that the planner
-may not inline) and every word looked up in that copy: a long record's tsvector is stored
-compressed, and each `@@` on the stored value would decompress it again.
-"""
+`search_text`). No tsvector is read to rank: each record's length in lexemes is kept beside it
+(m008_fulltext_lengths), and which words a row holds is which words' index scans found it
+(`_window`), except for words so common that the rows are walked (`_walked_window`)."""
 
 from __future__ import annotations
 
@@ -98,7 +97,7 @@ class PostgresText:
             # Counted on a store of up to EXACT_TOTAL rows, the planner's estimate past that
             # (kept by autovacuum, within a few percent): a count of a million rows is 100 ms.
             # The newest records stand for all in the average length: one short index range.
-            sample = "SELECT length(tsv) AS n FROM records ORDER BY rid DESC LIMIT 2000"
+            sample = f"SELECT {_LENGTH} AS n FROM records r ORDER BY rid DESC LIMIT 2000"
             total = (
                 "SELECT CASE WHEN %(top)s <= %(exact)s OR c.reltuples < 0 "
                 "THEN (SELECT count(*) FROM records) ELSE c.reltuples::bigint END "
@@ -127,7 +126,9 @@ class PostgresText:
                 f"(SELECT count(*) FROM records WHERE tsv @@ {_TSQ.format(i=i)})"
                 for i in range(len(words))
             )
-            row = self._read(f"SELECT {counts}", {f"t{i}": t for i, t in enumerate(words)})[0]
+            row = self._read(
+                f"SELECT {counts}", {f"t{i}": t for i, t in enumerate(words)}, replan=True
+            )[0]
             return {t: int(c) for t, c in zip(words, row, strict=True)}
         params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(words)}
         params.update(total=total, common=COMMON_SURE, cap=COMMON_DF + 1)
@@ -141,7 +142,7 @@ class PostgresText:
             f"LIMIT %(cap)s) c) END FROM ({_ESTIMATE.format(i=i)}) e)"
             for i in range(len(words))
         )
-        row = self._read(f"WITH mce AS ({_MCE}) SELECT {cols}", params)[0]
+        row = self._read(f"WITH mce AS ({_MCE}) SELECT {cols}", params, replan=True)[0]
         out = {t: abs(int(c)) for t, c in zip(words, row, strict=True)}
         capped = [t for t, c in zip(words, row, strict=True) if int(c) == COMMON_DF + 1]
         if capped and all(out[t] > COMMON_DF for t in words):
@@ -152,7 +153,9 @@ class PostgresText:
                 f"(SELECT count(*) FROM records WHERE tsv @@ {_TSQ.format(i=i)})"
                 for i in range(len(capped))
             )
-            again = self._read(f"SELECT {full}", {f"t{i}": t for i, t in enumerate(capped)})[0]
+            again = self._read(
+                f"SELECT {full}", {f"t{i}": t for i, t in enumerate(capped)}, replan=True
+            )[0]
             out.update((t, int(c)) for t, c in zip(capped, again, strict=True))
         return out
 
@@ -180,15 +183,6 @@ class PostgresText:
             f = max(df[t], 1)
             params[f"t{i}"] = t
             params[f"w{i}"] = math.log(1 + (n - f + 0.5) / (f + 0.5))
-        ors = " || ".join(_TSQ.format(i=i) for i in range(len(words)))
-        present = " + ".join(
-            f"%(w{i})s::float8 * (l.v @@ {_TSQ.format(i=i)})::int" for i in range(len(words))
-        )
-        lateral = "CROSS JOIN LATERAL (SELECT strip(r.tsv) AS v OFFSET 0) l "
-        if len(words) == 1:
-            # Every match holds the one word: its weight is the score's numerator, and the
-            # tsvector is read once, for its length (a third of the ranking's time at 1M).
-            present, lateral = "%(w0)s::float8", "CROSS JOIN LATERAL (SELECT r.tsv AS v) l "
         visible = f" AND {self._visible}" if agent is not None else ""
         # The newest `window` matches. GIN answers in no order, so they are all collected and the
         # newest kept; past the window, only among the newest rows (`rid > floor`), where a
@@ -209,29 +203,81 @@ class PostgresText:
         elif large and matches > 2 * params["window"] and top > 0:
             floor = max(0, top - math.ceil(1.25 * params["window"] * n / matches))
         params["floor"] = floor
-        # The window's rows carry what ranking and visibility need (rid, visibility, author,
-        # recipients, the tsvector); only the `limit` best are joined back for their columns, one
-        # index lookup each, instead of every row of the window (500 lookups at 100k records).
-        # `rid + 0` keeps the planner, misled by its coarse estimate of a word's share, from
-        # walking the rid index newest first (105,000 rows for a word in 4,500).
+        if newest == "r.rid" and len(words) > 1:
+            window = _walked_window(len(words), visible)
+        else:
+            window = _window(len(words), newest, visible)
+        # Only the `limit` best are joined back for their columns, one index lookup each, instead
+        # of every row of the window (500 lookups at 100k records).
         sql = (
-            "WITH w AS (SELECT r.project, r.rid, r.visibility, r.author, r.recipients, r.tsv "
-            "FROM records r "
-            f"WHERE r.project = %(project)s AND r.tsv @@ ({ors}) AND r.rid > %(floor)s "
-            f"ORDER BY {newest} DESC LIMIT %(window)s), "
-            f"s AS (SELECT r.rid, ({present}) * {K1 + 1} / "
-            f"(1 + {K1} * (1 - {B} + {B} * length(l.v) / %(avg)s::float8)) AS score "
-            f"FROM w r {lateral}"
-            f"WHERE true{visible} ORDER BY score DESC, r.rid DESC LIMIT %(limit)s) "
-            f"SELECT {self._cols}, s.score, (SELECT count(*) FROM w) FROM s JOIN records r "
-            "ON r.project = %(project)s AND r.rid = s.rid "
+            f"{window} SELECT {self._cols}, s.score, (SELECT count(*) FROM w) FROM s "
+            "JOIN records r ON r.project = %(project)s AND r.rid = s.rid "
             "ORDER BY s.score DESC, r.rid DESC"
         )
         # Above a floor, the planner walks the rid index and tests every row's tsvector (20,000
         # rows, 39 ms at 100k records) rather than intersect the two indexes (760 rows, 4 ms):
         # it does not know what a tsvector test costs.
         planner = "enable_indexscan = off" if floor else None
-        rows = self._read(sql, params, planner=planner)
+        rows = self._read(sql, params, planner=planner, replan=True)
         if floor and (not rows or rows[0][-1] < params["window"]):
-            rows = self._read(sql, {**params, "floor": 0})
+            rows = self._read(sql, {**params, "floor": 0}, replan=True)
         return [Hit(row_to_record(row[:-2]), float(row[-2])) for row in rows]
+
+
+# A record's BM25 length discount; `n` is its length in lexemes.
+_DISCOUNT = f"(1 + {K1} * (1 - {B} + {B} * {{n}} / %(avg)s::float8))"
+# A record's length in lexemes: kept by the write since m008_fulltext_lengths, measured from the
+# tsvector for a record stored before (NULL).
+_LENGTH = "coalesce(r.tsv_len, length(r.tsv))"
+
+
+def _window(words: int, newest: str, visible: str) -> str:
+    """The CTEs `w` (the newest `window` matches above the floor) and `s` (the `limit` best of
+    them by score), without reading a tsvector: each word's newest `window` matches are found on
+    its own, and a row's words are the scans that found it. The newest `window` matches of any
+    word are among those (a match with fewer than `window` newer matches of all the words has
+    fewer of its own words'), so the window and every score are those of one scan of all the
+    words, whose ranking unpacked each matched row's tsvector to see which words it holds (a tool
+    result's is several kB, compressed and out of line: half of a search's time at 100k).
+    `rid + 0` keeps the planner, misled by its coarse estimate of a word's share, from walking the
+    rid index newest first (105,000 rows for a word in 4,500)."""
+    scans = " UNION ALL ".join(
+        f"(SELECT r.rid, {i} AS i, r.visibility, r.author, r.recipients, {_LENGTH} AS n "
+        f"FROM records r WHERE r.project = %(project)s AND r.tsv @@ {_TSQ.format(i=i)} "
+        f"AND r.rid > %(floor)s ORDER BY {newest} DESC LIMIT %(window)s)"
+        for i in range(words)
+    )
+    if words == 1:
+        found, present = f"SELECT * FROM ({scans}) m", "%(w0)s::float8"
+    else:
+        held = ", ".join(f"bool_or(i = {i}) AS m{i}" for i in range(words))
+        found = (
+            f"SELECT rid, visibility, author, recipients, n, {held} FROM ({scans}) m "
+            "GROUP BY rid, visibility, author, recipients, n ORDER BY rid DESC LIMIT %(window)s"
+        )
+        present = " + ".join(f"%(w{i})s::float8 * r.m{i}::int" for i in range(words))
+    return (
+        f"WITH w AS ({found}), s AS (SELECT r.rid, ({present}) * {K1 + 1} / "
+        f"{_DISCOUNT.format(n='r.n')} AS score FROM w r WHERE true{visible} "
+        "ORDER BY score DESC, r.rid DESC LIMIT %(limit)s)"
+    )
+
+
+def _walked_window(words: int, visible: str) -> str:
+    """`w` and `s` as `_window` makes them, for words so common that the rows are walked newest
+    first: there a rarer word walked alone would read far more rows than all of them together,
+    so one walk finds the matches and each row's tsvector says which words it holds. It is
+    unpacked once (`strip`, in a LATERAL that the planner may not inline) and every word looked
+    up in that copy: each `@@` on the stored, compressed value would decompress it again."""
+    ors = " || ".join(_TSQ.format(i=i) for i in range(words))
+    present = " + ".join(
+        f"%(w{i})s::float8 * (l.v @@ {_TSQ.format(i=i)})::int" for i in range(words)
+    )
+    return (
+        "WITH w AS (SELECT r.rid, r.visibility, r.author, r.recipients, r.tsv, r.tsv_len "
+        f"FROM records r WHERE r.project = %(project)s AND r.tsv @@ ({ors}) "
+        "AND r.rid > %(floor)s ORDER BY r.rid DESC LIMIT %(window)s), "
+        f"s AS (SELECT r.rid, ({present}) * {K1 + 1} / {_DISCOUNT.format(n=_LENGTH)} AS score "
+        "FROM w r CROSS JOIN LATERAL (SELECT strip(r.tsv) AS v OFFSET 0) l "
+        f"WHERE true{visible} ORDER BY score DESC, r.rid DESC LIMIT %(limit)s)"
+    )
