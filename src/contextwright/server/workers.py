@@ -9,6 +9,7 @@ process raises in its own transaction (docs/scaling.md).
 
 from __future__ import annotations
 
+import copyreg
 import gc
 import json
 import os
@@ -118,7 +119,7 @@ def app_from_env() -> FastAPI:
 class PortShare(socket.socket):
     """The parent's socket under `--workers N`: bound with SO_REUSEPORT and never listening, it
     holds the port; each worker it is handed to gets, in its place, a listening socket of its own
-    on the same port (`__reduce__`, called when uvicorn passes it to the worker). The kernel
+    on the same port (`_handed_over`, called when uvicorn passes it to the worker). The kernel
     then spreads new connections over the workers' sockets by their addresses. On one shared
     listening socket the first worker to wake took every connection waiting (16 keep-alive
     clients split 16/0, 14/2 and 9/7 over 2 workers in three tries), and the busier process kept
@@ -142,10 +143,6 @@ class PortShare(socket.socket):
             raise
         return sock
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        host, port = self.getsockname()[:2]
-        return (worker_socket, (int(self.family), host, port))
-
 
 def reuse(sock: socket.socket) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -159,6 +156,15 @@ def worker_socket(family: int, host: str, port: int) -> socket.socket:
     sock.bind((host, port))
     sock.set_inheritable(True)
     return sock
+
+
+def _handed_over(sock: PortShare) -> tuple[Any, ...]:
+    """What a worker unpickles in the PortShare's place: a listening socket of its own."""
+    host, port = sock.getsockname()[:2]
+    return (worker_socket, (int(sock.family), host, port))
+
+
+copyreg.pickle(PortShare, _handed_over)
 
 
 def shares_ports() -> bool:
