@@ -7,6 +7,7 @@ references here."""
 
 from __future__ import annotations
 
+import gc
 import random
 import sys
 from pathlib import Path
@@ -302,25 +303,53 @@ def test_a_status_change_is_seen_through_the_record_cache(tmp_path: Path) -> Non
             s.close()
 
 
-@pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's reference counts")
 def test_the_record_cache_is_bounded_and_drops_the_oldest_first(tmp_path: Path) -> None:
-    """Past its size the cache drops its oldest tenth, and lets go of those records; a status
-    change replaces the cached record."""
+    """Past its size the cache drops its oldest tenth; a status change replaces the cached
+    record, and a record read again is the same Record (the hot ones are kept as Records)."""
     path = str(tmp_path / "bounded.db")
     store = SQLiteStore(path, record_cache=30)
     try:
         counter = default_counter()
         store.add_many([build_record(r, counter.count) for r in _records(11, 60)])
-        first = store.get_many("p", ["r0000"])[0]
-        held = sys.getrefcount(first)
+        store.get_many("p", ["r0000"])
+
+        def held() -> set[str]:
+            return {v[0] for v in store.records._by_rid.values()}
+
+        assert "r0000" in held()
         # Reading the rest fills the cache past its size: the oldest tenth, r0000 first, goes.
         rest = store.get_many("p", [f"r{i:04d}" for i in range(1, 60)])
         assert len(rest) == 59 and len(store.records) <= 30
-        assert sys.getrefcount(first) == held - 1  # the cache let go: only ours are left
+        assert "r0000" not in held() and "r0059" in held()
         store.set_status("p", "r0059", "resolved", "bob", 1.0)
         (changed,) = store.get_many("p", ["r0059"])
         assert changed.status == "resolved"
         assert store.get_many("p", ["r0059"])[0] is changed  # the cache holds the new one
+    finally:
+        store.close()
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's cyclic GC")
+def test_the_record_cache_holds_nothing_the_gc_tracks(tmp_path: Path) -> None:
+    """The cache keeps field values, not Records: a tuple of strings, numbers and tuples of strings
+    is dropped from the cyclic GC's lists, so a full cache adds nothing to a full collection
+    (a cached Record is tracked for good). Records read again are kept as Records, a bounded few."""
+    path = str(tmp_path / "gc.db")
+    store = SQLiteStore(path, record_cache=100)
+    store.records.hot = 10
+    try:
+        counter = default_counter()
+        store.add_many([build_record(r, counter.count) for r in _records(5, 60)])
+        ids = [f"r{i:04d}" for i in range(60)]
+        first = store.get_many("p", ids)
+        again = store.get_many("p", ids)
+        assert again == first and len(store.records) == 60
+        assert all(
+            a.meta == b.meta and a.meta is not b.meta for a, b in zip(first, again, strict=True)
+        )
+        gc.collect()
+        assert not any(gc.is_tracked(v) for v in store.records._by_rid.values())
+        assert len(store.records._hot) <= 10
     finally:
         store.close()
 
