@@ -96,9 +96,9 @@ class RecordCache:
     an object the cyclic GC stops tracking the first time it looks at it; a Record it tracks for
     good. A cache of 20,000 Records made them a third to half of a process's tracked objects,
     and a full collection walks every one (after 200 cold calls at 100k records through three
-    engines: 94k tracked objects; with values, 45k). The Records read again and again (the newest records, which every call
-    of a project reads) are kept as Records too, at most `hot` of them, so that most reads make
-    no Record: a record's second read puts it there."""
+    engines: 94k tracked objects; with values, 45k). The Records read again and again (the
+    newest records, which every call of a project reads) are kept as Records too, at most `hot`
+    of them, so that most reads make no Record: a record's second read puts it there."""
 
     def __init__(self, size: int = 20_000, hot: int = 2_048) -> None:
         self.size = size
