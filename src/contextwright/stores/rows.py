@@ -96,11 +96,12 @@ class RecordCache:
     an object the cyclic GC stops tracking the first time it looks at it; a Record it tracks for
     good. A cache of 20,000 Records made them a third to half of a process's tracked objects,
     and a full collection walks every one (after 200 cold calls at 100k records through three
-    engines: 94k tracked objects; with values, 45k). The Records read again and again (the
-    newest records, which every call of a project reads) are kept as Records too, at most `hot`
-    of them, so that most reads make no Record: a record's second read puts it there."""
+    engines: 94k tracked objects; with values, 45k). The Records of the latest reads are kept
+    as Records too, at most `hot` of them (first in, first out), so that a read makes Records
+    only for the rows that left that window: most reads in a session touch the same recent
+    records, and the long tail of older ones costs the GC nothing."""
 
-    def __init__(self, size: int = 20_000, hot: int = 2_048) -> None:
+    def __init__(self, size: int = 20_000, hot: int = 4_096) -> None:
         self.size = size
         self.hot = hot
         self._by_rid: dict[int, tuple[Any, ...]] = {}
@@ -132,13 +133,9 @@ class RecordCache:
             r = _record(v)
             made.append((rid, r))
             out.append(r)
-        if made and self.hot > 0:
-            with self._lock:
-                hot.update(made)
-                if len(hot) > self.hot:
-                    for rid in list(islice(hot, len(hot) - self.hot + self.hot // 4)):
-                        del hot[rid]
         if not missing:
+            if made:
+                self._keep_hot(made)
             return out  # type: ignore[return-value]
         values = {row[20]: row_values(row) for row in fetch(missing)}
         fetched = {rid: record_of(v) for rid, v in values.items()}
@@ -150,6 +147,9 @@ class RecordCache:
                 if len(cache) > self.size:
                     for rid in list(islice(cache, len(cache) - self.size + self.size // 10)):
                         del cache[rid]
+            made.extend(fetched.items())
+        if made:
+            self._keep_hot(made)
         done: list[Record] = []
         for (rid, _, status), r in zip(keys, out, strict=True):
             if r is None:
@@ -160,6 +160,15 @@ class RecordCache:
                     r = r.with_status(status)
             done.append(r)
         return done
+
+    def _keep_hot(self, made: list[tuple[int, Record]]) -> None:
+        if self.hot > 0:
+            hot = self._hot
+            with self._lock:
+                hot.update(made)
+                if len(hot) > self.hot:
+                    for rid in list(islice(hot, len(hot) - self.hot + self.hot // 4)):
+                        del hot[rid]
 
     def clear(self) -> None:
         with self._lock:
