@@ -40,12 +40,14 @@ def _seed(engine: Engine) -> None:
 def test_hit_after_miss_and_off_for_other_sources(store: Store) -> None:
     engine = Engine(store, clock=lambda: NOW)
     _seed(engine)
-    first = engine.assemble("p", "bob", "payment webhook retries", budget=2000)
-    second = engine.assemble("p", "bob", "payment webhook retries", budget=2000)
-    assert _cache_of(first)["fulltext"] == "miss"
+    first, kept, second = (
+        engine.assemble("p", "bob", "payment webhook retries", budget=2000) for _ in range(3)
+    )
+    # The first miss notes the key, the second keeps the result (see cache.py), the third hits.
+    assert _cache_of(first)["fulltext"] == _cache_of(kept)["fulltext"] == "miss"
     assert _cache_of(second)["fulltext"] == "hit"
     assert _cache_of(second)["history"] == "off"
-    assert engine.cache.stats.hits == 1 and engine.cache.stats.misses == 1
+    assert engine.cache.stats.hits == 1 and engine.cache.stats.misses == 2
     # The stored trace keeps the cache status.
     stored = engine.trace("p", second.trace.id)
     assert {s["name"]: s["cache"] for s in stored.sources}["fulltext"] == "hit"
@@ -63,10 +65,11 @@ def test_one_version_read_per_call(store: Store, monkeypatch: pytest.MonkeyPatch
         monkeypatch.setattr(
             store, "doc_with_version", lambda c, p, i: reads.append(p) or with_doc(c, p, i)
         )
-    engine.assemble("p", "bob", "payment webhook retries", budget=2000)
+    for _ in range(2):
+        engine.assemble("p", "bob", "payment webhook retries", budget=2000)
     again = engine.assemble("p", "bob", "payment webhook retries", budget=2000)
     # The source cache's key and the names left out of the search share the call's one read.
-    assert reads == ["p", "p"]
+    assert reads == ["p", "p", "p"]
     assert _cache_of(again)["fulltext"] == "hit"
     engine.close()
 
@@ -87,6 +90,7 @@ def test_a_write_to_the_project_invalidates(store: Store) -> None:
     )
     # A write to another project does not.
     engine.assemble("p", "bob", "payment webhook", budget=2000)
+    engine.assemble("p", "bob", "payment webhook", budget=2000)  # kept from its second miss
     engine.add(project="other", author="zed", content="payment webhook elsewhere")
     assert _cache_of(engine.assemble("p", "bob", "payment webhook", budget=2000))["fulltext"] == (
         "hit"
@@ -99,6 +103,7 @@ def test_entries_expire_after_the_ttl(store: Store) -> None:
     engine = Engine(store, clock=lambda: NOW)
     engine.cache = SourceCache(ttl_s=30, clock=clock)
     _seed(engine)
+    engine.assemble("p", "bob", "payment ledger", budget=2000)
     engine.assemble("p", "bob", "payment ledger", budget=2000)
     clock.t = 29.0
     assert (
@@ -134,10 +139,10 @@ def test_cache_off_and_opt_in_sources(store: Store) -> None:
     opted = ScriptedSource("opted", ["an opted fact"], cacheable=True)
     engine = Engine(store, sources=[plain, opted], clock=lambda: NOW)
     engine.register_agent("p", "bob")
-    for _ in range(3):
+    for _ in range(4):
         result = engine.assemble("p", "bob", "facts", budget=1000)
     assert _cache_of(result) == {"plain": "off", "opted": "hit"}
-    assert (plain.runs, opted.runs) == (3, 1)
+    assert (plain.runs, opted.runs) == (4, 2)
     off = Engine(store, sources=[plain, opted], cache_ttl_s=0, clock=lambda: NOW)
     assert _cache_of(off.assemble("p", "bob", "facts", budget=1000)) == {
         "plain": "off",
@@ -152,7 +157,9 @@ def test_cached_candidates_are_copies(store: Store) -> None:
     engine = Engine(store, clock=lambda: NOW)
     _seed(engine)
     a = engine.assemble("p", "bob", "payment ledger refunds", budget=2000)
+    engine.assemble("p", "bob", "payment ledger refunds", budget=2000)  # kept, written into
     b = engine.assemble("p", "bob", "payment ledger refunds", budget=2000)
+    assert _cache_of(b)["fulltext"] == "hit"
     assert [i.to_dict() for i in a.sections["knowledge"]] == [
         i.to_dict() for i in b.sections["knowledge"]
     ]
@@ -175,6 +182,33 @@ def test_lru_bound() -> None:
         cache.put(("k", i), [])
     assert len(cache) == 2 and cache.stats.evictions == 1
     assert cache.get(("k", 0)) is None and cache.get(("k", 2)) == []
+
+
+def test_a_first_miss_keeps_only_the_key(store: Store) -> None:
+    """A result is copied and kept from the second miss of its key within the TTL: the first
+    costs no copy (cold calls and an agent loop's calls never repeat a key)."""
+    clock = FakeClock()
+    src = ScriptedSource("opted", ["an opted fact"], cacheable=True)
+    engine = Engine(store, sources=[src], clock=lambda: NOW)
+    engine.cache = SourceCache(ttl_s=30, max_entries=2, clock=clock)
+    engine.register_agent("p", "bob")
+
+    def status(task: str) -> str:
+        return _cache_of(engine.assemble("p", "bob", task, budget=1000))["opted"]
+
+    assert status("facts") == "miss" and len(engine.cache) == 0
+    assert status("facts") == "miss" and len(engine.cache) == 1
+    assert status("facts") == "hit" and src.runs == 2
+    # A key noted once and not missed again within the TTL starts over.
+    assert status("other") == "miss"
+    clock.t = 31.0
+    assert status("other") == "miss"  # noted again, not kept: the note had expired
+    assert [status("other"), status("other")] == ["miss", "hit"]
+    # The noted keys are bounded as the entries are.
+    for i in range(5):
+        engine.cache.admit(("k", i))
+    assert len(engine.cache._seen) == 2
+    engine.close()
 
 
 def test_expired_entries_leave_when_new_ones_come() -> None:
@@ -216,7 +250,7 @@ def test_same_window_with_cache_on_or_off(texts: list[str], tasks: list[str], bu
     on.register_agent("p", "bob")
     for i, text in enumerate(texts):
         on.add(project="p", author=["alice", "bob"][i % 2], content=text, created_at=NOW - i * 60)
-    for task in tasks + tasks:  # the second round is served from the cache
+    for task in tasks + tasks + tasks:  # the third round is served from the cache
         assert _window(on.assemble("p", "bob", task, budget=budget)) == _window(
             off.assemble("p", "bob", task, budget=budget)
         )

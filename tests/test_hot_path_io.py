@@ -280,6 +280,7 @@ def test_prepared_work_is_not_started_when_the_cache_will_answer(store: Store) -
     ctx.version = 1
     with ThreadPoolExecutor(2, thread_name_prefix="pool") as pool:
         first, _ = run_sources([src], ctx, pool, 5.0, cache=cache)
+        cache.put(cache.key(src, ctx), first)  # as the second miss of the key would
         again = _ctx(engine)
         again.version = 1
         second, runs = run_sources([src], again, pool, 5.0, cache=cache)

@@ -213,7 +213,7 @@ def test_a_record_an_uncapped_source_found_too_is_not_charged_to_a_capped_one() 
         for i in range(4)
     ]
     for c in both:
-        c.sources = ["fulltext", "vector"]
+        c.sources = ("fulltext", "vector")
     alone = [
         cand(f"f{i}", "knowledge", f"- full text alone {i}", source="fulltext", score=5 - i)
         for i in range(4)

@@ -215,7 +215,7 @@ def _run(store: Store, steps: list[dict[str, Any]], agent: str = "bob") -> list[
     src = build_source(p, store_providers())
     assert src is not None
     found = src.run(_ctx(store, agent))
-    assert all(c.source == "notes" and c.sources == ["notes"] for c in found)
+    assert all(c.source == "notes" and c.sources == ("notes",) for c in found)
     return found
 
 

@@ -104,7 +104,7 @@ def test_a_custom_source_needs_only_public_names(tmp_path: Path) -> None:
                     text=text,
                     tokens=ctx.counter.count(text),
                     pinned=True,
-                    reasons=["on the board"],
+                    reasons=("on the board",),
                 )
             ]
 

@@ -395,8 +395,8 @@ _SAMPLES: dict[type, dict[str, Any]] = {
     Candidate: {
         "key": "k", "section": "history", "source": "history", "text": "t",
         "records": (build_record(full_record(), len),), "score": 0.5,
-        "components": {"bm25": 1.0}, "reasons": ["why"], "pinned": True, "tokens": 7,
-        "created_at": 9.0, "content_hash": "h", "sources": ["fulltext"], "beside": "r2",
+        "components": {"bm25": 1.0}, "reasons": ("why",), "pinned": True, "tokens": 7,
+        "created_at": 9.0, "content_hash": "h", "sources": ("fulltext",), "beside": "r2",
         "dated_line": True, "deep": True,
     },
     Item: {"candidate": _CANDIDATE, "text": "t", "tokens": 4, "truncated": True, "omitted": 2,

@@ -50,9 +50,9 @@ class ScriptedSource:
                     text=line,
                     tokens=ctx.counter.count(line),
                     components={"prior": 1.0 - i * 0.01},
-                    reasons=[f"scripted by {self.name}"],
+                    reasons=(f"scripted by {self.name}",),
                     content_hash=content_hash(text),
-                    sources=[self.name],
+                    sources=(self.name,),
                 )
             )
         return out

@@ -25,12 +25,14 @@ class Candidate:
     records: tuple[Record, ...] = ()
     score: float = 0.0
     components: dict[str, float] = field(default_factory=dict)
-    reasons: list[str] = field(default_factory=list)
+    # Tuples, not lists: a candidate's reasons and sources are set, rarely extended, never edited
+    # in place, and a tuple of strings is one object the collector stops tracking (see `one`).
+    reasons: tuple[str, ...] = ()
     pinned: bool = False
     tokens: int = 0
     created_at: float = 0.0
     content_hash: str = ""
-    sources: list[str] = field(default_factory=list)
+    sources: tuple[str, ...] = ()
     # The record this one is shown beside (a superseded decision beside its replacement).
     beside: str | None = None
     # The text is one record's dated line (`item_prefix`): knowledge and suggestions may show it
@@ -48,6 +50,21 @@ class Candidate:
     @property
     def record_ids(self) -> list[str]:
         return [r.id for r in self.records]
+
+
+_ONE: dict[str, tuple[str]] = {}
+
+
+def one(text: str) -> tuple[str]:
+    """`(text,)`, the same tuple for the same text: a source gives each of its ~180 candidates a
+    call the same reason and source name, and a tuple made per candidate is one more object for
+    the cyclic GC to count toward its next collection. Bounded: reasons may name authors."""
+    t = _ONE.get(text)
+    if t is None:
+        if len(_ONE) >= 4096:
+            _ONE.clear()
+        t = _ONE[text] = (text,)
+    return t
 
 
 # Candidates as the source cache keeps them (cache.py), column by column: a tuple per field, the
@@ -68,7 +85,7 @@ def freeze(found: Sequence[Candidate]) -> Frozen:
         tuple([r for c in found for r in c.records]),
         tuple([c.score for c in found]),
         tuple([tuple(c.components.items()) for c in found]),
-        tuple([tuple(c.reasons) for c in found]),
+        tuple([tuple(c.reasons) for c in found]),  # the same tuple: no copy
         tuple([c.pinned for c in found]),
         tuple([c.tokens for c in found]),
         tuple([c.created_at for c in found]),
@@ -94,12 +111,12 @@ def thaw(f: Frozen) -> list[Candidate]:
             records=records[at : at + n],
             score=scores[i],
             components=dict(comps[i]),
-            reasons=list(reasons[i]),
+            reasons=reasons[i],
             pinned=pinned[i],
             tokens=tokens[i],
             created_at=created[i],
             content_hash=hashes[i],
-            sources=list(sources[i]),
+            sources=sources[i],
             beside=beside[i],
             dated_line=dated_line[i],
         )
@@ -126,7 +143,7 @@ class Item:
             "key": c.key,
             "section": c.section,
             "source": c.source,
-            "sources": list(c.sources or [c.source]),
+            "sources": list(c.sources or (c.source,)),
             "record_ids": c.record_ids,
             "kind": c.record.kind if c.record else "synthetic",
             "author": c.record.author if c.record else None,
@@ -156,7 +173,7 @@ def synthetic(
                 text=text,
                 tokens=counter.count(text),
                 pinned=True,
-                reasons=["the current task"],
+                reasons=("the current task",),
                 components={"source": 10.0},
                 score=10.0,
             )
@@ -171,7 +188,7 @@ def synthetic(
                 text=text,
                 tokens=counter.count(text),
                 pinned=True,
-                reasons=["validation"],
+                reasons=("validation",),
                 components={"source": 5.0},
                 score=5.0 - i * 0.01,
             )
@@ -185,7 +202,7 @@ def synthetic(
                 source="request",
                 text=text,
                 tokens=counter.count(text),
-                reasons=["per-turn scratchpad"],
+                reasons=("per-turn scratchpad",),
                 score=1.0 - i * 0.001,
             )
         )

@@ -69,7 +69,7 @@ def link_replies(
         _fold(c, shown, lines, ctx.counter)
         c.components["resolved"] = 1.0
         c.components.pop("open", None)
-        c.reasons.append(f"answered by {', '.join(dict.fromkeys(a.author for a in shown))}")
+        c.reasons = (*c.reasons, f"answered by {', '.join(dict.fromkeys(a.author for a in shown))}")
         for a in shown:
             folded[a.id] = qid
     if not folded:
@@ -154,7 +154,7 @@ def link_superseded(
         lines = [_line(f"superseded by {direct}:", old) for old, direct in pairs]
         _fold(head_c, records, lines, ctx.counter)
         shown.update(old.id for old in records)
-        head_c.reasons.append(f"shown with the {len(records)} record(s) it superseded")
+        head_c.reasons = (*head_c.reasons, f"shown with the {len(records)} record(s) it superseded")
     dropped = [
         Decision(c, False, "shown beside the record that superseded it", c.tokens)
         for c in stale

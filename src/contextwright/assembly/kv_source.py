@@ -34,9 +34,9 @@ def kv_candidate(ctx: SourceContext, key: str, value: str, reason: str, source: 
         text=text,
         tokens=ctx.counter.count(text),
         components={"prior": 1.5},
-        reasons=[reason],
+        reasons=(reason,),
         content_hash=content_hash(value),
-        sources=[source],
+        sources=(source,),
     )
 
 

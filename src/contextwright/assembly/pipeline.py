@@ -15,7 +15,7 @@ from typing import Any, cast
 from ..ports import ReadsMany, RemoteReads, capable
 from ..traces.trace import SourceRun
 from .cache import SourceCache
-from .candidates import SECTION_RANK, Candidate
+from .candidates import SECTION_RANK, Candidate, one
 from .packing import Decision
 from .sources import Source, SourceContext
 
@@ -197,10 +197,10 @@ def _absorb(into: Candidate, other: Candidate) -> None:
             into.components[name] = value
     for reason in other.reasons:
         if reason not in into.reasons:
-            into.reasons.append(reason)
-    for src in other.sources or [other.source]:
+            into.reasons = (*into.reasons, reason)
+    for src in other.sources or (other.source,):
         if src not in into.sources:
-            into.sources.append(src)
+            into.sources = (*into.sources, src)
     into.pinned = into.pinned or other.pinned
 
 
@@ -227,11 +227,11 @@ def merge(candidates: Sequence[Candidate]) -> tuple[list[Candidate], list[Decisi
             for rec in c.records:
                 alias[rec.id] = key
             if not c.sources:
-                c.sources = [c.source]
+                c.sources = one(c.source)
             continue
         if _prefer(seen, c) and len(c.records) >= len(seen.records):
             _absorb(c, seen)
-            c.sources = list(dict.fromkeys([*c.sources, *seen.sources]))
+            c.sources = tuple(dict.fromkeys([*c.sources, *seen.sources]))
             by_key[key] = c
         else:
             _absorb(seen, c)

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from ..traces.trace import Trace
-from .candidates import Candidate
+from .candidates import Candidate, one
 from .definitions import (
     RETRIEVAL_STEPS,
     Pipeline,
@@ -128,7 +128,7 @@ class PipelineSource:
                 found = src.run(self._ctx(ctx, step, src, first))
                 if src.name != self.name:
                     for c in found:  # the pipeline is the source: caps, weights, the trace
-                        c.source, c.sources = self.name, [self.name]
+                        c.source, c.sources = self.name, one(self.name)
                 out.extend(found)
             elif step.step == "filter":
                 out = [c for c in out if keeps(step, c, ctx.now)]

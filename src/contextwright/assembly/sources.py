@@ -17,7 +17,7 @@ from ..errors import ValidationError
 from ..ports import Hit, Query, RanksHere, ReadsMany, Store, Tokenizer, WarmHere, capable
 from ..records import Record
 from ..roles import RoleProfile
-from .candidates import Candidate
+from .candidates import Candidate, one
 from .scoring import item_prefix
 
 T = TypeVar("T")
@@ -154,12 +154,12 @@ def record_candidate(
         text=text,
         records=(r,),
         components=components,
-        reasons=[reason],
+        reasons=one(reason),
         pinned=r.pinned,
         tokens=tokens,
         created_at=r.created_at,
         content_hash=r.content_hash,
-        sources=[source],
+        sources=one(source),
         dated_line=section != "history",
     )
 

@@ -53,9 +53,9 @@ def _file_candidate(ctx: SourceContext, path: str, root: Path | None, why: str) 
         text=text,
         tokens=ctx.counter.count(text),
         components={"prior": 2.0},
-        reasons=[why],
+        reasons=(why,),
         content_hash=content_hash(body),
-        sources=["rules"],
+        sources=("rules",),
     )
 
 
@@ -142,5 +142,5 @@ def apply(
                     c.components["boost"] = round(c.components.get("boost", 0.0) + a.by, 6)
                     note = f"rule {rule.name}: boost {a.by:+g}"
                 if note not in c.reasons:
-                    c.reasons.append(note)
+                    c.reasons = (*c.reasons, note)
     return kept, dropped

@@ -156,10 +156,10 @@ def _synthetic(key: str, section: str, text: str, counter: Tokenizer, score: flo
         text=text,
         tokens=counter.count(text),
         pinned=section != "knowledge",
-        reasons=[f"session layer {key.split(':')[0]}"],
+        reasons=(f"session layer {key.split(':')[0]}",),
         components={"session": score},
         score=score,
-        sources=["session"],
+        sources=("session",),
     )
 
 
@@ -227,7 +227,7 @@ def build_candidates(
         prefix = f"- [memory · {r.meta.get('category', r.kind)}]"
         c.text = f"{prefix} {r.content}"
         c.tokens = counter.count(c.text)
-        c.reasons = ["memory re-injected by relevance"]
+        c.reasons = ("memory re-injected by relevance",)
         c.components = {"session": 4.0}
         out.append(c)
     plan.candidates = out
@@ -241,12 +241,12 @@ def _history_candidate(r: Record, counter: Tokenizer) -> Candidate:
         source="session",
         text=r.content,
         records=(r,),
-        reasons=["session turn"],
+        reasons=("session turn",),
         pinned=False,
         tokens=r.tokens,
         created_at=r.created_at,
         content_hash=r.content_hash,
-        sources=["session"],
+        sources=("session",),
         components={"prior": 2.0},
     )
     return c
@@ -290,9 +290,7 @@ class SessionSource:
         if plan is None or plan.project != ctx.project or plan.agent != ctx.agent:
             return []
         return [
-            replace(
-                c, components=dict(c.components), reasons=list(c.reasons), sources=list(c.sources)
-            )
+            replace(c, components=dict(c.components))  # reasons, sources: tuples, shared
             for c in plan.candidates
         ]
 

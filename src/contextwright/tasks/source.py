@@ -65,12 +65,12 @@ def candidates(computed: ComputedContext, ctx: SourceContext) -> list[Candidate]
                 text=text,
                 records=(r,) if r else (),
                 components={"computed": round(relevance, 4), "prior": 1.5 - rank * 0.01},
-                reasons=[reason],
+                reasons=(reason,),
                 pinned=pinned,
                 tokens=count(text),
                 created_at=r.created_at if r else ctx.now,
                 content_hash=r.content_hash if r else "",
-                sources=[NAME],
+                sources=(NAME,),
             )
         )
 
