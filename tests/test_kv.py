@@ -9,7 +9,7 @@ from contextwright import Engine, NotFound, ValidationError
 
 def _kv_items(result) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
     return {
-        i.candidate.key: i.candidate.reasons
+        i.candidate.key: list(i.candidate.reasons)
         for i in result.sections["knowledge"]
         if i.candidate.key.startswith("kv:")
     }
