@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextwright import Engine
-from contextwright.assembly.candidates import Candidate, Item, _round4
+from contextwright.assembly.candidates import Candidate, Item, round4
 from contextwright.records import build_record
 from test_assemble import seed
 
@@ -49,8 +49,8 @@ floats = st.one_of(
 
 
 @given(floats)
-def test_round4_is_round(v: float) -> None:
-    got, want = _round4(v), round(v, 4)
+def testround4_is_round(v: float) -> None:
+    got, want = round4(v), round(v, 4)
     assert type(got) is type(want)
     assert json.dumps(got) == json.dumps(want) and orjson.dumps(got) == orjson.dumps(want)
 
