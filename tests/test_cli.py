@@ -336,15 +336,11 @@ def test_settle_heap_freezes_what_start_up_made() -> None:
     from contextwright.cli.service import settle_heap
 
     before = gc.get_freeze_count()
-    thresholds = gc.get_threshold()
     try:
         settle_heap()
         assert gc.get_freeze_count() > before  # left out of every later collection
-        # An assemble call's objects are freed before a young collection comes (heap.py).
-        assert gc.get_threshold() == (20_000, 20, 10)
     finally:
         gc.unfreeze()  # this test process goes on as before
-        gc.set_threshold(*thresholds)
 
 
 @pytest.mark.parametrize("command", ["serve", "mcp"])
