@@ -38,13 +38,23 @@ class Assembly:
         }
 
     def to_dict(self) -> dict[str, Any]:
+        return self._fields(
+            {n: [i.to_dict() for i in items] for n, items in self.sections.items() if items}
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """`to_dict` for a JSON encoder (the HTTP answer): the same JSON, its items' lists left
+        as the tuples they are (Item.to_json), in less than half the time."""
+        return self._fields(
+            {n: [i.to_json() for i in items] for n, items in self.sections.items() if items}
+        )
+
+    def _fields(self, sections: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         return {
             "format": self.format,
             "tokens": self.tokens,
             "available": self.available,
-            "sections": {
-                n: [i.to_dict() for i in items] for n, items in self.sections.items() if items
-            },
+            "sections": sections,
             "messages": self.messages,
             "system": self.system,
             "text": self.text,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..assembly.candidates import round4
 from ..assembly.packing import Decision
 from ..ids import new_id
 from .trace import PendingTrace, SourceRun
@@ -58,7 +59,7 @@ def decision_dict(d: Decision) -> dict[str, object]:
         "source": c.source,
         "sources": list(c.sources or [c.source]),
         "score": round(c.score, 4),
-        "components": {k: round(comps[k], 4) for k in sorted(comps)},
+        "components": {k: round4(comps[k]) for k in sorted(comps)},
         "reasons": list(c.reasons),
         "decision": "truncated" if d.truncated else ("kept" if d.kept else "dropped"),
         "reason": d.reason,

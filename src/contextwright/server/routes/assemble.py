@@ -76,6 +76,6 @@ def assemble(
     )
     result = ctx.engine.window(request)  # the session pipeline when a session is named
     ctx.metrics.assemble_seconds.labels(format=fmt).observe(time.perf_counter() - t0)
-    out = result.to_dict()
+    out = result.to_json()
     out["trace"] = result.trace.to_dict() if trace else {"summary": result.trace.summary()}
     return fast_json(out)

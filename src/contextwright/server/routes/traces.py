@@ -81,7 +81,7 @@ def replay(ctx: ProjectDep, trace_id: str, body: ReplayIn) -> JSONResponse:
     if "budget" in overrides:
         overrides["budget"] = budget_arg(body.budget)
     result = ctx.engine.replay(ctx.project, original.id, ctx.access.viewers, **overrides)
-    out = result.to_dict()
+    out = result.to_json()
     out["trace"] = result.trace.to_dict()
     out["diff"] = diff_traces(original, result.trace)
     return fast_json(out)
