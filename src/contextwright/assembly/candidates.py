@@ -138,24 +138,11 @@ class Item:
     day: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        c = self.candidate
-        return {
-            "key": c.key,
-            "section": c.section,
-            "source": c.source,
-            "sources": list(c.sources or (c.source,)),
-            "record_ids": c.record_ids,
-            "kind": c.record.kind if c.record else "synthetic",
-            "author": c.record.author if c.record else None,
-            "text": self.text,
-            "tokens": self.tokens,
-            "score": round(c.score, 4),
-            "components": {k: round(v, 4) for k, v in sorted(c.components.items())},
-            "reasons": list(c.reasons),
-            "truncated": self.truncated,
-            "omitted_tokens": self.omitted,
-            "day": self.day,  # shown under this day's line (render.DATED_SECTIONS), or None
-        }
+        """`to_json` with lists where it hands the candidate's tuples on."""
+        d = self.to_json()
+        for key in ("sources", "record_ids", "reasons"):
+            d[key] = list(d[key])
+        return d
 
     def to_json(self) -> dict[str, Any]:
         """`to_dict`'s values, ready for a JSON encoder, built for the HTTP answer of every
