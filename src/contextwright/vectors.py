@@ -182,7 +182,7 @@ class VectorSource:
     carries a `vector` signal (cosine scaled over the returned list) that scoring.fuse_relevance
     fuses with `bm25` into `relevance`. The last `cache_size` query embeddings are kept."""
 
-    name = "vector"
+    name, top_k = "vector", 40  # top_k: the hits read where nothing sizes the list
     # On a store that searches in this process (`vector_nearest`: SQLite, memory), the query's
     # embedding and the search of the matrix run on the pool, started before any source, and
     # only the read of the hits runs on the calling thread (pipeline.py): both hold the GIL
@@ -239,7 +239,7 @@ class VectorSource:
         vec = self._cached(text)
         embed = None if vec is not None else self._embedding(text)
         project, agent, model = ctx.project, ctx.agent, self.embedder.name
-        limit = ctx.depth(self.name, 40)
+        limit = ctx.depth(self.name, self.top_k)
 
         def work() -> Callable[[], list[tuple[str, float]]]:
             v = vec if embed is None else self._keep(text, embed()())
@@ -276,7 +276,7 @@ class VectorSource:
                 finish = ctx.prepared_result(self.name, lambda: self._embedding(text)())
                 vec = self._keep(text, finish())
             hits = cast(KeepsVectors, store).vector_search(
-                ctx.project, ctx.agent, vec, ctx.depth(self.name, 40), self.embedder.name
+                ctx.project, ctx.agent, vec, ctx.depth(self.name, self.top_k), self.embedder.name
             )
         if not hits:
             return []
@@ -286,7 +286,7 @@ class VectorSource:
         span = max(top - floor, 1e-6)
         rels = [(h.score - floor) / span for h in hits]
         why = "close in meaning to the task (cosine {:.2f})"
-        return hit_candidates(hits, rels, ctx, self.name, "vector", why, ("tool_call",), 40)
+        return hit_candidates(hits, rels, ctx, self.name, "vector", why, ("tool_call",), self.top_k)
 
 
 class Vectors:
