@@ -146,6 +146,22 @@ def test_the_worker_writes_at_once_when_idle_or_holding_too_many(
         assert _table_rows(path) == 4
 
 
+def counting_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[SQLiteStore, list[str]]:
+    """A store whose `unembedded_count` notes each call (the model) in the list returned."""
+    store = SQLiteStore(str(tmp_path / "v.db"))
+    counted: list[str] = []
+    count = store.unembedded_count
+
+    def counting(model: str) -> int:
+        counted.append(model)
+        return count(model)
+
+    monkeypatch.setattr(store, "unembedded_count", counting)
+    return store, counted
+
+
 def settles_without_counting(worker: Any, counted: list[str], timeout: float = 10.0) -> bool:
     """True once the worker, having found nothing left to embed, answers its lag (0) without a
     count: `wait_for_embeddings` returns on a count of 0, and the worker marks itself caught up
@@ -164,15 +180,7 @@ def test_a_caught_up_worker_reports_no_lag_without_counting_and_counts_after_a_w
 ) -> None:
     """Every assemble call's trace carries the lag: once the worker has found nothing left to
     embed and nothing was written since, it is 0 without an SQL count."""
-    store = SQLiteStore(str(tmp_path / "v.db"))
-    counted: list[str] = []
-    count = store.unembedded_count
-
-    def counting(model: str) -> int:
-        counted.append(model)
-        return count(model)
-
-    monkeypatch.setattr(store, "unembedded_count", counting)
+    store, counted = counting_store(tmp_path, monkeypatch)
     gate = threading.Event()
 
     class Gated(HashEmbedder):
@@ -201,15 +209,7 @@ def test_a_short_batch_marks_the_worker_caught_up_at_once(
     """In the agent loop the worker embeds the reply just written, then rests (the engine is
     serving) before its next pass. The batch held every record left, so the next call's lag is 0
     without an SQL count, rather than counted until that pass."""
-    store = SQLiteStore(str(tmp_path / "v.db"))
-    counted: list[str] = []
-    count = store.unembedded_count
-
-    def counting(model: str) -> int:
-        counted.append(model)
-        return count(model)
-
-    monkeypatch.setattr(store, "unembedded_count", counting)
+    store, counted = counting_store(tmp_path, monkeypatch)
 
     with Engine(store, embedder=HashEmbedder()) as e:
         worker = e.vectors.worker
@@ -234,15 +234,7 @@ def test_waiting_for_embeddings_is_not_taken_for_a_write(
     """`wait_for_embeddings` called while the worker embeds the last record (as the agent loop
     calls it right after adding its reply) leaves the worker caught up once that batch is done:
     the wait counts the store itself, so the next call's lag takes no count."""
-    store = SQLiteStore(str(tmp_path / "v.db"))
-    counted: list[str] = []
-    count = store.unembedded_count
-
-    def counting(model: str) -> int:
-        counted.append(model)
-        return count(model)
-
-    monkeypatch.setattr(store, "unembedded_count", counting)
+    store, counted = counting_store(tmp_path, monkeypatch)
     gate = threading.Event()
     started = threading.Event()
 
