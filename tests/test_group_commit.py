@@ -4,9 +4,11 @@ alone and every caller gets its own answer."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,21 @@ def rec(rid: str, content: str) -> Record:
     return build_record(data, lambda text: len(text.split()))
 
 
+def queued(store: SQLiteStore, calls: Sequence[Callable[[], object]]) -> None:
+    """Each of `calls` on a thread of its own, started while another writer's transaction holds
+    the write lock and queued behind it (in order) before the next starts; back once all are done."""
+    threads = [threading.Thread(target=call) for call in calls]
+    with store._write_lock:
+        deadline = time.monotonic() + 30
+        for n, t in enumerate(threads, 1):
+            t.start()
+            while len(store._pending) < n and time.monotonic() < deadline:
+                time.sleep(0.01)
+        assert len(store._pending) == len(threads)
+    for t in threads:
+        t.join()
+
+
 def test_queued_batches_share_one_commit_and_a_refused_one_fails_alone(tmp_path: Path) -> None:
     store = SQLiteStore(str(tmp_path / "g.db"))
     store.add_many([rec("taken", "first words")])
@@ -40,16 +57,7 @@ def test_queued_batches_share_one_commit_and_a_refused_one_fails_alone(tmp_path:
         except ValidationError as exc:
             results[n] = exc
 
-    threads = [threading.Thread(target=add, args=(n,)) for n in range(8)]
-    with store._write_lock:  # another writer's transaction: the eight queue behind it
-        for t in threads:
-            t.start()
-        deadline = time.monotonic() + 30
-        while len(store._pending) < 8 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert len(store._pending) == 8
-    for t in threads:
-        t.join()
+    queued(store, [functools.partial(add, n) for n in range(8)])
     assert isinstance(results[3], ValidationError) and results[3].field == "id"
     for n in (0, 1, 2, 4, 5, 6, 7):
         assert results[n] == [f"r{n}-{k}" for k in range(3)]
@@ -92,16 +100,7 @@ def test_a_group_is_stored_in_one_statement_per_table(tmp_path: Path) -> None:
     def add(n: int) -> None:
         results[n] = store.add_many(batches[n])
 
-    threads = [threading.Thread(target=add, args=(n,)) for n in range(8)]
-    with store._write_lock:
-        for t in threads:
-            t.start()
-        deadline = time.monotonic() + 30
-        while len(store._pending) < 8 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert len(store._pending) == 8
-    for t in threads:
-        t.join()
+    queued(store, [functools.partial(add, n) for n in range(8)])
     assert [results[n][0].id for n in range(8)] == [f"g{n}" for n in range(7)] + ["g0"]
     assert results[7][0].content == "group record 0"
     stored = store.get_many(P, [f"g{n}" for n in range(7)])
@@ -129,15 +128,6 @@ def test_a_group_with_a_superseding_record_goes_batch_by_batch(tmp_path: Path) -
          "created_at": 2.0, "supersedes": "old"},
         lambda text: len(text.split()),
     )  # fmt: skip
-    threads = [threading.Thread(target=store.add_many, args=([r],)) for r in (new, old)]
-    with store._write_lock:
-        deadline = time.monotonic() + 30
-        for n, t in enumerate(threads, 1):
-            t.start()
-            while len(store._pending) < n and time.monotonic() < deadline:
-                time.sleep(0.01)
-        assert len(store._pending) == 2
-    for t in threads:
-        t.join()
+    queued(store, [functools.partial(store.add_many, [r]) for r in (new, old)])
     assert store.get_many(P, ["old"])[0].status is None
     store.close()
