@@ -5,8 +5,10 @@ steps; every bad file is refused with its file, field and fix, and changes nothi
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 import pytest
@@ -45,6 +47,9 @@ from contextwright.errors import RuleError
 from contextwright.ports import Store
 from contextwright.roles import profile_for
 from contextwright.stores import open_store
+
+if TYPE_CHECKING:
+    import httpx
 
 T0 = 1_700_000_000.0
 DAY = 86_400.0
@@ -672,7 +677,9 @@ HOSTILE_REPLAYS: list[tuple[Any, str]] = [
 ]  # fmt: skip
 
 
-def test_a_replay_over_http_takes_pipelines_and_refuses_bad_ones(tmp_path: Path) -> None:
+@contextmanager
+def _acme_over_http(tmp_path: Path) -> Iterator[tuple[Engine, httpx.Client]]:
+    """A seeded acme engine on a SQLite file, served by uvicorn, and a client with acme's key."""
     import httpx
 
     from contextwright.server import create_app
@@ -686,70 +693,62 @@ def test_a_replay_over_http_takes_pipelines_and_refuses_bad_ones(tmp_path: Path)
             running(create_app(engine, Settings(api_keys=KEYS))) as base,
             httpx.Client(base_url=base, headers=auth(ACME_KEY)) as client,
         ):
-            a = client.post("/v1/projects/acme/assemble",
-                            json={"agent": "bob", "task": "login form", "budget": 3000})  # fmt: skip
-            assert a.status_code == 200, a.text
-            url = f"/v1/projects/acme/traces/{a.json()['trace_id']}/replay"
-            lower = [{"name": "fulltext", "steps": [{"step": "fulltext", "topK": 2}]}]
-            r = client.post(url, json={"pipelines": lower})
-            assert r.status_code == 200, r.text
-            runs = {s["name"]: s["candidates"] for s in r.json()["trace"]["sources"]}
-            assert runs["fulltext"] == 2
-            assert "pipelines" in r.json()["diff"]["request"]
-            engine.flush()
-            before = len(engine.traces("acme", limit=100))
-            for body, field in HOSTILE_REPLAYS:
-                raw = json.dumps({"pipelines": body})  # escapes the lone surrogate as JSON may
-                r = client.post(url, content=raw, headers={"content-type": "application/json"})
-                assert r.status_code == 422, (field, r.text)
-                assert field in r.text and "<pipelines>" in r.text, r.text
-            engine.flush()
-            assert len(engine.traces("acme", limit=100)) == before  # nothing stored
+            yield engine, client
     finally:
         engine.close()
+
+
+def test_a_replay_over_http_takes_pipelines_and_refuses_bad_ones(tmp_path: Path) -> None:
+    with _acme_over_http(tmp_path) as (engine, client):
+        a = client.post("/v1/projects/acme/assemble",
+                        json={"agent": "bob", "task": "login form", "budget": 3000})  # fmt: skip
+        assert a.status_code == 200, a.text
+        url = f"/v1/projects/acme/traces/{a.json()['trace_id']}/replay"
+        lower = [{"name": "fulltext", "steps": [{"step": "fulltext", "topK": 2}]}]
+        r = client.post(url, json={"pipelines": lower})
+        assert r.status_code == 200, r.text
+        runs = {s["name"]: s["candidates"] for s in r.json()["trace"]["sources"]}
+        assert runs["fulltext"] == 2
+        assert "pipelines" in r.json()["diff"]["request"]
+        engine.flush()
+        before = len(engine.traces("acme", limit=100))
+        for body, field in HOSTILE_REPLAYS:
+            raw = json.dumps({"pipelines": body})  # escapes the lone surrogate as JSON may
+            r = client.post(url, content=raw, headers={"content-type": "application/json"})
+            assert r.status_code == 422, (field, r.text)
+            assert field in r.text and "<pipelines>" in r.text, r.text
+        engine.flush()
+        assert len(engine.traces("acme", limit=100)) == before  # nothing stored
 
 
 def test_an_assemble_over_http_takes_pipelines_and_refuses_bad_ones(tmp_path: Path) -> None:
-    import httpx
 
-    from contextwright.server import create_app
-    from contextwright.settings import Settings
-    from servers import ACME_KEY, KEYS, auth, running
+    with _acme_over_http(tmp_path) as (engine, client):
+        url = "/v1/projects/acme/assemble?trace=true"
+        body: dict[str, Any] = {"agent": "bob", "task": "login form", "budget": 3000}
 
-    engine = Engine.open(f"sqlite:///{tmp_path / 'http.db'}", embedder=None)
-    try:
-        _seed_acme(engine)
-        with (
-            running(create_app(engine, Settings(api_keys=KEYS))) as base,
-            httpx.Client(base_url=base, headers=auth(ACME_KEY)) as client,
-        ):
-            url = "/v1/projects/acme/assemble?trace=true"
-            body: dict[str, Any] = {"agent": "bob", "task": "login form", "budget": 3000}
+        def fulltext(r: httpx.Response) -> int:
+            assert r.status_code == 200, r.text
+            runs = {s["name"]: s["candidates"] for s in r.json()["trace"]["sources"]}
+            return int(runs["fulltext"])
 
-            def fulltext(r: httpx.Response) -> int:
-                assert r.status_code == 200, r.text
-                runs = {s["name"]: s["candidates"] for s in r.json()["trace"]["sources"]}
-                return int(runs["fulltext"])
-
-            assert fulltext(client.post(url, json=body)) > 2
-            for k in (2, 3):
-                lower = [{"name": "fulltext", "steps": [{"step": "fulltext", "topK": k}]}]
-                r = client.post(url, json={**body, "pipelines": lower})
-                assert fulltext(r) == k
-                assert r.json()["trace"]["notes"]["pipelines"]["from"] == "request"
-            engine.flush()
-            before = len(engine.traces("acme", limit=100))
-            for bad, field in HOSTILE_REPLAYS:
-                raw = json.dumps({**body, "pipelines": bad})
-                r = client.post(url, content=raw, headers={"content-type": "application/json"})
-                assert r.status_code == 422, (field, r.text)
-                assert field in r.text and "<pipelines>" in r.text, r.text
-            r = client.post(url, json={**body, "pipelines": {"name": "fulltext"}})
-            assert r.status_code == 422 and "pipelines" in r.text, r.text
-            engine.flush()
-            assert len(engine.traces("acme", limit=100)) == before  # nothing stored
-    finally:
-        engine.close()
+        assert fulltext(client.post(url, json=body)) > 2
+        for k in (2, 3):
+            lower = [{"name": "fulltext", "steps": [{"step": "fulltext", "topK": k}]}]
+            r = client.post(url, json={**body, "pipelines": lower})
+            assert fulltext(r) == k
+            assert r.json()["trace"]["notes"]["pipelines"]["from"] == "request"
+        engine.flush()
+        before = len(engine.traces("acme", limit=100))
+        for bad, field in HOSTILE_REPLAYS:
+            raw = json.dumps({**body, "pipelines": bad})
+            r = client.post(url, content=raw, headers={"content-type": "application/json"})
+            assert r.status_code == 422, (field, r.text)
+            assert field in r.text and "<pipelines>" in r.text, r.text
+        r = client.post(url, json={**body, "pipelines": {"name": "fulltext"}})
+        assert r.status_code == 422 and "pipelines" in r.text, r.text
+        engine.flush()
+        assert len(engine.traces("acme", limit=100)) == before  # nothing stored
 
 
 def test_the_mcp_assemble_tool_takes_pipelines_and_refuses_bad_ones() -> None:
