@@ -280,6 +280,39 @@ def test_preselected_search_above_the_exact_size_agrees_and_masks(
     assert m.search(vecs[7], "x", 1)[0][0] == "r7"
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 120),  # rows
+    st.integers(1, 150),  # limit: past the rows the agent may see, too
+    st.sampled_from([None, "x", "y"]),  # who searches
+    st.integers(0, 2**16),
+)
+def test_exact_search_is_the_brute_force_ranking_of_the_rows_the_agent_may_see(
+    n: int, limit: int, who: str | None, seed: int
+) -> None:
+    """The cosines exactly as a brute-force ranking of the dequantized rows gives them, highest
+    first, each beside a row of that cosine, no row twice, and no row the agent may not see,
+    even where the limit asks for more rows than it may see (rows of equal cosines may come in
+    any order)."""
+    rng = np.random.default_rng(seed)
+    vecs = rng.standard_normal((n, 16)).astype(np.float32)
+    vecs[rng.integers(0, n, n // 4)] = vecs[0]  # ties
+    kinds = rng.choice(["project", "private", "direct"], n)
+    access = [Access(str(rng.choice(["x", "z"])), str(k), ("y",)) for k in kinds]
+    m = VectorMatrix(16)
+    m.add([f"r{i}" for i in range(n)], vecs, access)
+    q = rng.standard_normal(16).astype(np.float32)
+    rows = np.stack([dequantize(*quantize(v)) for v in vecs])
+    cosines = [float(c) for c in rows @ q]
+    seen = [i for i in range(n) if who is None or access[i].allows(who)]
+    ranked = sorted(seen, key=lambda i: -cosines[i])[:limit]
+    got = m.search(q, who, limit)
+    assert [c for _, c in got] == [cosines[i] for i in ranked]
+    assert all(int(rid[1:]) in seen and cosines[int(rid[1:])] == c for rid, c in got)
+    assert len({rid for rid, _ in got}) == len(got)
+    assert all(type(rid) is str and type(c) is float for rid, c in got)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(

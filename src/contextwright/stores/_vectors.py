@@ -252,11 +252,12 @@ class VectorMatrix:
             else:
                 top = np.argpartition(-scores, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
                 top = top[np.argsort(-scores[top], kind="stable")]
-            return [
-                (str(self._ids[int(rows[i])]), float(scores[i]))
-                for i in top
-                if np.isfinite(scores[i])
-            ]
+            # Whole arrays, not an element at a time: 80 hits cost 0.1-0.15 ms in numpy scalars.
+            best = scores[top]
+            seen = np.isfinite(best)  # rows the agent may not see score -inf
+            if not seen.all():
+                top, best = top[seen], best[seen]
+            return list(zip(self._ids[rows[top]].tolist(), best.tolist(), strict=True))
 
     def _dot(
         self, rows: np.ndarray[Any, np.dtype[np.intp]], q: np.ndarray[Any, F32]
