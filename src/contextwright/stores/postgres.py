@@ -323,14 +323,7 @@ class PostgresStore(PostgresFacts, PostgresText, PostgresVectors):
     def replies_to(self, project: str, ids: Sequence[str], agent: str | None) -> list[Record]:
         if not ids:
             return []
-        visible = f" AND {VISIBLE}" if agent is not None else ""
-        # In insertion order (rid): the store's own time, which no writer's created_at can move.
-        sql = (
-            f"{SELECT} WHERE r.project = %(project)s AND r.reply_to = ANY(%(ids)s){visible} "
-            "ORDER BY r.rid"
-        )
-        params = {"project": project, "ids": list(ids), "agent": agent}
-        return [row_to_record(row) for row in self._read(sql, params)]
+        return [row_to_record(row) for row in self._read(*_replies_sql(project, ids, agent))]
 
     def neighbours(
         self, project: str, agent: str, anchors: Sequence[tuple[str, float]]
@@ -365,12 +358,19 @@ class PostgresStore(PostgresFacts, PostgresText, PostgresVectors):
     def superseded_by(self, project: str, ids: Sequence[str]) -> dict[str, str]:
         if not ids:
             return {}
-        rows = self._read(
-            "SELECT supersedes, id FROM records WHERE project = %s AND supersedes = ANY(%s) "
-            "ORDER BY created_at, rid",
-            (project, list(ids)),
-        )
-        return {old: new for old, new in rows}
+        return {old: new for old, new in self._read(*_replaced_sql(project, ids))}
+
+    def replies_and_replacements(
+        self, project: str, agent: str | None, replied: Sequence[str], replaced: Sequence[str]
+    ) -> tuple[list[Record], dict[str, str]]:
+        """`replies_to(project, replied, agent)` and `superseded_by(project, replaced)`, sent
+        together and answered together (one round trip)."""
+        wanted = [(bool(replied), _replies_sql(project, replied, agent)),
+                  (bool(replaced), _replaced_sql(project, replaced))]  # fmt: skip
+        found = iter(self._read_many([sql for needed, sql in wanted if needed]))
+        replies = [row_to_record(row) for row in next(found)] if replied else []
+        by = {old: new for old, new in next(found)} if replaced else {}
+        return replies, by
 
     def version(self, project: str) -> int:
         rows = self._read("SELECT version FROM project_versions WHERE project = %s", (project,))
@@ -401,6 +401,24 @@ class PostgresStore(PostgresFacts, PostgresText, PostgresVectors):
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _replies_sql(project: str, ids: Sequence[str], agent: str | None) -> tuple[str, Any]:
+    visible = f" AND {VISIBLE}" if agent is not None else ""
+    # In insertion order (rid): the store's own time, which no writer's created_at can move.
+    sql = (
+        f"{SELECT} WHERE r.project = %(project)s AND r.reply_to = ANY(%(ids)s){visible} "
+        "ORDER BY r.rid"
+    )
+    return sql, {"project": project, "ids": list(ids), "agent": agent}
+
+
+def _replaced_sql(project: str, ids: Sequence[str]) -> tuple[str, Any]:
+    sql = (
+        "SELECT supersedes, id FROM records WHERE project = %s AND supersedes = ANY(%s) "
+        "ORDER BY created_at, rid"
+    )
+    return sql, (project, list(ids))
 
 
 def _one_of(column: str, name: str, values: Sequence[str], params: dict[str, Any]) -> str:
