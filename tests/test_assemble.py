@@ -441,6 +441,42 @@ def test_superseded_decisions_are_left_out(team: Engine) -> None:
     assert old["decision"] == "dropped" and old["reason"] == "superseded by dec1"
 
 
+def test_replies_and_replacements_are_read_together_with_the_same_window(
+    team: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stale decision and a question among the candidates: where the store can, their two
+    follow-up reads are one (chains.read_links), and the window is the one read one by one."""
+    import contextwright.assembly.selection as selection
+    from contextwright.ports import ReadsLinks, capable
+
+    task = "where do sessions live: MySQL? does the login bug affect SSO users?"
+
+    def window() -> list[tuple[Any, ...]]:
+        r = team.assemble(project="p", agent="bob", task=task, budget=4000)
+        return [repr(r.messages)] + [
+            (i["record_ids"], i["decision"], i["reason"], i["score"]) for i in r.trace.items
+        ]
+
+    calls: list[str] = []
+    cls = type(team.store)
+
+    def spying(name: str) -> Any:
+        own = getattr(cls, name)
+        return lambda *a, **k: calls.append(name) or own(*a, **k)
+
+    for name in ("replies_to", "superseded_by", "replies_and_replacements"):
+        if hasattr(cls, name):
+            monkeypatch.setattr(cls, name, spying(name))
+    together = window()
+    if capable(team.store, ReadsLinks):
+        assert calls == ["replies_and_replacements"]
+    else:
+        assert sorted(calls) == ["replies_to", "superseded_by"]
+    monkeypatch.setattr(selection, "read_links", lambda *a: None)
+    assert window() == together
+    assert any(i[0] == ["dec0"] and i[2] == "superseded by dec1" for i in together[1:])
+
+
 def test_unresolved_refs_become_warnings(team: Engine) -> None:
     r = team.assemble(
         project="p",

@@ -278,3 +278,23 @@ def test_request_cost_bench_splits_each_request_at_the_engine_call(tmp_path: Pat
         assert s["count"] > 0 and 0 < s["engine_ms"] < s["request_ms"]
         assert s["beyond_ms"] == pytest.approx(s["request_ms"] - s["engine_ms"], abs=0.002)
     assert report["cpu_ms_per_request"] > 0
+
+
+@pytest.mark.postgres
+def test_postgres_plans_lists_each_round_trip_of_a_call_with_its_plans(tmp_path: Path) -> None:
+    """bench/postgres_plans.py on a store that bench/postgres.py built and left in its --dir:
+    every round trip of the call, with the server's time for each of its statements."""
+    store = tmp_path / "pg"
+    report = _run(
+        "postgres.py", "--records", "400", "--calls", "2", "--dir", str(store), cwd=tmp_path
+    )
+    assert report["postgres"]["assemble_ms"]["p50"] > 0
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "postgres_plans.py"), "--dir", str(store), "--records",
+         "400", "--calls", "1", "--plans"],
+        check=True, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    ).stdout  # fmt: skip
+    (head,) = [line for line in out.splitlines() if line.startswith("== ")]
+    trips = int(head.split(", ")[-1].split()[0])
+    assert trips >= 2 and out.count("  waited ") == trips
+    assert "server" in out and "Execution Time" in out and "doc" in out

@@ -9,7 +9,7 @@ import pytest
 
 from contextwright import Engine
 from contextwright.assembly.locality import LocalityConfig, asks_something
-from contextwright.ports import Store
+from contextwright.ports import BatchNeighbours, Store, capable
 
 NOW = 1_800_000_000.0
 
@@ -144,4 +144,43 @@ def test_the_reply_to_a_weaker_matching_question_inherits_its_relevance(store: S
     q_rel = question["components"]["relevance"]
     assert answer["components"]["nearby"] >= 3.0 * LocalityConfig().answer_weight * q_rel - 1e-6
     assert answer["decision"] == "kept"
+    eng.close()
+
+
+def test_the_weaker_questions_neighbours_are_read_with_the_strong_matches(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One batched neighbours read per call, for the strongest matches and the weaker questions
+    together: both are known before either is read, and on PostgreSQL each read is a round
+    trip."""
+    if not capable(store, BatchNeighbours):
+        pytest.skip("reads each match's neighbours with its own queries")
+    reads: list[list[tuple[str | None, float]]] = []
+    own = type(store).neighbours
+
+    def spy(self: Any, project: str, agent: str, anchors: Any) -> Any:
+        reads.append(list(anchors))
+        return own(self, project, agent, anchors)
+
+    monkeypatch.setattr(type(store), "neighbours", spy)
+    eng = Engine(store, clock=lambda: NOW)
+    eng.register_agent("p", "assistant", "default")
+    top = LocalityConfig().top
+    for i in range(top + 2):
+        eng.add(
+            project="p", author="ann", kind="message", content=f"marathon running day {i}",
+            session="s1", created_at=NOW - 7200 + i,
+        )  # fmt: skip
+    _chat(
+        eng,
+        [
+            ("ann", "After the move, the new job and the long winter, were you still running?"),
+            ("bob", "My doctor said my heart needed it, so I trained every morning."),
+        ],
+    )
+    result = eng.assemble("p", "assistant", "bob marathon running", 4000)
+    answer = _item(result, "My doctor said")
+    assert answer["components"]["nearby"] > 0 and answer["decision"] == "kept"
+    assert len(reads) == 1
+    assert len(reads[0]) == top + 1  # the strongest matches and the weaker question
     eng.close()

@@ -610,6 +610,36 @@ def test_neighbours_match_sqlite_in_one_statement(pg: PostgresStore, tmp_path: P
     lite.close()
 
 
+def test_replies_and_replacements_are_both_reads_in_one_round_trip(pg: PostgresStore) -> None:
+    """chains.py's two follow-up reads sent together: the answers of `replies_to` and
+    `superseded_by`, the agent's visibility applied, and one round trip for both."""
+    pg.add_many(
+        [
+            rec(1, kind="question", content="which cache?"),
+            rec(2, reply_to="r00001", author="bob", content="redis"),
+            rec(3, reply_to="r00001", author="bob", visibility="direct", to=["cy"],
+                content="memcached, between us"),
+            rec(4, kind="decision", content="cache in redis"),
+            rec(5, kind="decision", supersedes="r00004", content="cache in memcached"),
+            rec(6, kind="question", content="and the queue?"),
+        ]
+    )  # fmt: skip
+    reads: list[int] = []
+    read_many = pg._read_many
+    pg._read_many = lambda statements: reads.append(len(statements)) or read_many(statements)  # type: ignore[method-assign]
+    for agent in ("ann", "cy", None):
+        replied, replaced = ["r00001", "r00006", "r09999"], ["r00004", "r00005"]
+        replies, by = pg.replies_and_replacements(P, agent, replied, replaced)
+        assert [r.id for r in replies] == [r.id for r in pg.replies_to(P, replied, agent)]
+        assert by == pg.superseded_by(P, replaced) == {"r00004": "r00005"}
+    assert [r.id for r in pg.replies_and_replacements(P, "cy", ["r00001"], [])[0]] == [
+        "r00002", "r00003"
+    ]  # fmt: skip
+    assert pg.replies_and_replacements(P, "ann", [], ["r00004"]) == ([], {"r00004": "r00005"})
+    assert reads == [2, 2, 2, 1, 1]
+    assert pg.replies_and_replacements("other", "ann", ["r00001"], ["r00004"]) == ([], {})
+
+
 # Indexes that do not lead with the project, and why (docs/scaling.md): a GIN index on one column,
 # the store-wide insertion order (not unique: a sharded table may keep it per shard), and the
 # documents, whose (collection, id) is unique across projects by the store contract.

@@ -144,6 +144,43 @@ def test_a_word_the_statistics_call_common_is_not_counted(pg: PostgresStore) -> 
     assert pg._count_words(["kappa", "rho"], 4_000) == {"kappa": COMMON_DF + 1, "rho": 10}
 
 
+def test_capped_counts_are_completed_in_the_same_read_only_when_every_word_is_common(
+    pg: PostgresStore,
+) -> None:
+    """Every word of a search past the cutoff: those counted up to the cap only are counted in
+    full (the rarest is ranked), in the first count's own statement; with a word under the cutoff
+    the full counts are planned but never run."""
+    records = [
+        rec(i, " ".join(["omega", *(["kappa"] if i < 2_500 else []), *(["rho"] if i < 10 else [])]))
+        for i in range(4_000)
+    ]
+    for k in range(0, len(records), 2_000):
+        pg.add_many(records[k : k + 2_000])
+    pg._run("ANALYZE records", None)
+    reads: list[tuple[str, Any]] = []
+    read = pg._read
+
+    def spy(sql: str, params: Any = None, **kw: Any) -> Any:
+        reads.append((sql, params))
+        return read(sql, params, **kw)
+
+    pg._read = spy  # type: ignore[method-assign]
+    # omega by the statistics' estimate (4,000 > COMMON_SURE), kappa capped, then in full.
+    assert pg._count_words(["omega", "kappa"], 4_000) == {"omega": 4_000, "kappa": 2_500}
+    assert pg._count_words(["kappa", "rho"], 4_000) == {"kappa": COMMON_DF + 1, "rho": 10}
+    assert len(reads) == 2
+    # The full counts are the statement's own init plans (the first counts are the CTE's): only
+    # kappa's runs, and only in the first read.
+    for (sql, params), want in zip(reads, ([False, True], [False, False]), strict=True):
+        lines = [r[0] for r in read(f"EXPLAIN ANALYZE {sql}", params)]
+        ran = [
+            "never executed" not in lines[k + 1]
+            for k, line in enumerate(lines)
+            if line.startswith("  InitPlan")
+        ]
+        assert ran == want, "\n".join(lines)
+
+
 VOCAB = ["alpha", "beta", "gamma", "delta", "running", "runs", "the", "zeta"]
 _EXAMPLES = itertools.count()
 

@@ -190,3 +190,20 @@ def test_the_agent_and_the_version_are_one_read(
 
     monkeypatch.setattr(one_conn, "version", no_version)
     assert "use parquet" in engine.assemble(P, "ann", "ship the export", 4000, session="s1").text
+
+
+@pytest.mark.postgres
+def test_replies_and_replacements_are_one_round_trip(one_conn: PostgresStore) -> None:
+    """chains.read_links: the two follow-up reads of a call, sent together (pipeline mode)."""
+    engine = Engine(one_conn, workers=1)
+    _fill(engine)
+    engine.add(project=P, author="bob", kind="decision", content="use orc", id="d2",
+               supersedes=engine.store.query(Query(P, None, kinds=("decision",)))[-1].id,
+               created_at=T0 + 60)  # fmt: skip
+    question = one_conn.query(Query(P, None, kinds=("question",)))[0].id
+    old = one_conn.query(Query(P, None, kinds=("decision",), newest_first=False))[0].id
+    engine.add(project=P, author="bob", content="eu-west-1", reply_to=question, created_at=T0 + 61)
+    with round_trips(one_conn) as trips:
+        replies, by = one_conn.replies_and_replacements(P, "ann", [question], [old])
+    assert trips == [1]
+    assert [r.content for r in replies] == ["eu-west-1"] and by == {old: "d2"}

@@ -258,6 +258,17 @@ class BatchNeighbours(Protocol):
 
 
 @runtime_checkable
+class ReadsLinks(Protocol):
+    """Reads the replies to some records and the replacements of others in one round trip
+    (PostgreSQL): what `replies_to` and `superseded_by` would give, for the two follow-up reads
+    of an assemble call that are known together (assembly/chains.py)."""
+
+    def replies_and_replacements(
+        self, project: str, agent: str | None, replied: Sequence[str], replaced: Sequence[str]
+    ) -> tuple[list[Record], dict[str, str]]: ...
+
+
+@runtime_checkable
 class ReadsMany(Protocol):
     """Answers many queries in one round trip (PostgreSQL's pipeline mode): each list as
     `query(q)` would give it, in the queries' order. The pipeline asks it for the reads of the

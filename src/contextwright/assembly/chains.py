@@ -13,8 +13,10 @@ replacements only.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
 
-from ..ports import Store, Tokenizer
+from ..ports import ReadsLinks, Store, Tokenizer, capable
 from ..records import Record
 from .candidates import Candidate
 from .packing import Decision
@@ -46,19 +48,63 @@ def _visible(r: Record, ctx: SourceContext) -> bool:
     return r.project == ctx.project and r.visible_to(ctx.agent)
 
 
-def link_replies(
-    candidates: list[Candidate], ctx: SourceContext
-) -> tuple[list[Candidate], list[Decision]]:
-    """Fold each candidate question's answers into it; drop the answers' own candidates."""
-    questions = {
+@dataclass(frozen=True, slots=True)
+class Links:
+    """What `link_superseded` and `link_replies` would read, read beforehand in one round trip:
+    the replies to `replied` and the replacements of `replaced` (ids)."""
+
+    replied: tuple[str, ...]
+    replies: list[Record]
+    replaced: tuple[str, ...]
+    replacements: dict[str, str]
+
+
+def _stale(candidates: Sequence[Candidate]) -> list[Candidate]:
+    return [c for c in candidates if c.records and c.records[0].status == "superseded"]
+
+
+def _questions(candidates: Sequence[Candidate]) -> dict[str, Candidate]:
+    return {
         c.records[0].id: c
         for c in candidates
         if c.records and c.records[0].kind == "question" and c.section != "history"
     }
+
+
+def read_links(candidates: list[Candidate], ctx: SourceContext, include: bool) -> Links | None:
+    """Both reads of `link_superseded` and `link_replies` in one round trip, where the store can
+    (`ReadsLinks`) and both are known before either runs: when superseded records are left out,
+    the questions whose replies are read are those of the records in force, known at once. On
+    PostgreSQL each read alone is a round trip, one after the other."""
+    if include or not capable(ctx.store, ReadsLinks):
+        return None
+    stale = _stale(candidates)
+    stale_ids = {id(c) for c in stale}
+    replaced = tuple(c.key for c in stale)
+    replied = tuple(_questions([c for c in candidates if id(c) not in stale_ids]))
+    if not replaced or not replied:
+        return None  # one read at most: each function makes its own
+    replies, by = cast(ReadsLinks, ctx.store).replies_and_replacements(
+        ctx.project, ctx.agent, replied, replaced
+    )
+    return Links(replied, replies, replaced, by)
+
+
+def link_replies(
+    candidates: list[Candidate], ctx: SourceContext, links: Links | None = None
+) -> tuple[list[Candidate], list[Decision]]:
+    """Fold each candidate question's answers into it; drop the answers' own candidates.
+    `links`: the replies read beforehand (`read_links`), if they are those of these questions."""
+    questions = _questions(candidates)
     if not questions:
         return candidates, []
     replies: dict[str, list[Record]] = {}
-    for r in ctx.store.replies_to(ctx.project, list(questions), ctx.agent):
+    found = (
+        links.replies
+        if links is not None and links.replied == tuple(questions)
+        else ctx.store.replies_to(ctx.project, list(questions), ctx.agent)
+    )
+    for r in found:
         if r.reply_to and _visible(r, ctx) and r.status != "superseded":
             replies.setdefault(r.reply_to, []).append(r)
     folded: dict[str, str] = {}  # answer id -> question id
@@ -98,17 +144,23 @@ def _in_force(store: Store, project: str, start: str) -> list[str]:
 
 
 def link_superseded(
-    candidates: list[Candidate], ctx: SourceContext, include: bool
+    candidates: list[Candidate], ctx: SourceContext, include: bool, links: Links | None = None
 ) -> tuple[list[Candidate], list[Decision]]:
     """Leave superseded records out (the default), or show each inside the item of the record that
-    replaced it, fetching the replacement when no source returned it."""
-    stale = [c for c in candidates if c.records and c.records[0].status == "superseded"]
+    replaced it, fetching the replacement when no source returned it. `links`: the replacements
+    read beforehand (`read_links`), if they are those of these stale records."""
+    stale = _stale(candidates)
     if not stale and not include:
         return candidates, []
     stale_ids = {id(c) for c in stale}
     current = [c for c in candidates if id(c) not in stale_ids]
     if not include:
-        by = ctx.store.superseded_by(ctx.project, [c.key for c in stale])
+        keys = tuple(c.key for c in stale)
+        by = (
+            links.replacements
+            if links is not None and links.replaced == keys
+            else ctx.store.superseded_by(ctx.project, list(keys))
+        )
         return current, [
             Decision(c, False, f"superseded by {by.get(c.key, 'a later record')}", c.tokens)
             for c in stale

@@ -66,7 +66,10 @@ def spread(
     adjacent: defaultdict[str, set[str]] = defaultdict(set)
     answered: dict[str, float] = {}  # reply id -> the relevance of the question it follows
     matches = [by_key[key].records[0] for key in strong]
-    near = _all_neighbours([m for m in matches if m.session], ctx)
+    askers = _askers(ranked[cfg.top : cfg.top + cfg.askers], by_key)
+    # The weaker questions' neighbours in the same read as the strong matches': which they are
+    # is known before either is read, and on PostgreSQL each read is a round trip.
+    near = _all_neighbours([*(m for m in matches if m.session), *(m for _, m in askers)], ctx)
     for key, match in zip(strong, matches, strict=True):
         if not match.session:
             continue
@@ -81,7 +84,7 @@ def spread(
                 fresh = _nearby(n, ctx, match)
                 by_key[n.id] = fresh
                 out.append(fresh)
-    _answers(ranked[cfg.top : cfg.top + cfg.askers], by_key, rel, answered, out, ctx)
+    _answers(askers, near, by_key, rel, answered, out, ctx)
     if not votes:
         return out
     lifted = sorted(votes, key=lambda s: (-votes[s], s))[: cfg.sessions]
@@ -109,23 +112,26 @@ def spread(
     return out
 
 
+def _askers(keys: Sequence[str], by_key: dict[str, Candidate]) -> list[tuple[str, Record]]:
+    """The matches `keys` that ask something, in a session: their replies are read."""
+    return [
+        (k, m) for k in keys if (m := by_key[k].records[0]).session and asks_something(m.content)
+    ]
+
+
 def _answers(
-    keys: Sequence[str],
+    askers: Sequence[tuple[str, Record]],
+    near: dict[str, list[Record]],
     by_key: dict[str, Candidate],
     rel: dict[str, float],
     answered: dict[str, float],
     out: list[Candidate],
     ctx: SourceContext,
 ) -> None:
-    """The replies to the matches `keys` that ask something join `answered` (and the
-    candidates). Only questions, and only the reply: the other neighbours of a weaker match are
-    mostly noise, and an answer that shares no word with the task is found no other way."""
-    askers = [
-        (k, m) for k in keys if (m := by_key[k].records[0]).session and asks_something(m.content)
-    ]
-    if not askers:
-        return
-    near = _all_neighbours([m for _, m in askers], ctx)
+    """The replies to the weaker matches that ask something (`askers`, their neighbours in
+    `near`) join `answered` (and the candidates). Only questions, and only the reply: the other
+    neighbours of a weaker match are mostly noise, and an answer that shares no word with the
+    task is found no other way."""
     for k, m in askers:
         for n in near[m.id]:
             if n.created_at < m.created_at or n.author == m.author:
@@ -147,7 +153,10 @@ def asks_something(text: str) -> bool:
 
 
 def _all_neighbours(matches: Sequence[Record], ctx: SourceContext) -> dict[str, list[Record]]:
-    """`_neighbours` of every match; in one statement when the store can (SQLite)."""
+    """`_neighbours` of every match; in one statement when the store can (SQLite, PostgreSQL)."""
+    matches = list({m.id: m for m in matches}.values())  # a record asked for twice is read once
+    if not matches:
+        return {}
     if not capable(ctx.store, BatchNeighbours):
         return {m.id: _neighbours(m, ctx) for m in matches}
     out: dict[str, list[Record]] = {}

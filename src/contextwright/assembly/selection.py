@@ -17,7 +17,7 @@ from ..roles import RoleProfile
 from ..rules import actions
 from ..rules.ruleset import Rule
 from .candidates import Candidate
-from .chains import link_replies, link_superseded
+from .chains import link_replies, link_superseded, read_links
 from .locality import spread
 from .packing import Decision
 from .periods import mark_periods, task_periods
@@ -38,8 +38,9 @@ def select(
     merged, deep = deep_room(merged, ctx.budget)
     kept, dropped = actions.apply(rule, merged)
     show_old = include_superseded or actions.include_superseded(rule)
-    kept, stale = link_superseded(kept, ctx, show_old)
-    kept, answers = link_replies(kept, ctx)
+    links = read_links(kept, ctx, show_old)
+    kept, stale = link_superseded(kept, ctx, show_old, links)
+    kept, answers = link_replies(kept, ctx, links)
     fuse_relevance(kept, config)
     if ctx.options.get("locality", True):
         kept = spread(kept, ctx, config)  # nearby records of strong matches (locality.py)

@@ -21,6 +21,7 @@ from ..ports import Query
 from ..records import Record
 from .batches import by_project, plan_batch
 from .postgres_facts import PostgresFacts
+from .postgres_links import PostgresLinks
 from .postgres_schema import (
     COPY_STAGE,
     INSERT_RECORDS,
@@ -66,7 +67,7 @@ COLS = ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(","))
 SELECT = f"SELECT {COLS} FROM records r"
 
 
-class PostgresStore(PostgresFacts, PostgresText, PostgresVectors):
+class PostgresStore(PostgresFacts, PostgresLinks, PostgresText, PostgresVectors):
     # Its reads wait on another process (the GIL is free meanwhile), so reads on two threads
     # overlap: sources that say `inline = "local"` (full text, vectors) run on the pool here.
     remote = True
@@ -323,14 +324,7 @@ class PostgresStore(PostgresFacts, PostgresText, PostgresVectors):
     def replies_to(self, project: str, ids: Sequence[str], agent: str | None) -> list[Record]:
         if not ids:
             return []
-        visible = f" AND {VISIBLE}" if agent is not None else ""
-        # In insertion order (rid): the store's own time, which no writer's created_at can move.
-        sql = (
-            f"{SELECT} WHERE r.project = %(project)s AND r.reply_to = ANY(%(ids)s){visible} "
-            "ORDER BY r.rid"
-        )
-        params = {"project": project, "ids": list(ids), "agent": agent}
-        return [row_to_record(row) for row in self._read(sql, params)]
+        return [row_to_record(row) for row in self._read(*self._replies_sql(project, ids, agent))]
 
     def neighbours(
         self, project: str, agent: str, anchors: Sequence[tuple[str, float]]
@@ -365,12 +359,7 @@ class PostgresStore(PostgresFacts, PostgresText, PostgresVectors):
     def superseded_by(self, project: str, ids: Sequence[str]) -> dict[str, str]:
         if not ids:
             return {}
-        rows = self._read(
-            "SELECT supersedes, id FROM records WHERE project = %s AND supersedes = ANY(%s) "
-            "ORDER BY created_at, rid",
-            (project, list(ids)),
-        )
-        return {old: new for old, new in rows}
+        return {old: new for old, new in self._read(*self._replaced_sql(project, ids))}
 
     def version(self, project: str) -> int:
         rows = self._read("SELECT version FROM project_versions WHERE project = %s", (project,))

@@ -136,28 +136,37 @@ class PostgresText:
         # common is never counted. Estimates are negative, so that they are told from counts.
         # `SELECT FROM`: with no column to read, the count reads no row of a page that VACUUM
         # marked all-visible (990 pages read for a word in 993 records with `SELECT 1`).
-        cols = ", ".join(
+        n = len(words)
+        firsts = ", ".join(
             f"(SELECT CASE WHEN e.f * %(total)s > %(common)s THEN -round(e.f * %(total)s) "
             f"ELSE (SELECT count(*) FROM (SELECT FROM records WHERE tsv @@ {_TSQ.format(i=i)} "
-            f"LIMIT %(cap)s) c) END FROM ({_ESTIMATE.format(i=i)}) e)"
-            for i in range(len(words))
+            f"LIMIT %(cap)s) c) END FROM ({_ESTIMATE.format(i=i)}) e) AS c{i}"
+            for i in range(n)
         )
-        row = self._read(f"WITH mce AS ({_MCE}) SELECT {cols}", params, replan=True)[0]
-        out = {t: abs(int(c)) for t, c in zip(words, row, strict=True)}
-        capped = [t for t, c in zip(words, row, strict=True) if int(c) == COMMON_DF + 1]
-        if capped and all(out[t] > COMMON_DF for t in words):
-            # Every word is common, so the rarest is ranked: the words counted up to the cap
-            # only are counted in full, which the statistics bound (they are not common enough
-            # to be in them, or their estimate is under COMMON_SURE).
-            full = ", ".join(
-                f"(SELECT count(*) FROM records WHERE tsv @@ {_TSQ.format(i=i)})"
-                for i in range(len(capped))
-            )
-            again = self._read(
-                f"SELECT {full}", {f"t{i}": t for i, t in enumerate(capped)}, replan=True
-            )[0]
-            out.update((t, int(c)) for t, c in zip(capped, again, strict=True))
-        return out
+        # Every word common (past the cutoff, by estimate or capped count), so the rarest is
+        # ranked: the words counted up to the cap only are counted in full, which the statistics
+        # bound (they are not common enough to be in them, or their estimate is under
+        # COMMON_SURE). In the same statement, as a second column each, run only then (the
+        # uncorrelated subquery is an init plan, run when its CASE branch is first taken): a
+        # second round trip after the first otherwise, on most searches of a large store.
+        common = " AND ".join(f"abs(f.c{i}) > %(df)s" for i in range(n))
+        fulls = ", ".join(
+            f"CASE WHEN f.c{i} = %(cap)s AND {common} THEN "
+            f"(SELECT count(*) FROM records WHERE tsv @@ {_TSQ.format(i=i)}) END"
+            for i in range(n)
+        )
+        params["df"] = COMMON_DF
+        # MATERIALIZED: each first count is referenced several times, and must run once.
+        row = self._read(
+            f"WITH mce AS ({_MCE}), f AS MATERIALIZED (SELECT {firsts}) "
+            f"SELECT {', '.join(f'f.c{i}' for i in range(n))}, {fulls} FROM f",
+            params,
+            replan=True,
+        )[0]
+        return {
+            t: int(full) if full is not None else abs(int(first))
+            for t, first, full in zip(words, row[:n], row[n:], strict=True)
+        }
 
     def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
         terms = query_terms(text)

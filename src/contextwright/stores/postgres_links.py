@@ -1,0 +1,48 @@
+"""The follow-up reads of an assemble call on PostgresStore that are known together: the replies to
+the candidate questions and the replacements of the superseded candidates (assembly/chains.py
+`read_links`), sent in one pipeline. Each alone was a round trip, one after the other."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..records import Record
+from .rows import row_to_record
+
+
+class PostgresLinks:
+    """Mixed into PostgresStore, which supplies `_read_many` and the SELECT pieces."""
+
+    _read_many: Callable[[Sequence[tuple[str, Any]]], list[list[Any]]]
+    _select: str
+    _visible: str
+
+    def _replies_sql(self, project: str, ids: Sequence[str], agent: str | None) -> tuple[str, Any]:
+        visible = f" AND {self._visible}" if agent is not None else ""
+        # In insertion order (rid): the store's own time, which no writer's created_at can move.
+        sql = (
+            f"{self._select} WHERE r.project = %(project)s AND r.reply_to = ANY(%(ids)s)"
+            f"{visible} ORDER BY r.rid"
+        )
+        return sql, {"project": project, "ids": list(ids), "agent": agent}
+
+    @staticmethod
+    def _replaced_sql(project: str, ids: Sequence[str]) -> tuple[str, Any]:
+        sql = (
+            "SELECT supersedes, id FROM records WHERE project = %s AND supersedes = ANY(%s) "
+            "ORDER BY created_at, rid"
+        )
+        return sql, (project, list(ids))
+
+    def replies_and_replacements(
+        self, project: str, agent: str | None, replied: Sequence[str], replaced: Sequence[str]
+    ) -> tuple[list[Record], dict[str, str]]:
+        """`replies_to(project, replied, agent)` and `superseded_by(project, replaced)`, sent
+        together and answered together (one round trip)."""
+        wanted = [(bool(replied), self._replies_sql(project, replied, agent)),
+                  (bool(replaced), self._replaced_sql(project, replaced))]  # fmt: skip
+        found = iter(self._read_many([sql for needed, sql in wanted if needed]))
+        replies = [row_to_record(row) for row in next(found)] if replied else []
+        by = {old: new for old, new in next(found)} if replaced else {}
+        return replies, by
