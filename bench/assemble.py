@@ -485,8 +485,11 @@ def run_one(
             tokens.append(result.tokens)
             for stage, ms in result.trace.timings_ms.items():
                 stages.setdefault(stage, []).append(ms)
-            items.append(len(result.trace.items))
-            trace_kb.append(len(json.dumps(result.trace.to_dict(), default=str)) / 1000)
+            # Counted and sized as the writer encodes it, without building the items a reader
+            # gets (lists, kept on the trace): reading them would add GC work no caller does.
+            kept, _, dropped = result.trace.decision_counts()
+            items.append(kept + dropped)
+            trace_kb.append(len(json.dumps(result.trace.to_json_dict(), default=str)) / 1000)
             assert result.tokens <= result.available
             # Freeing the result (its items, messages and trace), timed apart: it is the caller's,
             # whenever it lets the result go, not the call's.

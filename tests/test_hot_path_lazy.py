@@ -3,14 +3,19 @@ writer or the caller), and a source that says it has nothing to add runs on the 
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from contextwright import Engine
 from contextwright.assembly.pipeline import is_inline
 from contextwright.assembly.sources import SourceContext
 from contextwright.roles import profile_for
+from contextwright.stores.memory import MemoryStore
+from contextwright.stores.sqlite import SQLiteStore
 from contextwright.tasks.source import ComputedSource
 from contextwright.traces.trace import PendingTrace, Trace
 
@@ -39,10 +44,38 @@ def test_items_read_by_the_caller_equal_the_stored_ones(tmp_path: Path) -> None:
 def test_items_built_by_the_writer_first_are_the_same(tmp_path: Path) -> None:
     engine = _engine(tmp_path)
     result = engine.assemble("p", "bob", "fix the login form session", budget=2000, session="s1")
-    engine.flush()  # the writer built the items to encode them
+    engine.flush()  # the writer encoded them from tuples, and kept nothing
     stored = engine.trace("p", result.trace.id)
     assert stored.items and stored.to_dict()["items"] == result.trace.items
     assert stored.kept == result.trace.kept and stored.dropped == result.trace.dropped
+    engine.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_the_writer_encodes_the_items_from_tuples_and_keeps_none(tmp_path: Path, kind: str) -> None:
+    """What the writer encodes is the JSON of `to_dict`, byte for byte, built with no list (a
+    list is never untracked by the collector: with them every call's trace promoted ~750
+    objects toward the next full collection), and the items a reader gets stay lists."""
+    store = MemoryStore() if kind == "memory" else SQLiteStore(str(tmp_path / "j.db"))
+    engine = Engine(store)
+    for who, text in (("alice", "@bob the login form posts"), ("carol", "login form decision")):
+        engine.add(project="p", author=who, content=text)
+    result = engine.assemble("p", "bob", "fix the login form", budget=2000)
+    trace = result.trace
+    assert isinstance(trace, PendingTrace)
+    engine.flush()
+    assert trace.__dict__.get("_build") is not None  # the writer did not build (or keep) them
+    encoded = trace.to_json_dict()
+
+    def lists(value: object) -> int:
+        if isinstance(value, dict):
+            return sum(lists(v) for v in value.values())
+        return isinstance(value, list) + (sum(map(lists, value)) if isinstance(value, tuple) else 0)
+
+    assert encoded["items"] and sum(lists(i) for i in encoded["items"]) == 0
+    assert json.dumps(encoded) == json.dumps(trace.to_dict())  # built now: the lists
+    stored = engine.trace("p", trace.id)
+    assert stored.items == trace.items and type(stored.items[0]["record_ids"]) is list
     engine.close()
 
 

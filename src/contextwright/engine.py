@@ -93,8 +93,8 @@ class Engine:
             notes=[self.vectors], agent_at_version=self.agents_dir.get_at_version,
         )  # fmt: skip
         # Tasks and computed context (tasks/); the `computed` source runs when a call names a task.
-        self.tasks = TaskBoard(self.book)
-        self.assembler.task_text = self.tasks.task_text
+        self.tasks = TaskBoard(self.book)  # and the assembler's caches follow the book's writes:
+        self.assembler.task_text, self.book.on_written = self.tasks.task_text, self.assembler.written  # fmt: skip
         # Each agent's running session (sessions/): compaction, pruning, flush, reset, overflow.
         self.sessions = SessionManager(self.book, self.agents_dir, self.assembler)
         self._register(sources)

@@ -223,6 +223,31 @@ def capable(obj: object, capability: Any) -> bool:
     return hit
 
 
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What one write of records did to one project: its store version just before the write
+    and right after it, and the authors of the records the write stored. A cache of the
+    project's authors (or of anything else only records' authors change) that was read at
+    `before` holds at `after` once `authors` are added; at any other version it must be read
+    again."""
+
+    project: str
+    before: int
+    after: int
+    authors: frozenset[str]
+
+
+@runtime_checkable
+class ReportsWrites(Protocol):
+    """`add_many` that also says which versions the write went from and to, per project, read
+    inside the write's own transaction (SQLite), so that the writer's caches keyed by the
+    version need not be read again after its own write."""
+
+    def add_many_written(
+        self, records: Sequence[Record]
+    ) -> tuple[list[Record], tuple[Written, ...]]: ...
+
+
 @runtime_checkable
 class SettlesReads(Protocol):
     """Reads started in the background (SQLite's word counts) can be waited for."""

@@ -4,12 +4,12 @@ store. The Engine and the features (sessions, tasks) write through one `RecordBo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .assembly.references import check_links
 from .assembly.stored_counts import StoredCounts
 from .errors import NotFound, ValidationError, _short
-from .ports import Query, Store, Tokenizer
+from .ports import Query, ReportsWrites, Store, Tokenizer, Written, capable
 from .records import (
     MAX_CONTENT_CHARS,
     STATUSES,
@@ -36,20 +36,33 @@ class RecordBook:
         clock: Callable[[], float],
         counts: StoredCounts,
         on_write: Callable[[], None] = lambda: None,
+        on_written: Callable[[Sequence[Written]], None] = lambda steps: None,
     ) -> None:
         self.store = store
         self.counter = counter
         self.clock = clock
         self.counts = counts
         self.on_write = on_write  # the vector worker's wake-up
+        # Told the version steps of each write where the store reports them (ReportsWrites):
+        # the assembler's caches keyed by the version follow its own writes (run.Assembler).
+        self.on_written = on_written
 
     def add(self, **fields: Any) -> Record:
         now = self.clock()  # the write's time, for the record (unless given) and the note
         record = build_record(fields, self.counter.count, now=now)
         check_links(self.store, [record], batch=False)
         self.counts.declare([record.project], now)
-        stored = self.store.add_many([record])[0]
+        stored = self._store([record])[0]
         self.on_write()
+        return stored
+
+    def _store(self, records: Sequence[Record]) -> list[Record]:
+        store = self.store
+        if not capable(store, ReportsWrites):
+            return store.add_many(records)
+        stored, steps = cast(ReportsWrites, store).add_many_written(records)
+        if steps:
+            self.on_written(steps)
         return stored
 
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[Record]:
@@ -74,7 +87,7 @@ class RecordBook:
                 ) from exc
         check_links(self.store, built, batch=True)
         self.counts.declare([r.project for r in built], now)
-        stored = self.store.add_many(built)
+        stored = self._store(built)
         self.on_write()
         # A store returns a record it stored as given, the same object (ports.Store.add_many).
         return [(s, s is b) for s, b in zip(stored, built, strict=True)]

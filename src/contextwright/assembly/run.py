@@ -6,14 +6,14 @@ call the same `assemble`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from ..budget import Budget
 from ..errors import BudgetError
-from ..ports import Store, Tokenizer
+from ..ports import Store, Tokenizer, Written
 from ..roles import Agent
 from ..rules import actions
 from ..rules.loading import coerce_rules
@@ -80,6 +80,17 @@ class Assembler:
         if hit is None or hit[0] != version:
             hit = self._people[project] = (version, frozenset(self.store.agents(project)))
         return hit[1]
+
+    def written(self, steps: Sequence[Written]) -> None:
+        """A write of records made through this engine (RecordBook): the project's authors and
+        token-count note read at a step's `before` version hold at its `after` (with the
+        written records' authors added), so the next call reads neither again. At any other
+        version (another writer came between) they are read again as after any write."""
+        for w in steps:
+            hit = self._people.get(w.project)
+            if hit is not None and hit[0] == w.before:
+                self._people[w.project] = (w.after, hit[1] | w.authors)
+            self.counts.carry(w.project, w.before, w.after)
 
     def resolve(self, request: AssembleRequest) -> tuple[AssembleRequest, Agent, list[Source]]:
         """What needs the store: a task's objective, the agent's default budget, the sources."""

@@ -54,9 +54,19 @@ class StoredCounts:
             elif note not in (self.name, MIXED):
                 self._write(project, MIXED, at)
             self._declared.add(project)
+            # A note written here changes no version: what was read before it is read again.
+            self._trusted.pop(project, None)
 
     def _write(self, project: str, value: str, at: float) -> None:
         self.store.put_doc(COLLECTION, project, project, {"tokenizer": value}, at)
+
+    def carry(self, project: str, before: int, after: int) -> None:
+        """This engine's own write of records took `project` from version `before` to `after`
+        (ports.Written): what was read at `before` holds at `after`, since the note changes only
+        in `declare`, and the records this engine stores carry its own tokenizer's counts."""
+        hit = self._trusted.get(project)
+        if hit is not None and hit[0] == before:
+            self._trusted[project] = (after, hit[1])
 
     def trusted(self, project: str, version: int) -> bool:
         """May this engine count `project`'s record lines from their stored counts? Read again

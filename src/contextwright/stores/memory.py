@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import math
 import threading
 from collections import Counter, defaultdict
@@ -250,7 +251,14 @@ class MemoryStore(MemoryVectors):
             found = self._docs.get((collection, doc_id))
             if found is not None and found[0] != project:
                 return  # another project's document: as the SQL stores, change nothing
-            self._docs[(collection, doc_id)] = (project, key, at, copy.deepcopy(data))
+            # A trace is kept as its JSON reads back, as the SQL stores keep every document: the
+            # trace writer hands over tuples where a trace read back has lists.
+            kept = (
+                json.loads(json.dumps(data, default=str))
+                if collection == "traces"
+                else copy.deepcopy(data)
+            )
+            self._docs[(collection, doc_id)] = (project, key, at, kept)
 
     def get_doc(self, collection: str, project: str, doc_id: str) -> dict[str, Any] | None:
         with self._lock:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..errors import StoreError, ValidationError
-from ..ports import Query
+from ..ports import Query, Written
 from ..records import Record
 from .batches import by_project, plan_batch
 from .fulltext import COMMON_DF, LARGE_WINDOW
@@ -35,7 +35,7 @@ from .sqlite_docs import (
     traces_path,
 )
 from .sqlite_facts import SQLiteFacts
-from .sqlite_jobs import Job, write_group
+from .sqlite_jobs import Job, steps, versions, write_group
 from .sqlite_schema import MIGRATIONS, Migration
 from .sqlite_text import VISIBLE, SQLiteText
 from .sqlite_vectors import SQLiteVectors
@@ -198,8 +198,14 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         assembling thread, so each transaction held the lock many times longer than its work:
         with 8 assemblers beside 8 writers in one process, add p99 was 415 ms (bench/contention.py).
         Now the waiting writers' batches share one holder and one commit."""
+        return self.add_many_written(records)[0]
+
+    def add_many_written(
+        self, records: Sequence[Record]
+    ) -> tuple[list[Record], tuple[Written, ...]]:
+        """`add_many`, and its write's version steps (ports.ReportsWrites; none: none new)."""
         if not records:
-            return []
+            return [], ()
         job = Job(records)
         with self._pending_lock:
             self._pending.append(job)
@@ -208,12 +214,14 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
                 with self._pending_lock:
                     jobs, self._pending = self._pending, []
                 self._store_jobs(jobs)
-        return job.result(self.url)
+        return job.result(self.url), job.written
 
     def _store_jobs(self, jobs: list[Job]) -> None:
         if len(jobs) == 1:  # alone: exactly the one transaction of before
             try:
-                jobs[0].out = self._write(lambda conn: self._add_batch(conn, jobs[0].records))
+                jobs[0].out, jobs[0].written = self._write(
+                    lambda conn: self._add_batch(conn, jobs[0].records)
+                )
             except BaseException as exc:
                 jobs[0].error = exc
             jobs[0].done = True
@@ -226,8 +234,10 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         for job in jobs:
             job.done = True
 
-    def _add_batch(self, conn: sqlite3.Connection, records: Sequence[Record]) -> list[Record]:
-        def write(conn: sqlite3.Connection) -> list[Record]:
+    def _add_batch(
+        self, conn: sqlite3.Connection, records: Sequence[Record]
+    ) -> tuple[list[Record], tuple[Written, ...]]:
+        def write(conn: sqlite3.Connection) -> tuple[list[Record], tuple[Written, ...]]:
             wanted = by_project((r.project, r.id) for r in records)
             stored = {
                 (r.project, r.id): r
@@ -236,7 +246,9 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
             }
             out, fresh = plan_batch(records, stored)  # may refuse: the transaction rolls back
             if not fresh:
-                return out
+                return out, ()
+            # Before anything of the batch: a superseded record's status change bumps too.
+            before = versions(conn, {r.project for r in fresh})
             # One statement per table for the whole batch: a statement per record cost more in
             # the driver's Python than SQLite's own work. The row ids are given, as SQLite would
             # pick them (max + 1 onwards; BEGIN IMMEDIATE keeps every other writer out), so that
@@ -276,8 +288,8 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
                         "INSERT OR IGNORE INTO edges VALUES (?, ?, ?, 'supersedes')",
                         (r.project, r.id, r.supersedes),
                     )
-            self._bump(conn, (r.project for r in fresh))
-            return out
+            self._bump(conn, before)
+            return out, steps(before, versions(conn, before), fresh)
 
         return write(conn)
 

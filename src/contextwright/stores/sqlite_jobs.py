@@ -4,23 +4,28 @@ a savepoint of its own, and each caller gets its own answer or its own error."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..errors import StoreError, ValidationError
+from ..ports import Written
 from ..records import Record
 
 
 class Job:
     """One caller's batch in a group commit: its records, then its result or its error."""
 
-    __slots__ = ("done", "error", "out", "records")
+    __slots__ = ("done", "error", "out", "records", "written")
 
     def __init__(self, records: Sequence[Record]) -> None:
         self.records = records
         self.done = False
         self.out: list[Record] | None = None
         self.error: BaseException | None = None
+        # The version steps of the write that stored this batch (ports.Written): in a group
+        # stored as one batch, the whole group's, which holds this batch's records and others'.
+        self.written: tuple[Written, ...] = ()
 
     def result(self, url: str) -> list[Record]:
         exc = self.error
@@ -37,8 +42,11 @@ class Job:
         return self.out
 
 
-# The store's batch write inside a transaction: its answer, one record per record given.
-AddBatch = Callable[[sqlite3.Connection, Sequence[Record]], list[Record]]
+# The store's batch write inside a transaction: its answer, one record per record given, and
+# the version steps it made.
+AddBatch = Callable[
+    [sqlite3.Connection, Sequence[Record]], tuple[list[Record], tuple[Written, ...]]
+]
 
 
 def write_group(conn: sqlite3.Connection, jobs: Sequence[Job], add_batch: AddBatch) -> None:
@@ -50,7 +58,7 @@ def write_group(conn: sqlite3.Connection, jobs: Sequence[Job], add_batch: AddBat
     for job in jobs:
         conn.execute("SAVEPOINT batch")
         try:
-            job.out = add_batch(conn, job.records)
+            job.out, job.written = add_batch(conn, job.records)
         except Exception as exc:
             conn.execute("ROLLBACK TO batch")
             job.error = exc
@@ -69,7 +77,7 @@ def _together(conn: sqlite3.Connection, jobs: Sequence[Job], add_batch: AddBatch
         return False
     conn.execute("SAVEPOINT together")
     try:
-        out = add_batch(conn, [r for job in jobs for r in job.records])
+        out, written = add_batch(conn, [r for job in jobs for r in job.records])
     except Exception:
         conn.execute("ROLLBACK TO together")
         conn.execute("RELEASE together")
@@ -78,4 +86,27 @@ def _together(conn: sqlite3.Connection, jobs: Sequence[Job], add_batch: AddBatch
     start = 0
     for job in jobs:
         job.out, start = out[start : start + len(job.records)], start + len(job.records)
+        job.written = written
     return True
+
+
+def versions(conn: sqlite3.Connection, projects: Iterable[str]) -> dict[str, int]:
+    """The store versions of `projects` as the open transaction sees them (0: none yet)."""
+    out = dict.fromkeys(projects, 0)
+    rows = conn.execute(
+        "SELECT project, version FROM project_versions WHERE project IN "
+        "(SELECT value FROM json_each(?))",
+        (json.dumps(list(out)),),
+    )
+    out.update(rows)
+    return out
+
+
+def steps(
+    before: Mapping[str, int], after: Mapping[str, int], fresh: Sequence[Record]
+) -> tuple[Written, ...]:
+    """The version steps of a batch that stored `fresh`, per project (ports.Written)."""
+    authors: dict[str, set[str]] = {p: set() for p in before}
+    for r in fresh:
+        authors[r.project].add(r.author)
+    return tuple(Written(p, before[p], after[p], frozenset(authors[p])) for p in sorted(before))

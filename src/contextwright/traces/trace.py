@@ -47,6 +47,9 @@ class Trace:
     notes: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        return self._dict(self.items)
+
+    def _dict(self, items: list[dict[str, Any]]) -> dict[str, Any]:
         return {
             "id": self.id,
             "project": self.project,
@@ -55,7 +58,7 @@ class Trace:
             "request": self.request,
             "budget": self.budget,
             "sources": self.sources,
-            "items": self.items,
+            "items": items,
             "sections": self.sections,
             "tokens": self.tokens,
             "warnings": self.warnings,
@@ -63,6 +66,11 @@ class Trace:
             "latency_ms": self.latency_ms,
             "notes": self.notes,
         }
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """What the trace writer encodes: `to_dict`'s JSON, not necessarily its Python types (a
+        PendingTrace's items may hold tuples where `items` has lists)."""
+        return self.to_dict()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Trace:
@@ -94,20 +102,30 @@ class Trace:
 
 class PendingTrace(Trace):
     """A trace whose items are built on first read: `assemble` hands over the packer's decisions
-    and returns, and the background writer (trace_writer.py), or whoever reads `items` first,
-    turns them into the ~180 item dicts (~1 ms at 100k records) off the call. The decisions are
+    and returns, and whoever reads `items` first turns them into the ~180 item dicts (~1 ms at
+    100k records) off the call. The background writer (writer.py) encodes the same items built
+    from tuples, and does not keep them (`to_json_dict`, build.decision_json). The decisions are
     not changed after the call, so the items are the same whoever builds them."""
 
     def __init__(
         self,
         build: Callable[[], list[dict[str, Any]]],
         counts: tuple[int, int, int] | None = None,
+        build_json: Callable[[], list[dict[str, Any]]] | None = None,
         **fields: Any,
     ) -> None:
         super().__init__(**fields)
         self._lock = threading.Lock()
         self._build: Callable[[], list[dict[str, Any]]] | None = build
         self._counts = counts
+        # The same items for the writer to encode, built from tuples and not kept (build.py).
+        self._build_json = build_json
+
+    def to_json_dict(self) -> dict[str, Any]:
+        build_json = self._build_json
+        if build_json is None or self.__dict__.get("_build") is None:
+            return self.to_dict()  # the items were read (or set): encode those
+        return self._dict(build_json())
 
     def decision_counts(self) -> tuple[int, int, int]:
         # The summary that every HTTP answer carries must not build the items on the call.

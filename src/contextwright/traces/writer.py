@@ -121,7 +121,7 @@ class TraceWriter:
                         "traces",
                         trace.id,
                         trace.project,
-                        trace.to_dict(),
+                        trace.to_json_dict(),
                         trace.created_at,
                         key=trace.agent,
                     )
