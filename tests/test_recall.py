@@ -14,7 +14,7 @@ from contextwright import ValidationError
 from contextwright.embedders import HashEmbedder
 from contextwright.evals import run_recall
 from contextwright.evals.locomo import load_locomo, parse_date
-from contextwright.evals.recall import main
+from contextwright.evals.recall import MISSED, main, why_missed
 
 DEV = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 needs_dev = pytest.mark.skipif(
@@ -60,7 +60,7 @@ def test_report_shape_and_a_budget_that_holds_everything(tmp_path: Path) -> None
     rows = {(r["method"], r["budget"]): r for r in report["results"]}
     assert set(rows) == {(m, b) for m in ("contextwright", "recency", "bm25") for b in (500, 8000)}
     for r in report["results"]:
-        assert set(r) == {
+        assert set(r) - {"missed"} == {
             "method",
             "budget",
             "turn_recall",
@@ -70,6 +70,7 @@ def test_report_shape_and_a_budget_that_holds_everything(tmp_path: Path) -> None
             "tokens_used",
             "evidence_fits",
         }
+        assert ("missed" in r) == (r["method"] == "contextwright")
         assert 0.0 <= r["all_evidence_recall"] <= r["turn_recall"] <= 1.0
         assert 0 < r["tokens_used"] <= r["budget"] and 0.0 <= r["evidence_fits"] <= 1.0
         assert r["questions"] == 12
@@ -80,6 +81,41 @@ def test_report_shape_and_a_budget_that_holds_everything(tmp_path: Path) -> None
     # At 500 tokens selection matters: the engine beats the recency window.
     assert rows[("contextwright", 500)]["turn_recall"] > rows[("recency", 500)]["turn_recall"]
     assert report["vectors"]["on"] is True
+
+
+@needs_dev
+def test_every_missed_evidence_turn_is_counted_once_by_why(tmp_path: Path) -> None:
+    """`missed` sorts the evidence turns the engine's window left out by what its trace says:
+    found by no source, outranked (the window filled first), capped, or left out otherwise."""
+    path = sliced(tmp_path)
+    conv = load_locomo(path)[0]
+    evidence = sum(len(q.evidence) for q in conv.questions)
+    report = run_recall(path, [150, 400, 8000], ["contextwright"], embedder=HashEmbedder())
+    rows = {r["budget"]: r for r in report["results"]}
+    for budget, row in rows.items():
+        missed = row["missed"]
+        assert set(missed) == set(MISSED)
+        # Turn recall is the mean share per question: compare counts, not means.
+        assert sum(missed.values()) <= evidence
+        assert (sum(missed.values()) == 0) == (row["turn_recall"] == 1.0), budget
+    # A window of 150 tokens holds two or three turns: most evidence is found but outranked.
+    assert rows[150]["missed"]["outranked"] > 0
+    assert sum(rows[8000]["missed"].values()) == 0
+
+
+@pytest.mark.parametrize(
+    ("reason", "why"),
+    [
+        (None, "not_found"),
+        ("budget exhausted: needs 55 tokens, 5 left", "outranked"),
+        ("source cap: fulltext already used 340 of 350 tokens", "capped"),
+        ("section cap: knowledge limited to 400 tokens", "capped"),
+        ("past the vector list's first 40: the other candidates fill the window twice over",
+         "left_out"),
+    ],
+)  # fmt: skip
+def test_why_missed(reason: str | None, why: str) -> None:
+    assert why_missed(reason) == why
 
 
 @needs_dev

@@ -53,16 +53,35 @@ def source_limit(budget: int) -> int:
     return max(40, budget // 12)
 
 
+# Why an evidence turn is not in the window, by what the trace says of its record.
+MISSED = ("not_found", "outranked", "capped", "left_out")
+
+
+def why_missed(reason: str | None) -> str:
+    """`not_found`: no source found the record (it is not in the trace); `outranked`: found, but
+    the window filled with higher-scored items first; `capped`: a source or section cap left it
+    out; `left_out`: something else did (a rule, the deep end of a list, a superseded record)."""
+    if reason is None:
+        return "not_found"
+    if reason.startswith("budget exhausted"):
+        return "outranked"
+    if reason.startswith(("source cap", "section cap")):
+        return "capped"
+    return "left_out"
+
+
 class Scores:
     """Turn recall and all-evidence recall, overall and per category; the tokens the windows
-    used; and how many questions' evidence could fit at all (`fits`: the evidence turns alone,
-    rendered, within the budget: the ceiling of all-evidence recall)."""
+    used; how many questions' evidence could fit at all (`fits`: the evidence turns alone,
+    rendered, within the budget: the ceiling of all-evidence recall); and, for the engine, why
+    each missed evidence turn was missed (`missed`, MISSED)."""
 
     def __init__(self) -> None:
         self.turn: list[float] = []
         self.whole: list[float] = []
         self.tokens: list[float] = []
         self.fits: list[float] = []
+        self.missed: dict[str, int] | None = None
         self.by_cat: defaultdict[int, tuple[list[float], list[float]]] = defaultdict(
             lambda: ([], [])
         )
@@ -77,8 +96,15 @@ class Scores:
         self.by_cat[q.category][0].append(found)
         self.by_cat[q.category][1].append(whole)
 
+    def add_missed(self, reasons: Iterable[str | None]) -> None:
+        """Count the missed evidence turns by `why_missed` of their records' trace reasons."""
+        if self.missed is None:
+            self.missed = dict.fromkeys(MISSED, 0)
+        for reason in reasons:
+            self.missed[why_missed(reason)] += 1
+
     def to_dict(self, method: str, budget: int) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "method": method,
             "budget": budget,
             "turn_recall": _mean(self.turn),
@@ -96,6 +122,9 @@ class Scores:
                 for cat, (t, w) in sorted(self.by_cat.items())
             },
         }
+        if self.missed is not None:
+            out["missed"] = dict(self.missed)
+        return out
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -162,17 +191,22 @@ class Baseline:
         return self.fit((h.record for h in hits), task, budget)
 
 
-def assembled_ids(engine: Engine, project: str, task: str, budget: int) -> tuple[set[str], int]:
-    """The records inside the window the engine assembles for `task`, and its tokens: the call
-    as users make it, with the engine's own source caps and hit limits."""
+def assembled_ids(
+    engine: Engine, project: str, task: str, budget: int
+) -> tuple[set[str], int, dict[str, str]]:
+    """The records inside the window the engine assembles for `task`, its tokens, and the
+    reason the trace gives for each record it left out: the call as users make it, with the
+    engine's own source caps and hit limits."""
     result = engine.assemble(project, AGENT, task, budget, format=FORMAT)
-    ids = {
-        rid
-        for item in result.trace.items
-        if item["decision"] != "dropped"
-        for rid in item["record_ids"]
-    }
-    return ids, result.tokens
+    ids: set[str] = set()
+    dropped: dict[str, str] = {}
+    for item in result.trace.items:
+        for rid in item["record_ids"]:
+            if item["decision"] != "dropped":
+                ids.add(rid)
+            else:
+                dropped[rid] = str(item.get("reason") or "")
+    return ids, result.tokens, dropped
 
 
 def run_recall(
@@ -224,7 +258,10 @@ def run_recall(
                         fits = base.fits(q.question, evidence, b)
                         for m in methods:
                             if m == "contextwright":
-                                ids, used = assembled_ids(engine, conv.project, q.question, b)
+                                ids, used, out = assembled_ids(engine, conv.project, q.question, b)
+                                scores[(m, b)].add_missed(
+                                    out.get(i) for i in evidence if i not in ids
+                                )
                             elif m == "recency":
                                 ids, used = base.recency(q.question, b)
                             else:
