@@ -110,7 +110,8 @@ class PostgresWrites:
         """All the batches as one, if storing them one after another would store the same: one
         insert for the whole group. Not when a record supersedes another (one batch would mark
         a record queued after the one superseding it, which alone would not have been there
-        yet), nor when any batch is refused: then the transaction is rolled back, and False."""
+        yet), nor when any batch is refused: then the transaction is rolled back, and False.
+        A record repeated in a later batch answers with the earlier one, as one batch answers."""
         if any(r.supersedes for job in jobs for r in job.records):
             return False
 
@@ -129,7 +130,10 @@ class PostgresWrites:
 
         try:
             out: list[Record] = self._write(write)
-        except (StoreError, ValidationError):
+        except ValidationError:
+            # A batch refused (a changed repeat, text the server cannot store). Not a StoreError:
+            # a commit whose answer was lost may have stored the group, and then every caller
+            # gets the error, as a lone write would, rather than a second try.
             return False
         start = 0
         for job in jobs:
