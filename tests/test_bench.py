@@ -256,6 +256,16 @@ def test_ingest_bench_reports_each_rounds_rate(tmp_path: Path) -> None:
     assert report["cpu_reference_ms"] > 0
 
 
+@pytest.mark.postgres
+def test_ingest_bench_on_postgres_from_threads_reports_the_servers_cpu(tmp_path: Path) -> None:
+    report = _run(
+        "ingest.py", "--records", "300", "--rounds", "1", "--threads", "4",
+        "--postgres", str(tmp_path / "pg"), cwd=tmp_path,
+    )  # fmt: skip
+    assert report["store"] == "postgresql" and report["threads"] == 4
+    assert report["records_per_s"][0] > 0 and report["server_cpu_us_per_record"][0] > 0
+
+
 def test_load_bench_drives_the_server_with_keep_alive_clients(tmp_path: Path) -> None:
     """bench/load.py end to end on a tiny store: its own HTTP client gets answers (no errors),
     and the CPU of both sides is reported."""

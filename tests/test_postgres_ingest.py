@@ -15,7 +15,8 @@ import pytest
 from contextwright import ValidationError
 from contextwright.ports import Query
 from contextwright.records import Record, build_record
-from contextwright.stores.postgres import COPY_FROM, PostgresStore
+from contextwright.stores.postgres import PostgresStore
+from contextwright.stores.postgres_writes import COPY_FROM
 from contextwright.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.postgres

@@ -19,21 +19,14 @@ from ..errors import MissingExtra, StoreError, ValidationError
 from ..gate import default_limit
 from ..ports import Query
 from ..records import Record
-from .batches import by_project, plan_batch
 from .postgres_facts import PostgresFacts
 from .postgres_links import PostgresLinks
-from .postgres_schema import (
-    COPY_STAGE,
-    INSERT_RECORDS,
-    INSERT_STAGED,
-    MIGRATIONS,
-    STAGE,
-    SUPERSEDE,
-)
+from .postgres_schema import MIGRATIONS
 from .postgres_text import PostgresText
 from .postgres_url import password_of, redact, take_pool_option
 from .postgres_vectors import PostgresVectors
-from .rows import COLUMNS, record_to_row, row_to_record
+from .postgres_writes import PostgresWrites
+from .rows import COLUMNS, row_to_record
 from .sql import AUTHORS_SQL
 
 # The connections one process's engine may want at once: every assemble call the gate lets run
@@ -49,9 +42,6 @@ def default_pool_max(cpus: int | None = None) -> int:
     return default_limit(None, cpus) + SOURCE_THREADS + 2
 
 
-# From this many records on, a batch is copied into a staging table (COPY_STAGE) instead of sent
-# as parameter arrays: two more round trips, and a fraction of the client's work per record.
-COPY_FROM = 64
 # Serializes schema changes when many workers start at once against a fresh database.
 MIGRATION_LOCK = 0x636F6E74  # "cont"
 T = TypeVar("T")
@@ -67,7 +57,7 @@ COLS = ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(","))
 SELECT = f"SELECT {COLS} FROM records r"
 
 
-class PostgresStore(PostgresFacts, PostgresLinks, PostgresText, PostgresVectors):
+class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, PostgresVectors):
     # Its reads wait on another process (the GIL is free meanwhile), so reads on two threads
     # overlap: sources that say `inline = "local"` (full text, vectors) run on the pool here.
     remote = True
@@ -96,6 +86,7 @@ class PostgresStore(PostgresFacts, PostgresLinks, PostgresText, PostgresVectors)
         self._broken_types: tuple[type[BaseException], ...] = (psycopg.OperationalError,)
         self._data_error: type[BaseException] = psycopg.DataError
         self._select, self._cols, self._visible = SELECT, COLS, VISIBLE
+        self._init_writes()
         extra: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in conninfo:
             extra["connect_timeout"] = connect_timeout
@@ -238,46 +229,6 @@ class PostgresStore(PostgresFacts, PostgresLinks, PostgresText, PostgresVectors)
             raise
 
     # -- records --------------------------------------------------------------------------------
-
-    def add_many(self, records: Sequence[Record]) -> list[Record]:
-        if not records:
-            return []
-        _, unique = plan_batch(records, {})  # the first of each (project, id), in batch order
-        rows = [record_to_row(r) for r in unique]
-
-        def write(conn: Any) -> list[Record]:
-            if len(rows) < COPY_FROM:
-                params = [list(col) for col in zip(*rows, strict=True)]
-                inserted = conn.execute(INSERT_RECORDS, params).fetchall()
-            else:
-                conn.execute(STAGE)
-                with conn.cursor() as cur, cur.copy(COPY_STAGE) as copy:
-                    for n, row in enumerate(rows, 1):
-                        copy.write_row((n, *row))
-                inserted = conn.execute(INSERT_STAGED).fetchall()
-            fresh = {(p, i) for p, i in inserted}
-            old = by_project((r.project, r.id) for r in unique if (r.project, r.id) not in fresh)
-            stored = {
-                (r.project, r.id): r
-                for project, ids in old.items()
-                for r in self._get_many(conn, project, ids)
-            }
-            # Refused (the transaction rolls back) if a repeated (project, id) says otherwise.
-            out, _ = plan_batch(records, stored)
-            # After the whole batch, so that a record may supersede one later in the same batch.
-            replaced = [
-                {"old": r.supersedes, "new": r.id, "by": r.author, "at": r.created_at,
-                 "project": r.project, "note": f"by {r.id}"}
-                for r in unique if r.supersedes and (r.project, r.id) in fresh
-            ]  # fmt: skip
-            if replaced:
-                with conn.cursor() as cur:
-                    cur.executemany(SUPERSEDE, replaced)
-            return out
-
-        # In a transaction: a repeated id with other content refuses the batch after the insert.
-        result: list[Record] = self._write(write)
-        return result
 
     def _get_many(self, conn: Any, project: str, ids: Sequence[str]) -> list[Record]:
         if not ids:
