@@ -22,7 +22,7 @@ from .batches import by_project, plan_batch
 from .fulltext import COMMON_DF, LARGE_WINDOW
 from .rows import COLUMNS, KEYS, RecordCache, RecordKey, record_to_row
 from .sql import AUTHORS_SQL
-from .sqlite_checkpoint import Checkpointer
+from .sqlite_checkpoint import NET_PAGES, Checkpointer
 from .sqlite_docs import (
     PUT,
     TRACES,
@@ -91,8 +91,9 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         self.records = RecordCache(record_cache)  # decoded records by row id (see rows.py)
         self.url = f"sqlite:///{path}"
         # One connection per thread, reading the first `mmap_mb` of the file through mmap
-        # (docs/stores.md).
-        self._conns = Connections(path, mmap_mb << 20)
+        # (docs/stores.md), checkpointing in a commit only past NET_PAGES of log (the
+        # Checkpointer copies it beside the writers).
+        self._conns = Connections(path, mmap_mb << 20, NET_PAGES)
         self._write_lock = self._conns.lock  # writes and `close` take it
         self._checkpoints = Checkpointer(path)  # the log copied into the file beside the writers
         self._pending: list[Job] = []  # batches waiting for the write lock (add_many)
