@@ -98,7 +98,6 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         self._checkpoints = Checkpointer(path)  # the log copied into the file beside the writers
         self._pending: list[Job] = []  # batches waiting for the write lock (add_many)
         self._pending_lock = threading.Lock()
-        self._leading = False  # a caller of add_many is writing a group (or about to)
         self._df: dict[tuple[str, int | None], tuple[int, int]] = {}  # see _word_count
         self._vocabulary = Vocabulary(path)  # the index's word counts, read at once
         # Writes made in this process, by which thread the last one, and how many there had
@@ -199,42 +198,18 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         batch is rolled back alone). Under load the lock's holder competes for the GIL with every
         assembling thread, so each transaction held the lock many times longer than its work:
         with 8 assemblers beside 8 writers in one process, add p99 was 415 ms (bench/contention.py).
-        Now the waiting writers' batches share one holder and one commit.
-
-        One caller at a time writes (the leader); the others wait on their batch's `turn`, not on
-        the write lock: waiting for the lock only to find the batch stored, a caller waited on
-        average 90 of its 110 ms in the slowest 1% of adds, while later writers took the lock
-        before it. The leader writes one group, then hands the lead to the oldest batch still
-        queued, so that no caller writes others' batches for longer than one group."""
+        Now the waiting writers' batches share one holder and one commit."""
         if not records:
             return []
         job = Job(records)
         with self._pending_lock:
             self._pending.append(job)
-            lead, self._leading = not self._leading, True
-        if not lead:
-            job.turn.wait()
-        if not job.done:  # this caller leads: its batch is still queued, first
-            self._lead(job)
-        return job.result(self.url)
-
-    def _lead(self, job: Job) -> None:
-        jobs: list[Job] = []
-        try:
-            with self._write_lock:
+        with self._write_lock:
+            if not job.done:  # else a writer before us stored it with its own
                 with self._pending_lock:
                     jobs, self._pending = self._pending, []
                 self._store_jobs(jobs)
-        finally:
-            with self._pending_lock:
-                if not jobs:  # interrupted before it wrote: its caller raises, and leads no more
-                    self._pending.remove(job)
-                if self._pending:
-                    self._pending[0].turn.set()  # the next group's leader, woken first
-                else:
-                    self._leading = False
-            for stored in jobs:
-                stored.turn.set()
+        return job.result(self.url)
 
     def _store_jobs(self, jobs: list[Job]) -> None:
         if len(jobs) == 1:  # alone: exactly the one transaction of before

@@ -5,7 +5,6 @@ a savepoint of its own, and each caller gets its own answer or its own error."""
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Callable, Sequence
 
 from ..errors import StoreError, ValidationError
@@ -13,15 +12,13 @@ from ..records import Record
 
 
 class Job:
-    """One caller's batch in a group commit: its records, then its result or its error. `turn`
-    wakes its caller: the batch is stored (`done`), or the caller is to write the next group."""
+    """One caller's batch in a group commit: its records, then its result or its error."""
 
-    __slots__ = ("done", "error", "out", "records", "turn")
+    __slots__ = ("done", "error", "out", "records")
 
     def __init__(self, records: Sequence[Record]) -> None:
         self.records = records
         self.done = False
-        self.turn = threading.Event()
         self.out: list[Record] | None = None
         self.error: BaseException | None = None
 
