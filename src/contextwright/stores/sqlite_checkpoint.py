@@ -6,12 +6,13 @@ the process wait for it, and then every commit after it checkpoints again until 
 up and starts over. This thread runs a passive checkpoint a moment after writes: it copies what the
 log holds beside the writers and readers, waits for none of them, and gives the GIL up while SQLite
 works. A commit checkpoints only past NET_PAGES (`Connections`): beside 8 assembler threads, at
-1,000 pages one commit in 20 took over 5 ms (add p99 120-180 ms, bench/contention.py); at 10,000,
-one in 100. SQLite's own checkpoint stays as that net because it is the one that ends with the
-log caught up (it runs inside the write lock, so no writer of the process appends meanwhile), after
-which the next write starts the log over, in every process of the file; a checkpoint beside the
-writers alone never caught up, and the log grew by 40 MB a second of adds. The log thus reaches
-about 40 MB before it starts over, where it reached 4-20.
+1,000 pages one commit in 20 took over 5 ms (add p99 92-129 ms, bench/contention.py); at 10,000,
+one in 70-200 (add p99 0.58-0.75x, in turns). SQLite's own checkpoint stays, as that net, because
+it is the one that ends with the log caught up (it runs inside the write lock, so no writer of the
+process appends meanwhile), after which the next write starts the log over, in every process of
+the file; a checkpoint beside the writers never caught up, and without the commit's the log grew by
+40 MB a second of adds. The log thus reaches about 40 MB before it starts over, where it reached
+4-20 MB (22 MB under bench/load.py with two server processes).
 What is committed is unchanged: a commit is durable in the log, as before.
 """
 
