@@ -7,7 +7,7 @@ up and starts over. This thread runs a passive checkpoint a moment after writes:
 log holds beside the writers and readers, waits for none of them, and gives the GIL up while SQLite
 works. A commit checkpoints only past NET_PAGES (`Connections`): beside 8 assembler threads, at
 1,000 pages one commit in 20 took over 5 ms (add p99 92-129 ms, bench/contention.py); at 10,000,
-one in 70-200 (add p99 0.58-0.75x, in turns). SQLite's own checkpoint stays, as that net, because
+one in 70-200 (add p99 0.49-0.75x, in turns). SQLite's own checkpoint stays, as that net, because
 it is the one that ends with the log caught up (it runs inside the write lock, so no writer of the
 process appends meanwhile), after which the next write starts the log over, in every process of
 the file; a checkpoint beside the writers never caught up, and without the commit's the log grew by
