@@ -5,6 +5,7 @@ a savepoint of its own, and each caller gets its own answer or its own error."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 
 from ..errors import StoreError, ValidationError
@@ -12,13 +13,15 @@ from ..records import Record
 
 
 class Job:
-    """One caller's batch in a group commit: its records, then its result or its error."""
+    """One caller's batch in a group commit: its records, then its result or its error. `turn`
+    wakes its caller: the batch is stored, or the caller may write the next group."""
 
-    __slots__ = ("done", "error", "out", "records")
+    __slots__ = ("done", "error", "out", "records", "turn")
 
     def __init__(self, records: Sequence[Record]) -> None:
         self.records = records
         self.done = False
+        self.turn = threading.Event()
         self.out: list[Record] | None = None
         self.error: BaseException | None = None
 
