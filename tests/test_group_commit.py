@@ -35,9 +35,9 @@ def queued(store: SQLiteStore, calls: Sequence[Callable[[], object]]) -> None:
         deadline = time.monotonic() + 30
         for n, t in enumerate(threads, 1):
             t.start()
-            while len(store._pending) < n and time.monotonic() < deadline:
+            while len(store._groups.pending) < n and time.monotonic() < deadline:
                 time.sleep(0.01)
-        assert len(store._pending) == len(threads)
+        assert len(store._groups.pending) == len(threads)
     for t in threads:
         t.join()
 
@@ -178,9 +178,9 @@ def test_batches_queued_during_a_group_are_the_next_group(tmp_path: Path) -> Non
                     later.append(threading.Thread(target=add, args=(n,)))
                     later[-1].start()
                     deadline = time.monotonic() + 30
-                    while len(self._pending) < n and time.monotonic() < deadline:
+                    while len(self._groups.pending) < n and time.monotonic() < deadline:
                         time.sleep(0.01)
-                assert [j.records[0].id for j in self._pending] == ["h1", "h2"]
+                assert [j.records[0].id for j in self._groups.pending] == ["h1", "h2"]
             super()._store_jobs(jobs)
 
     store = Store(str(tmp_path / "h.db"))
@@ -196,6 +196,6 @@ def test_batches_queued_during_a_group_are_the_next_group(tmp_path: Path) -> Non
         t.join()
     assert answers == {0: ["h0"], 1: ["h1"], 2: ["h2"]}
     assert store._writes == writes + 2  # h0's group, then h1 and h2 together
-    assert not store._writing and not store._pending
+    assert not store._groups.writing and not store._groups.pending
     assert [r.id for r in store.add_many([rec("h3", "alone")])] == ["h3"]
     store.close()

@@ -35,7 +35,7 @@ from .sqlite_docs import (
     traces_path,
 )
 from .sqlite_facts import SQLiteFacts
-from .sqlite_jobs import Job, write_group
+from .sqlite_jobs import Groups, Job, write_group
 from .sqlite_schema import MIGRATIONS, Migration
 from .sqlite_text import VISIBLE, SQLiteText
 from .sqlite_vectors import SQLiteVectors
@@ -96,9 +96,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         self._conns = Connections(path, mmap_mb << 20, NET_PAGES)
         self._write_lock = self._conns.lock  # writes and `close` take it
         self._checkpoints = Checkpointer(path)  # the log copied into the file beside the writers
-        self._pending: list[Job] = []  # batches waiting for the write lock (add_many)
-        self._pending_lock = threading.Lock()
-        self._writing = False  # a caller of add_many is writing a group
+        self._groups = Groups()  # the batches waiting to be written (add_many)
         self._df: dict[tuple[str, int | None], tuple[int, int]] = {}  # see _word_count
         self._vocabulary = Vocabulary(path)  # the index's word counts, read at once
         # Writes made in this process, by which thread the last one, and how many there had
@@ -199,42 +197,12 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         batch is rolled back alone). Under load the lock's holder competes for the GIL with every
         assembling thread, so each transaction held the lock many times longer than its work:
         with 8 assemblers beside 8 writers in one process, add p99 was 415 ms (bench/contention.py).
-        Now the waiting writers' batches share one holder and one commit.
-
-        A caller that comes while a group is written waits on its batch's `turn`, not on the
-        write lock: waiting for the lock only to find its batch stored, the slowest 1% of adds
-        (8 assemblers beside 8 writers) waited 90 of their 110 ms while later writers took the
-        lock first. The writer wakes the callers it stored and the oldest one still queued, which
-        writes the next group unless a caller that came meanwhile has begun it."""
+        Now the waiting writers' batches share one holder and one commit, and a caller that comes
+        while a group is written waits for its batch's turn, not for the lock (`Groups`)."""
         if not records:
             return []
         job = Job(records)
-        with self._pending_lock:
-            self._pending.append(job)
-            lead = not self._writing
-            self._writing = True
-        while not lead:
-            job.turn.wait()
-            with self._pending_lock:
-                if job.done:  # a writer before this caller stored it with its own
-                    return job.result(self.url)
-                job.turn.clear()
-                lead = not self._writing
-                self._writing = True
-        jobs: list[Job] = []
-        try:
-            with self._write_lock:
-                with self._pending_lock:
-                    jobs, self._pending = self._pending, []
-                self._store_jobs(jobs)
-        finally:
-            with self._pending_lock:
-                if not jobs:  # interrupted before it wrote: its caller raises
-                    self._pending.remove(job)
-                self._writing = False
-                waiting = self._pending[:1]
-            for queued in waiting + jobs:  # the next writer first
-                queued.turn.set()
+        self._groups.write(job, self._write_lock, self._store_jobs)
         return job.result(self.url)
 
     def _store_jobs(self, jobs: list[Job]) -> None:
