@@ -35,9 +35,9 @@ def queued(store: SQLiteStore, calls: Sequence[Callable[[], object]]) -> None:
         deadline = time.monotonic() + 30
         for n, t in enumerate(threads, 1):
             t.start()
-            while len(store._pending) < n and time.monotonic() < deadline:
+            while len(store._groups.pending) < n and time.monotonic() < deadline:
                 time.sleep(0.01)
-        assert len(store._pending) == len(threads)
+        assert len(store._groups.pending) == len(threads)
     for t in threads:
         t.join()
 
@@ -130,4 +130,72 @@ def test_a_group_with_a_superseding_record_goes_batch_by_batch(tmp_path: Path) -
     )  # fmt: skip
     queued(store, [functools.partial(store.add_many, [r]) for r in (new, old)])
     assert store.get_many(P, ["old"])[0].status is None
+    store.close()
+
+
+class CountingLock:
+    """The store's write lock, noting each thread that takes it."""
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+        self.takers: set[int] = set()
+
+    def __enter__(self) -> Any:
+        self.lock.acquire()
+        self.takers.add(threading.get_ident())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+def test_queued_callers_wait_for_their_turn_not_for_the_write_lock(tmp_path: Path) -> None:
+    """A caller whose batch the leader stored returns at once: waiting for the write lock only to
+    find its batch stored, it waited behind later writers (most of the slowest adds' time)."""
+    store = SQLiteStore(str(tmp_path / "t.db"))
+    lock = store._write_lock = CountingLock(store._write_lock)  # type: ignore[assignment]
+    answers: dict[int, list[str]] = {}
+
+    def add(n: int) -> None:
+        answers[n] = [r.id for r in store.add_many([rec(f"t{n}", f"turn {n}")])]
+
+    queued(store, [functools.partial(add, n) for n in range(5)])
+    assert answers == {n: [f"t{n}"] for n in range(5)}
+    assert len(lock.takers - {threading.get_ident()}) == 1  # the group's writer alone
+    store.close()
+
+
+def test_batches_queued_during_a_group_are_the_next_group(tmp_path: Path) -> None:
+    """Batches queued while a group is written are stored together in the next transaction,
+    written by the first of their callers; then a lone batch is written by its own caller."""
+    first: list[Record] = []
+
+    class Store(SQLiteStore):
+        def _store_jobs(self, jobs: list[Any]) -> None:
+            if not first:  # the first group: two more batches queue behind it meanwhile
+                first.extend(j.records[0] for j in jobs)
+                for n in (1, 2):
+                    later.append(threading.Thread(target=add, args=(n,)))
+                    later[-1].start()
+                    deadline = time.monotonic() + 30
+                    while len(self._groups.pending) < n and time.monotonic() < deadline:
+                        time.sleep(0.01)
+                assert [j.records[0].id for j in self._groups.pending] == ["h1", "h2"]
+            super()._store_jobs(jobs)
+
+    store = Store(str(tmp_path / "h.db"))
+    writes = store._writes
+    later: list[threading.Thread] = []
+    answers: dict[int, list[str]] = {}
+
+    def add(n: int) -> None:
+        answers[n] = [r.id for r in store.add_many([rec(f"h{n}", f"hand {n}")])]
+
+    add(0)
+    for t in later:
+        t.join()
+    assert answers == {0: ["h0"], 1: ["h1"], 2: ["h2"]}
+    assert store._writes == writes + 2  # h0's group, then h1 and h2 together
+    assert not store._groups.writing and not store._groups.pending
+    assert [r.id for r in store.add_many([rec("h3", "alone")])] == ["h3"]
     store.close()

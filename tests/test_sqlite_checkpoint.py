@@ -1,5 +1,5 @@
-"""SQLite's WAL copied into the file on a thread of the store's own, so that the checkpoint of
-the commit that finds 1,000 pages of log has little left to copy (stores/sqlite_checkpoint.py)."""
+"""SQLite's WAL copied into the file on a thread of the store's own, so that a commit checkpoints
+only past NET_PAGES of log (stores/sqlite_checkpoint.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from typing import Any
 
 from contextwright.records import Record, build_record
 from contextwright.stores.sqlite import SQLiteStore
+from contextwright.stores.sqlite_checkpoint import NET_PAGES
 
 P = "ck"
 PAGE = 4096
+FRAME = 24 + PAGE  # a page in the log, with its header
 
 
 def batch(n: int, size: int = 200) -> list[Record]:
@@ -33,19 +35,22 @@ def wal_bytes(path: Path) -> int:
 
 
 def test_sqlites_own_checkpoint_still_bounds_the_log(tmp_path: Path) -> None:
-    """The thread only copies ahead: the commit that finds 1,000 pages of log still checkpoints
+    """The thread copies ahead, and the commit that finds NET_PAGES of log still checkpoints
     (the one checkpoint that ends with the log caught up, in every process of the file, so that
     the next write starts the log over). Without it, a checkpoint beside the writers of another
     process never caught up, and the log grew to 280 MB in 8 s of adds."""
     path = tmp_path / "w.db"
     store = SQLiteStore(str(path))
     store._checkpoints.close()  # nothing copied ahead
-    assert store._conn().execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
-    for n in range(30):
-        store.add_many(batch(n))
-    assert wal_bytes(path) < 2000 * PAGE
+    assert store._conn().execute("PRAGMA wal_autocheckpoint").fetchone()[0] == NET_PAGES
+    store.add_many(batch(0))
+    each = wal_bytes(path)  # the log one batch writes
+    n = 2 * NET_PAGES * PAGE // each  # the log written twice over the net
+    for k in range(1, n):
+        store.add_many(batch(k))
+        assert wal_bytes(path) < 1.1 * NET_PAGES * FRAME
     other = sqlite3.connect(path)
-    assert other.execute("SELECT count(*) FROM records").fetchone()[0] == 30 * 200
+    assert other.execute("SELECT count(*) FROM records").fetchone()[0] == n * 200
     other.close()
     store.close()
 

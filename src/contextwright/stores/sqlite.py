@@ -22,7 +22,7 @@ from .batches import by_project, plan_batch
 from .fulltext import COMMON_DF, LARGE_WINDOW
 from .rows import COLUMNS, KEYS, RecordCache, RecordKey, record_to_row
 from .sql import AUTHORS_SQL
-from .sqlite_checkpoint import Checkpointer
+from .sqlite_checkpoint import NET_PAGES, Checkpointer
 from .sqlite_docs import (
     PUT,
     TRACES,
@@ -35,7 +35,7 @@ from .sqlite_docs import (
     traces_path,
 )
 from .sqlite_facts import SQLiteFacts
-from .sqlite_jobs import Job, steps, versions, write_group
+from .sqlite_jobs import Groups, Job, steps, versions, write_group
 from .sqlite_schema import MIGRATIONS, Migration
 from .sqlite_text import VISIBLE, SQLiteText
 from .sqlite_vectors import SQLiteVectors
@@ -91,12 +91,12 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         self.records = RecordCache(record_cache)  # decoded records by row id (see rows.py)
         self.url = f"sqlite:///{path}"
         # One connection per thread, reading the first `mmap_mb` of the file through mmap
-        # (docs/stores.md).
-        self._conns = Connections(path, mmap_mb << 20)
+        # (docs/stores.md), checkpointing in a commit only past NET_PAGES of log (the
+        # Checkpointer copies it beside the writers).
+        self._conns = Connections(path, mmap_mb << 20, NET_PAGES)
         self._write_lock = self._conns.lock  # writes and `close` take it
         self._checkpoints = Checkpointer(path)  # the log copied into the file beside the writers
-        self._pending: list[Job] = []  # batches waiting for the write lock (add_many)
-        self._pending_lock = threading.Lock()
+        self._groups = Groups()  # the batches waiting to be written (add_many)
         self._df: dict[tuple[str, int | None], tuple[int, int]] = {}  # see _word_count
         self._vocabulary = Vocabulary(path)  # the index's word counts, read at once
         # Writes made in this process, by which thread the last one, and how many there had
@@ -197,7 +197,8 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         batch is rolled back alone). Under load the lock's holder competes for the GIL with every
         assembling thread, so each transaction held the lock many times longer than its work:
         with 8 assemblers beside 8 writers in one process, add p99 was 415 ms (bench/contention.py).
-        Now the waiting writers' batches share one holder and one commit."""
+        Now the waiting writers' batches share one holder and one commit, and a caller that comes
+        while a group is written waits for its batch's turn, not for the lock (`Groups`)."""
         return self.add_many_written(records)[0]
 
     def add_many_written(
@@ -207,13 +208,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         if not records:
             return [], ()
         job = Job(records)
-        with self._pending_lock:
-            self._pending.append(job)
-        with self._write_lock:
-            if not job.done:  # else a writer before us stored it with its own
-                with self._pending_lock:
-                    jobs, self._pending = self._pending, []
-                self._store_jobs(jobs)
+        self._groups.write(job, self._write_lock, self._store_jobs)
         return job.result(self.url), job.written
 
     def _store_jobs(self, jobs: list[Job]) -> None:

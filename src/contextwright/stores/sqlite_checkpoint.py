@@ -1,12 +1,18 @@
-"""WAL checkpoints copied on a thread of their own, so that the commit's own has little left.
+"""WAL checkpoints made on a thread of their own, so that few commits have one to make.
 
-SQLite checkpoints in the commit that finds the write-ahead log at 1,000 pages or more: that commit
-copies the log into the file and syncs it while the writers of the process wait for it (8 writer
-threads on a 100k-record file: commits of 46-60 ms, add p99 36-61 ms). This thread runs a passive
-checkpoint a moment after writes: it copies what the log holds beside the writers and readers,
-waits for none of them, and gives the GIL up while SQLite works. SQLite's own checkpoint stays
-(it is the one that can end with the log caught up while the writers wait, after which the next
-write starts the log over, in every process of the file), but finds the pages copied already.
+SQLite checkpoints in the commit that finds the write-ahead log at `wal_autocheckpoint` pages
+(1,000 by default): that commit copies the log into the file and syncs both while the writers of
+the process wait for it, and then every commit after it checkpoints again until the log is caught
+up and starts over. This thread runs a passive checkpoint a moment after writes: it copies what the
+log holds beside the writers and readers, waits for none of them, and gives the GIL up while SQLite
+works. A commit checkpoints only past NET_PAGES (`Connections`): beside 8 assembler threads, at
+1,000 pages one commit in 20 took over 5 ms (add p99 92-129 ms, bench/contention.py); at 10,000,
+one in 70-200 (add p99 0.49-0.75x, in turns). SQLite's own checkpoint stays, as that net, because
+it is the one that ends with the log caught up (it runs inside the write lock, so no writer of the
+process appends meanwhile), after which the next write starts the log over, in every process of
+the file; a checkpoint beside the writers never caught up, and without the commit's the log grew by
+40 MB a second of adds. The log thus reaches about 40 MB before it starts over, where it reached
+4-20 MB (22 MB under bench/load.py with two server processes).
 What is committed is unchanged: a commit is durable in the log, as before.
 """
 
@@ -24,6 +30,9 @@ from .sqlite_docs import connect
 DELAY_S = 0.1
 # The thread ends after this long without writes (a store never closed leaves no thread behind).
 IDLE_S = 5.0
+# The log length at which a commit checkpoints (`PRAGMA wal_autocheckpoint`; SQLite's default is
+# 1,000 pages), as a net: the thread has copied most of what the log holds by then.
+NET_PAGES = 10_000
 
 
 class Checkpointer:

@@ -50,12 +50,15 @@ PUT = (
 )
 
 
-def connect(path: str, mmap_bytes: int = 0) -> sqlite3.Connection:
+def connect(path: str, mmap_bytes: int = 0, checkpoint_pages: int = 0) -> sqlite3.Connection:
     """A connection as every connection of the SQLite store is set up (autocommit: the store
-    opens its own transactions), reading the first `mmap_bytes` of the file through mmap."""
+    opens its own transactions), reading the first `mmap_bytes` of the file through mmap, and
+    checkpointing in the commit that finds `checkpoint_pages` of log (0: SQLite's default)."""
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     if mmap_bytes:
         conn.execute(f"PRAGMA mmap_size={int(mmap_bytes)}")
+    if checkpoint_pages:
+        conn.execute(f"PRAGMA wal_autocheckpoint={int(checkpoint_pages)}")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA busy_timeout=10000")
@@ -124,9 +127,10 @@ class Connections:
     lock that writes and `close` share, so that no connection is closed in the middle of a
     write."""
 
-    def __init__(self, path: str, mmap_bytes: int = 0) -> None:
+    def __init__(self, path: str, mmap_bytes: int = 0, checkpoint_pages: int = 0) -> None:
         self.path = path
         self.mmap_bytes = mmap_bytes
+        self.checkpoint_pages = checkpoint_pages
         self.lock = threading.RLock()
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -140,7 +144,7 @@ class Connections:
         return conn
 
     def _open(self) -> sqlite3.Connection:
-        return connect(self.path, self.mmap_bytes)
+        return connect(self.path, self.mmap_bytes, self.checkpoint_pages)
 
     def close(self) -> None:
         with self.lock:
