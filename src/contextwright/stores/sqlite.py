@@ -182,12 +182,13 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
                 raise
 
     @staticmethod
-    def _bump(conn: sqlite3.Connection, projects: Iterable[str]) -> None:
-        conn.executemany(
+    def _bump(conn: sqlite3.Connection, projects: Iterable[str]) -> dict[str, int]:
+        """Raise each project's version by one; the versions it raised them to."""
+        bump = (
             "INSERT INTO project_versions VALUES (?, 1) "
-            "ON CONFLICT(project) DO UPDATE SET version = version + 1",
-            [(p,) for p in set(projects)],
+            "ON CONFLICT(project) DO UPDATE SET version = version + 1 RETURNING version"
         )
+        return {p: conn.execute(bump, (p,)).fetchone()[0] for p in sorted(set(projects))}
 
     # -- records --------------------------------------------------------------------------------
 
@@ -242,8 +243,10 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
             out, fresh = plan_batch(records, stored)  # may refuse: the transaction rolls back
             if not fresh:
                 return out, ()
-            # Before anything of the batch: a superseded record's status change bumps too.
-            before = versions(conn, {r.project for r in fresh})
+            # Before the batch: its own bump's versions less one, or, where a superseded record's
+            # status change bumps too, read first (each statement in the lock is a GIL turn).
+            projects = {r.project for r in fresh}
+            before = versions(conn, projects) if any(r.supersedes for r in fresh) else None
             # One statement per table for the whole batch: a statement per record cost more in
             # the driver's Python than SQLite's own work. The row ids are given, as SQLite would
             # pick them (max + 1 onwards; BEGIN IMMEDIATE keeps every other writer out), so that
@@ -283,8 +286,10 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
                         "INSERT OR IGNORE INTO edges VALUES (?, ?, ?, 'supersedes')",
                         (r.project, r.id, r.supersedes),
                     )
-            self._bump(conn, before)
-            return out, steps(before, versions(conn, before), fresh)
+            after = self._bump(conn, projects)
+            if before is None:
+                before = {p: v - 1 for p, v in after.items()}
+            return out, steps(before, after, fresh)
 
         return write(conn)
 

@@ -12,7 +12,7 @@ from .sql import edges_sql
 class SQLiteFacts:
     _conn: Callable[[], sqlite3.Connection]
     _write: Callable[[Callable[[sqlite3.Connection], Any]], Any]
-    _bump: Callable[[sqlite3.Connection, Iterable[str]], None]
+    _bump: Callable[[sqlite3.Connection, Iterable[str]], dict[str, int]]
 
     def set_status(
         self, project: str, record_id: str, status: str, by: str, at: float, note: str = ""
