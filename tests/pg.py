@@ -13,9 +13,12 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from contextwright.stores.postgres import PostgresStore
 
 TABLES = (
     "records, addressing, record_tags, status_facts, project_versions, edges, kv, docs, vectors"
@@ -71,6 +74,16 @@ def pg_url(pg_server: str) -> str:
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute(EMPTY)
     return pg_server
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[PostgresStore]:
+    """A PostgresStore on the emptied database, closed after the test."""
+    from contextwright.stores.postgres import PostgresStore
+
+    store = PostgresStore(pg_url)
+    yield store
+    store.close()
 
 
 def _with_db(uri: str, name: str) -> str:

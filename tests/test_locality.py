@@ -114,14 +114,12 @@ def test_a_follow_up_by_the_asker_inherits_nothing(store: Store) -> None:
     eng.close()
 
 
-def test_the_reply_to_a_weaker_matching_question_inherits_its_relevance(store: Store) -> None:
-    """A question that ranks after the strongest matches still lends its reply its relevance,
-    and brings the reply in as a candidate: nothing else would find it (it shares no word with
-    the task)."""
+def _weaker_question(store: Store) -> Engine:
+    """More strong matches that ask nothing than locality reads, ranked before a question that
+    matches less; its reply shares no word with the task."""
     eng = Engine(store, clock=lambda: NOW)
     eng.register_agent("p", "assistant", "default")
-    top = LocalityConfig().top
-    for i in range(top + 2):  # strong matches that ask nothing, ranked before the question
+    for i in range(LocalityConfig().top + 2):
         eng.add(
             project="p", author="ann", kind="message", content=f"marathon running day {i}",
             session="s1", created_at=NOW - 7200 + i,
@@ -133,6 +131,15 @@ def test_the_reply_to_a_weaker_matching_question_inherits_its_relevance(store: S
             ("bob", "My doctor said my heart needed it, so I trained every morning."),
         ],
     )
+    return eng
+
+
+def test_the_reply_to_a_weaker_matching_question_inherits_its_relevance(store: Store) -> None:
+    """A question that ranks after the strongest matches still lends its reply its relevance,
+    and brings the reply in as a candidate: nothing else would find it (it shares no word with
+    the task)."""
+    eng = _weaker_question(store)
+    top = LocalityConfig().top
     result = eng.assemble("p", "assistant", "bob marathon running", 4000)
     question = _item(result, "were you still running")
     ranked = sorted(
@@ -163,21 +170,8 @@ def test_the_weaker_questions_neighbours_are_read_with_the_strong_matches(
         return own(self, project, agent, anchors)
 
     monkeypatch.setattr(type(store), "neighbours", spy)
-    eng = Engine(store, clock=lambda: NOW)
-    eng.register_agent("p", "assistant", "default")
+    eng = _weaker_question(store)
     top = LocalityConfig().top
-    for i in range(top + 2):
-        eng.add(
-            project="p", author="ann", kind="message", content=f"marathon running day {i}",
-            session="s1", created_at=NOW - 7200 + i,
-        )  # fmt: skip
-    _chat(
-        eng,
-        [
-            ("ann", "After the move, the new job and the long winter, were you still running?"),
-            ("bob", "My doctor said my heart needed it, so I trained every morning."),
-        ],
-    )
     result = eng.assemble("p", "assistant", "bob marathon running", 4000)
     answer = _item(result, "My doctor said")
     assert answer["components"]["nearby"] > 0 and answer["decision"] == "kept"

@@ -12,7 +12,7 @@ import random
 import re
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +48,6 @@ def rec(i: int, **fields: Any) -> Record:
         **fields,
     }
     return build_record(data, lambda text: len(text.split()))
-
-
-@pytest.fixture
-def pg(pg_url: str) -> Iterator[PostgresStore]:
-    store = PostgresStore(pg_url)
-    yield store
-    store.close()
 
 
 def _other_db(pg_url: str, name: str) -> str:

@@ -11,7 +11,7 @@ import itertools
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -35,13 +35,6 @@ def rec(rid: str, content: str, project: str = P, **fields: Any) -> Record:
     data: dict[str, Any] = {"id": rid, "project": project, "author": "ann", "content": content,
                             "created_at": 1.0, **fields}  # fmt: skip
     return build_record(data, lambda text: len(text.split()))
-
-
-@pytest.fixture
-def pg(pg_url: str) -> Iterator[PostgresStore]:
-    store = PostgresStore(pg_url)
-    yield store
-    store.close()
 
 
 def queued(store: PostgresStore, calls: Sequence[Callable[[], object]]) -> None:

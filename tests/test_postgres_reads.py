@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,13 +30,6 @@ def rec(i: int, content: str, **fields: Any) -> Record:
     data = {"id": f"q{i:05d}", "project": P, "author": "ann", "kind": "note",
             "content": content, "created_at": T0 + i, **fields}  # fmt: skip
     return build_record(data, lambda text: len(text.split()))
-
-
-@pytest.fixture
-def pg(pg_url: str) -> Iterator[PostgresStore]:
-    store = PostgresStore(pg_url)
-    yield store
-    store.close()
 
 
 def test_a_word_busy_long_ago_still_ranks_the_newest_window(pg: PostgresStore) -> None:
@@ -126,9 +118,8 @@ def test_addressed_reads_run_one_bounded_way(
     assert plan.count("(never executed)") >= 1, plan  # the other way is planned, never run
 
 
-def test_a_word_the_statistics_call_common_is_not_counted(pg: PostgresStore) -> None:
-    """On a large store a word is counted up to COMMON_DF + 1, and not at all where ANALYZE's
-    statistics put it in more than COMMON_SURE records: the estimate stands for the count."""
+def _common_words(pg: PostgresStore) -> None:
+    """4,000 records: omega in all of them, kappa in 2,500, rho in 10; then ANALYZE."""
     records = [
         rec(i, " ".join(["omega", *(["kappa"] if i < 2_500 else []), *(["rho"] if i < 10 else [])]))
         for i in range(4_000)
@@ -136,6 +127,12 @@ def test_a_word_the_statistics_call_common_is_not_counted(pg: PostgresStore) -> 
     for k in range(0, len(records), 2_000):
         pg.add_many(records[k : k + 2_000])
     pg._run("ANALYZE records", None)
+
+
+def test_a_word_the_statistics_call_common_is_not_counted(pg: PostgresStore) -> None:
+    """On a large store a word is counted up to COMMON_DF + 1, and not at all where ANALYZE's
+    statistics put it in more than COMMON_SURE records: the estimate stands for the count."""
+    _common_words(pg)
     # As if the store were 250 times larger: the statistics' share of rows, times that size.
     counts = pg._count_words(["omega", "kappa", "rho"], 1_000_000)
     assert counts == {"omega": 1_000_000, "kappa": 625_000, "rho": 10}
@@ -150,13 +147,7 @@ def test_capped_counts_are_completed_in_the_same_read_only_when_every_word_is_co
     """Every word of a search past the cutoff: those counted up to the cap only are counted in
     full (the rarest is ranked), in the first count's own statement; with a word under the cutoff
     the full counts are planned but never run."""
-    records = [
-        rec(i, " ".join(["omega", *(["kappa"] if i < 2_500 else []), *(["rho"] if i < 10 else [])]))
-        for i in range(4_000)
-    ]
-    for k in range(0, len(records), 2_000):
-        pg.add_many(records[k : k + 2_000])
-    pg._run("ANALYZE records", None)
+    _common_words(pg)
     reads: list[tuple[str, Any]] = []
     read = pg._read
 

@@ -5,9 +5,11 @@ agent loop reads neither again; any other writer between makes them read again."
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,13 +80,20 @@ def test_a_write_reports_its_version_step_and_authors(tmp_path: Path) -> None:
     store.close()
 
 
-def test_the_loop_reads_neither_authors_nor_note_after_its_own_write(tmp_path: Path) -> None:
-    path = str(tmp_path / "loop.db")
+@contextlib.contextmanager
+def _filled(path: str) -> Iterator[tuple[Engine, ReadsCounted]]:
+    """An engine on a counting store, filled and with one window assembled (its caches warm)."""
     with Engine(ReadsCounted(path), persist_traces=False) as engine:
         store = engine.store
         assert isinstance(store, ReadsCounted)
         _fill(engine)
         _window(engine)
+        yield engine, store
+
+
+def test_the_loop_reads_neither_authors_nor_note_after_its_own_write(tmp_path: Path) -> None:
+    path = str(tmp_path / "loop.db")
+    with _filled(path) as (engine, store):
         for turn in range(3):
             engine.add(project=P, author="cy" if turn == 1 else "ann", content=f"turn {turn}")
             before = dict(store.reads)
@@ -100,11 +109,7 @@ def test_the_loop_reads_neither_authors_nor_note_after_its_own_write(tmp_path: P
 
 def test_another_writer_between_makes_the_caches_read_again(tmp_path: Path) -> None:
     path = str(tmp_path / "two.db")
-    with Engine(ReadsCounted(path), persist_traces=False) as mine:
-        store = mine.store
-        assert isinstance(store, ReadsCounted)
-        _fill(mine)
-        _window(mine)
+    with _filled(path) as (mine, store):
         assert mine.counts.trusted(P, store.version(P))
         # Another process's engine, with another tokenizer, writes between: the note becomes
         # `mixed` and `zed` an author; then this engine's own write follows.

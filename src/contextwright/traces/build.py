@@ -4,8 +4,8 @@ keeping them, `decision_json`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
 
 from ..assembly.candidates import round4
 from ..assembly.packing import Decision
@@ -48,26 +48,11 @@ def build_trace(
 
 
 def decision_dict(d: Decision) -> dict[str, object]:
-    c = d.candidate
-    records = c.records
-    r = records[0] if records else None
-    comps = c.components
-    return {
-        "key": c.key,
-        "record_ids": [x.id for x in records],
-        "kind": r.kind if r else "synthetic",
-        "author": r.author if r else None,
-        "section": c.section,
-        "source": c.source,
-        "sources": list(c.sources or [c.source]),
-        "score": round(c.score, 4),
-        "components": {k: round4(comps[k]) for k in sorted(comps)},
-        "reasons": list(c.reasons),
-        "decision": "truncated" if d.truncated else ("kept" if d.kept else "dropped"),
-        "reason": d.reason,
-        "tokens": d.tokens,
-        "preview": c.text[:160],
-    }
+    """A decision as the trace's readers see it: `decision_json` with lists for its tuples."""
+    out = decision_json(d)
+    for key in ("record_ids", "sources", "reasons"):
+        out[key] = list(cast(Iterable[str], out[key]))
+    return out
 
 
 def decision_json(d: Decision) -> dict[str, object]:
