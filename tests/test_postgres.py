@@ -64,6 +64,15 @@ def _drop_db(pg_url: str, name: str) -> None:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+def _migrate_before(conn: psycopg.Connection[Any], first: str) -> None:
+    """The schema the migrations before `first` built, recorded as applied."""
+    conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ)")
+    for name, script in MIGRATIONS:
+        if name < first:
+            conn.execute(script)
+            conn.execute("INSERT INTO migrations VALUES (%s, now())", (name,))
+
+
 def _run_threads(n: int, target: Callable[[int], None]) -> list[BaseException]:
     errors: list[BaseException] = []
     start = threading.Barrier(n)
@@ -534,10 +543,7 @@ def test_a_database_of_the_old_schema_migrates_to_project_scoped_identity(pg_url
         old = [(n, s) for n, s in MIGRATIONS if n < "m004"]
         assert [n for n, _ in old] == ["m001_records", "m002_edges_kv_docs", "m003_vectors"]
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ)")
-            for name, script in old:
-                conn.execute(script)
-                conn.execute("INSERT INTO migrations VALUES (%s, now())", (name,))
+            _migrate_before(conn, "m004")
             conn.execute(
                 "INSERT INTO records (id, project, author, kind, recipients, visibility, "
                 "mentions, tags, refs, current_status, pinned, created_at, content, tokens, "
@@ -666,11 +672,7 @@ def test_m006_gives_addressing_and_tags_their_project(pg_url: str) -> None:
     url = _other_db(pg_url, "cw_old_keys")
     try:
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ)")
-            for name, script in MIGRATIONS:
-                if name < "m006":
-                    conn.execute(script)
-                    conn.execute("INSERT INTO migrations VALUES (%s, now())", (name,))
+            _migrate_before(conn, "m006")
             for rid, project in ((1, "alpha"), (2, "beta")):
                 conn.execute(
                     "INSERT INTO records (rid, id, project, author, kind, recipients, visibility, "
@@ -704,11 +706,7 @@ def test_the_full_text_index_keeps_a_short_pending_list(pg_url: str) -> None:
     url = _other_db(pg_url, "cw_no_pending")
     try:
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ)")
-            for name, script in MIGRATIONS:
-                if name < "m007":
-                    conn.execute(script)
-                    conn.execute("INSERT INTO migrations VALUES (%s, now())", (name,))
+            _migrate_before(conn, "m007")
             options = "SELECT reloptions FROM pg_class WHERE relname = 'records_tsv'"
             assert conn.execute(options).fetchone()[0] is None  # fastupdate on by default
         store = PostgresStore(url, max_size=1)
@@ -733,11 +731,7 @@ def test_m008_keeps_each_records_length_and_ranks_older_records_as_before(pg_url
     ]  # fmt: skip
     try:
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ)")
-            for name, script in MIGRATIONS:
-                if name < "m008":
-                    conn.execute(script)
-                    conn.execute("INSERT INTO migrations VALUES (%s, now())", (name,))
+            _migrate_before(conn, "m008")
             for i, text in enumerate(texts):
                 conn.execute(
                     "INSERT INTO records (id, project, author, kind, recipients, visibility, "

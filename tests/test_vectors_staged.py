@@ -175,20 +175,29 @@ def settles_without_counting(worker: Any, counted: list[str], timeout: float = 1
     return False
 
 
+class Gated(HashEmbedder):
+    """Embeds once `gate` is set; `started` says it was asked to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate, self.started = threading.Event(), threading.Event()
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.started.set()
+        self.gate.wait(20)
+        return super().embed(texts)
+
+
 def test_a_caught_up_worker_reports_no_lag_without_counting_and_counts_after_a_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every assemble call's trace carries the lag: once the worker has found nothing left to
     embed and nothing was written since, it is 0 without an SQL count."""
     store, counted = counting_store(tmp_path, monkeypatch)
-    gate = threading.Event()
+    embedder = Gated()
+    gate = embedder.gate
 
-    class Gated(HashEmbedder):
-        def embed(self, texts: Sequence[str]) -> Any:
-            gate.wait(20)
-            return super().embed(texts)
-
-    with Engine(store, embedder=Gated()) as e:
+    with Engine(store, embedder=embedder) as e:
         worker = e.vectors.worker
         assert worker is not None
         gate.set()
@@ -235,16 +244,10 @@ def test_waiting_for_embeddings_is_not_taken_for_a_write(
     calls it right after adding its reply) leaves the worker caught up once that batch is done:
     the wait counts the store itself, so the next call's lag takes no count."""
     store, counted = counting_store(tmp_path, monkeypatch)
-    gate = threading.Event()
-    started = threading.Event()
+    embedder = Gated()
+    gate, started = embedder.gate, embedder.started
 
-    class Gated(HashEmbedder):
-        def embed(self, texts: Sequence[str]) -> Any:
-            started.set()
-            gate.wait(20)
-            return super().embed(texts)
-
-    with Engine(store, embedder=Gated()) as e:
+    with Engine(store, embedder=embedder) as e:
         worker = e.vectors.worker
         assert worker is not None
         gate.set()

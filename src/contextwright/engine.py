@@ -92,9 +92,9 @@ class Engine:
             pool=self._pool, persist_traces=persist_traces, locality=locality,
             notes=[self.vectors], agent_at_version=self.agents_dir.get_at_version,
         )  # fmt: skip
-        # Tasks and computed context (tasks/); the `computed` source runs when a call names a task.
-        self.tasks = TaskBoard(self.book)  # and the assembler's caches follow the book's writes:
-        self.assembler.task_text, self.book.on_written = self.tasks.task_text, self.assembler.written  # fmt: skip
+        self.tasks = TaskBoard(self.book)  # tasks/; the `computed` source runs for a named task
+        self.assembler.task_text = self.tasks.task_text
+        self.book.on_written = self.assembler.written  # its version-keyed caches follow writes
         # Each agent's running session (sessions/): compaction, pruning, flush, reset, overflow.
         self.sessions = SessionManager(self.book, self.agents_dir, self.assembler)
         self._register(sources)
