@@ -45,9 +45,9 @@ def queued(store: PostgresStore, calls: Sequence[Callable[[], object]]) -> None:
         deadline = time.monotonic() + 30
         for n, t in enumerate(threads, 1):
             t.start()
-            while len(store._pending) < n and time.monotonic() < deadline:
+            while len(store._groups.pending) < n and time.monotonic() < deadline:
                 time.sleep(0.005)
-        assert len(store._pending) == len(threads)
+        assert len(store._groups.pending) == len(threads)
     for t in threads:
         t.join()
 
@@ -100,7 +100,7 @@ def test_queued_batches_share_one_transaction_and_a_refused_one_fails_alone(
     pg.add_many([rec("taken", "first words")])
     batches = [[rec(f"r{n}-{k}", f"batch {n} record {k}") for k in range(3)] for n in range(8)]
     batches[3].append(rec("taken", "other words"))  # a changed repeat: batch 3 is refused
-    groups = pg._groups
+    groups = pg._grouped
     results = grouped(pg, batches)
     assert results[3] == "refused: id"
     for n in (0, 1, 2, 4, 5, 6, 7):
@@ -108,7 +108,7 @@ def test_queued_batches_share_one_transaction_and_a_refused_one_fails_alone(
     stored = {r.id for r in pg.get_many(P, [f"r{n}-{k}" for n in range(8) for k in range(3)])}
     assert stored == {f"r{n}-{k}" for n in range(8) if n != 3 for k in range(3)}
     assert pg.get_many(P, ["taken"])[0].content == "first words"
-    assert pg._groups == groups + 1  # one transaction for all eight
+    assert pg._grouped == groups + 1  # one transaction for all eight
     assert pg.version(P) == 8  # the first add and the seven stored batches, not the refused
 
 
@@ -122,10 +122,10 @@ def test_a_group_of_single_adds_is_one_insert_and_counts_each_write(pg: Postgres
         [rec("a", "one", to=["bob"], visibility="direct")],  # stored by the first: no bump
         [rec("d", "four")],
     ]
-    groups = pg._groups
+    groups = pg._grouped
     results = grouped(pg, batches)
     assert [r[0][0] for r in results] == ["a", "b", "old", "c", "a", "d"]
-    assert pg._groups == groups + 1
+    assert pg._grouped == groups + 1
     assert pg.version(P) == 1 + 3  # "old", then a, b and d
     assert pg.version("other") == 1
     assert [r.id for r in pg.query(Query(P, None, tag="t", limit=10))] == ["b"]

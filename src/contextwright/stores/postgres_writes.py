@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import StoreError, ValidationError
 from ..records import Record
 from .batches import RecordId, by_project, plan_batch
+from .groups import Groups, Job
 from .postgres_schema import COPY_STAGE, INSERT_RECORDS, INSERT_STAGED, STAGE, SUPERSEDE
 from .rows import record_to_row
 
@@ -32,24 +33,6 @@ BUMP_MORE = """
 """
 
 
-class Job:
-    """One caller's batch in a group commit: its records, then its answer or its error."""
-
-    __slots__ = ("done", "error", "out", "records")
-
-    def __init__(self, records: Sequence[Record]) -> None:
-        self.records = records
-        self.done = False
-        self.out: list[Record] | None = None
-        self.error: BaseException | None = None
-
-    def result(self) -> list[Record]:
-        if self.error is not None:
-            raise self.error
-        assert self.out is not None
-        return self.out
-
-
 class PostgresWrites:
     _write: Callable[..., Any]
     _error: Callable[[str, BaseException], StoreError | ValidationError]
@@ -59,25 +42,17 @@ class PostgresWrites:
 
     def _init_writes(self) -> None:
         # `_write_lock` is held by the thread whose transaction stores the queued batches; the
-        # others queue theirs under `_pending_lock` meanwhile and find them stored when they get
-        # the write lock (or store the next group themselves).
+        # others wait for their batch's turn meanwhile (groups.Groups, as on SQLite).
         self._write_lock = threading.Lock()
-        self._pending_lock = threading.Lock()
-        self._pending: list[Job] = []
-        self._groups = 0  # transactions that stored more than one batch (for tests)
+        self._groups = Groups()
+        self._grouped = 0  # transactions that stored more than one batch (for tests)
 
     def add_many(self, records: Sequence[Record]) -> list[Record]:
         if not records:
             return []
         plan_batch(records, {})  # a batch that contradicts itself is refused before it queues
         job = Job(records)
-        with self._pending_lock:
-            self._pending.append(job)
-        with self._write_lock:
-            if not job.done:  # else the writer before us stored it with its own batches
-                with self._pending_lock:
-                    jobs, self._pending = self._pending, []
-                self._store_jobs(jobs)
+        self._groups.write(job, self._write_lock, self._store_jobs)
         return job.result()
 
     def _store_jobs(self, jobs: list[Job]) -> None:
@@ -93,17 +68,15 @@ class PostgresWrites:
             job.done = True
 
     def _alone(self, records: Sequence[Record]) -> list[Record]:
+        # One record: the insert stores it or, stored already, nothing, and a changed repeat is
+        # refused after an insert that did nothing: one atomic statement in autocommit, one round
+        # trip where BEGIN, the insert and COMMIT were three. Else in a transaction: a repeated id
+        # with other content refuses the batch after the insert.
         _, unique = plan_batch(records, {})
-        if len(unique) == 1 and not unique[0].supersedes:
-            # One record: the insert stores it or, stored already, nothing, and a changed repeat
-            # is refused after an insert that did nothing. One atomic statement in autocommit,
-            # one round trip where BEGIN, the insert and COMMIT were three.
-            out: list[Record] = self._write(
-                lambda conn: self._insert(conn, records)[0], transaction=False
-            )
-            return out
-        # In a transaction: a repeated id with other content refuses the batch after the insert.
-        out = self._write(lambda conn: self._insert(conn, records)[0])
+        one = len(unique) == 1 and not unique[0].supersedes
+        out: list[Record] = self._write(
+            lambda conn: self._insert(conn, records)[0], transaction=not one
+        )
         return out
 
     def _together(self, jobs: Sequence[Job]) -> bool:
@@ -138,7 +111,7 @@ class PostgresWrites:
         start = 0
         for job in jobs:
             job.out, start = out[start : start + len(job.records)], start + len(job.records)
-        self._groups += 1
+        self._grouped += 1
         return True
 
     def _one_by_one(self, conn: Any, jobs: Sequence[Job]) -> None:
@@ -152,7 +125,7 @@ class PostgresWrites:
                 job.error = exc
                 if self._ours(exc):
                     job.error = self._error(f"cannot write {self.url}", exc)
-        self._groups += 1
+        self._grouped += 1
 
     def _insert(self, conn: Any, records: Sequence[Record]) -> tuple[list[Record], set[RecordId]]:
         """Store `records` on `conn`: the answer, one record per record given, and the

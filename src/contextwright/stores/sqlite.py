@@ -20,6 +20,7 @@ from ..ports import Query, Written
 from ..records import Record
 from .batches import by_project, plan_batch
 from .fulltext import COMMON_DF, LARGE_WINDOW
+from .groups import Groups, Job
 from .rows import COLUMNS, KEYS, RecordCache, RecordKey, record_to_row
 from .sql import AUTHORS_SQL
 from .sqlite_checkpoint import NET_PAGES, Checkpointer
@@ -35,7 +36,7 @@ from .sqlite_docs import (
     traces_path,
 )
 from .sqlite_facts import SQLiteFacts
-from .sqlite_jobs import Groups, Job, steps, versions, write_group
+from .sqlite_jobs import answer, steps, versions, write_group
 from .sqlite_schema import MIGRATIONS, Migration
 from .sqlite_text import VISIBLE, SQLiteText
 from .sqlite_vectors import SQLiteVectors
@@ -193,13 +194,10 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
     # -- records --------------------------------------------------------------------------------
 
     def add_many(self, records: Sequence[Record]) -> list[Record]:
-        """Group commit: a writer that gets the write lock stores, in one transaction, every batch
-        that other threads queued while it waited, each in a savepoint of its own (a refused
-        batch is rolled back alone). Under load the lock's holder competes for the GIL with every
-        assembling thread, so each transaction held the lock many times longer than its work:
-        with 8 assemblers beside 8 writers in one process, add p99 was 415 ms (bench/contention.py).
-        Now the waiting writers' batches share one holder and one commit, and a caller that comes
-        while a group is written waits for its batch's turn, not for the lock (`Groups`)."""
+        """Group commit (groups.Groups): the batches other threads queue while one writes are
+        stored by the next writer in one transaction, each answered alone (sqlite_jobs). Under
+        load the lock's holder competes for the GIL with every assembling thread: with 8
+        assemblers beside 8 writers in one process, add p99 was 415 ms without (contention.py)."""
         return self.add_many_written(records)[0]
 
     def add_many_written(
@@ -210,7 +208,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
             return [], ()
         job = Job(records)
         self._groups.write(job, self._write_lock, self._store_jobs)
-        return job.result(self.url), job.written
+        return answer(job, self.url), job.written
 
     def _store_jobs(self, jobs: list[Job]) -> None:
         if len(jobs) == 1:  # alone: exactly the one transaction of before

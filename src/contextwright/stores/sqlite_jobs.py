@@ -1,98 +1,31 @@
-"""A caller's batch in the SQLite store's group commit (SQLiteStore.add_many): the writes other
-threads queued while one waited for the write lock are stored in one transaction, each batch in
-a savepoint of its own, and each caller gets its own answer or its own error."""
+"""How the SQLite store writes a group of queued batches (SQLiteStore.add_many, groups.Groups):
+in one transaction, as one batch where that stores the same, else each batch in a savepoint of
+its own; each caller gets its own answer or its own error."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
-from typing import Any
 
 from ..errors import StoreError, ValidationError
 from ..ports import Written
 from ..records import Record
+from .groups import Job
 
 
-class Job:
-    """One caller's batch in a group commit: its records, then its result or its error. `turn`
-    wakes its caller: the batch is stored, or the caller may write the next group."""
-
-    __slots__ = ("done", "error", "out", "records", "turn", "written")
-
-    def __init__(self, records: Sequence[Record]) -> None:
-        self.records = records
-        self.done = False
-        self.turn = threading.Event()
-        self.out: list[Record] | None = None
-        self.error: BaseException | None = None
-        # The version steps of the write that stored this batch (ports.Written): in a group
-        # stored as one batch, the whole group's, which holds this batch's records and others'.
-        self.written: tuple[Written, ...] = ()
-
-    def result(self, url: str) -> list[Record]:
-        exc = self.error
-        if isinstance(exc, sqlite3.Error):
-            raise StoreError(f"cannot write {url}: {exc}") from exc
-        if isinstance(exc, UnicodeEncodeError):
-            raise ValidationError(
-                "input", "<text>", "send valid UTF-8 text (no lone surrogates)",
-                problem="cannot be stored",
-            ) from exc  # fmt: skip
-        if exc is not None:
-            raise exc
-        assert self.out is not None
-        return self.out
-
-
-class Groups:
-    """The batches waiting to be written, and whose turn it is to write them. A caller that comes
-    while a group is written waits on its batch's `turn`, not on the write lock: waiting for the
-    lock only to find its batch stored, the slowest 1% of adds (8 assembler threads beside 8
-    writers) waited 90 of their 110 ms while later writers took the lock first. The writer wakes
-    the callers it stored and the oldest one still queued, which writes the next group unless a
-    caller that came meanwhile has begun it."""
-
-    def __init__(self) -> None:
-        self.pending: list[Job] = []
-        self.writing = False  # a caller is writing a group
-        self._lock = threading.Lock()
-
-    def write(
-        self,
-        job: Job,
-        lock: AbstractContextManager[Any],
-        store: Callable[[list[Job]], None],
-    ) -> None:
-        """Queue `job`; back once it is stored (by this caller, holding `lock`, or another)."""
-        with self._lock:
-            self.pending.append(job)
-            lead = not self.writing
-            self.writing = True
-        while not lead:
-            job.turn.wait()
-            with self._lock:
-                if job.done:  # a writer before this caller stored it with its own
-                    return
-                job.turn.clear()
-                lead = not self.writing
-                self.writing = True
-        jobs: list[Job] = []
-        try:
-            with lock:
-                with self._lock:
-                    jobs, self.pending = self.pending, []
-                store(jobs)
-        finally:
-            with self._lock:
-                if not jobs:  # interrupted before it wrote: its caller raises
-                    self.pending.remove(job)
-                self.writing = False
-                waiting = self.pending[:1]
-            for queued in waiting + jobs:  # the next writer first
-                queued.turn.set()
+def answer(job: Job, url: str) -> list[Record]:
+    """`job`'s answer, its driver's errors as the store's: a StoreError, or a ValidationError
+    for text SQLite cannot store."""
+    exc = job.error
+    if isinstance(exc, sqlite3.Error):
+        raise StoreError(f"cannot write {url}: {exc}") from exc
+    if isinstance(exc, UnicodeEncodeError):
+        raise ValidationError(
+            "input", "<text>", "send valid UTF-8 text (no lone surrogates)",
+            problem="cannot be stored",
+        ) from exc  # fmt: skip
+    return job.result()
 
 
 # The store's batch write inside a transaction: its answer, one record per record given, and
