@@ -71,7 +71,7 @@ def one(text: str) -> tuple[str]:
 # records of all candidates in one flat tuple, and components, reasons and sources as tuples of
 # plain values. Every entry outlives many calls, so what it holds is walked by each full garbage
 # collection: this way an entry is about three objects that the collector tracks, not four per
-# candidate. Compiled with this module: every missed full-text read freezes its candidates.
+# candidate. Every missed full-text read freezes its candidates.
 Frozen = tuple[tuple[Any, ...], ...]
 
 
@@ -85,21 +85,22 @@ def freeze(found: Sequence[Candidate]) -> Frozen:
         tuple([r for c in found for r in c.records]),
         tuple([c.score for c in found]),
         tuple([tuple(c.components.items()) for c in found]),
-        tuple([tuple(c.reasons) for c in found]),  # the same tuple: no copy
+        tuple([c.reasons for c in found]),
         tuple([c.pinned for c in found]),
         tuple([c.tokens for c in found]),
         tuple([c.created_at for c in found]),
         tuple([c.content_hash for c in found]),
-        tuple([tuple(c.sources) for c in found]),
+        tuple([c.sources for c in found]),
         tuple([c.beside for c in found]),
         tuple([c.dated_line for c in found]),
+        tuple([c.deep for c in found]),
     )
 
 
 def thaw(f: Frozen) -> list[Candidate]:
     """Candidates of their own (scoring writes into them) from frozen ones."""
     keys, sections, srcs, texts, counts, records, scores, comps, reasons = f[:9]
-    pinned, tokens, created, hashes, sources, beside, dated_line = f[9:]
+    pinned, tokens, created, hashes, sources, beside, dated_line, deep = f[9:]
     out: list[Candidate] = []
     at = 0
     for i, n in enumerate(counts):
@@ -119,6 +120,7 @@ def thaw(f: Frozen) -> list[Candidate]:
             sources=sources[i],
             beside=beside[i],
             dated_line=dated_line[i],
+            deep=deep[i],
         )
         out.append(c)
         at += n

@@ -216,9 +216,8 @@ def merge(candidates: Sequence[Candidate]) -> tuple[list[Candidate], list[Decisi
     """One candidate per record (and per content hash): components take the best value, reasons
     and sources are unioned. Returns the merged list and the duplicates it dropped."""
     by_key: dict[str, Candidate] = {}
-    alias: dict[
-        str, str
-    ] = {}  # record id -> key of the candidate holding it (a tool pair holds two)
+    # record id -> key of the candidate holding it (a tool pair holds two)
+    alias: dict[str, str] = {}
     for c in sorted(candidates, key=lambda c: -len(c.records)):
         key = alias.get(c.key, c.key)
         seen = by_key.get(key)
@@ -231,7 +230,6 @@ def merge(candidates: Sequence[Candidate]) -> tuple[list[Candidate], list[Decisi
             continue
         if _prefer(seen, c) and len(c.records) >= len(seen.records):
             _absorb(c, seen)
-            c.sources = tuple(dict.fromkeys([*c.sources, *seen.sources]))
             by_key[key] = c
         else:
             _absorb(seen, c)

@@ -352,10 +352,9 @@ def remember_counts(sections: Mapping[str, Sequence[Item]], fmt: str, counter: T
                     remember(text, last.tokens)
                 continue
             r = recs[0]
-            content = r.content
-            cut = len(text) - len(content) - 1
-            if cut > 0 and text[cut] == " " and text.endswith(content):
-                remember_line(text[:cut], content, r.tokens, INDENT)
+            head = record_head(text, r)
+            if head is not None:
+                remember_line(head, r.content, r.tokens, INDENT)
 
 
 def render(
@@ -394,6 +393,14 @@ def render(
     )
 
 
+def record_head(text: str, r: Record) -> str | None:
+    """The prefix of `text` when it is `head + " " + r.content` (an item's line of one record:
+    its content's stored count then counts that part), else None."""
+    content = r.content
+    cut = len(text) - len(content) - 1
+    return text[:cut] if cut > 0 and text[cut] == " " and text.endswith(content) else None
+
+
 def shown_count(counter: Tokenizer, head: str, r: Record, shown: str, stored: bool) -> int:
     """The count of `shown`, the line `head + " " + r.content` as quoted() shows it: from the
     record's stored count where it is `counter`'s (`stored`, stored_counts.py) and the counter
@@ -415,10 +422,9 @@ def unit_cost(c: Candidate, fmt: str, agent: str, counter: Tokenizer, stored: bo
             text = c.text
             shown = quoted(text)
             if shown is not text:
-                content = recs[0].content if recs else ""
-                cut = len(text) - len(content) - 1
-                if recs and cut > 0 and text[cut] == " " and text.endswith(content):
-                    body = shown_count(counter, text[:cut], recs[0], shown, stored)
+                head = record_head(text, recs[0]) if recs else None
+                if head is not None:
+                    body = shown_count(counter, head, recs[0], shown, stored)
                 else:
                     body = counter.count(shown)
         return body + 1  # its line's newline

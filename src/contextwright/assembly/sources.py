@@ -88,8 +88,13 @@ class SourceContext:
 
     def depth(self, source: str, default: int) -> int:
         """`limit`, but a list the call does not size grows with the budget (`budget_depth`)."""
-        given = self.limits.get(source)
-        return int(given) if given is not None else budget_depth(self.budget, default)
+        if self.grows(source):
+            return budget_depth(self.budget, default)
+        return int(self.limits[source])
+
+    def grows(self, source: str) -> bool:
+        """Does `depth` size `source`'s list by the budget (the call and pipeline did not)?"""
+        return self.limits.get(source) is None
 
     def prepared_result(self, source: str, work: Callable[[], T]) -> T:
         """What `source`'s `prepare` started on the pool, waited for until the call's deadline;
@@ -189,7 +194,7 @@ def hit_candidates(
     `fixed`, the hits past the first `fixed` of a list that grew with the budget (the call and
     its pipeline did not size it: `budget_depth`) are marked `deep`."""
     out = []
-    grown = fixed is not None and source not in ctx.limits
+    deep_from = fixed if fixed is not None and ctx.grows(source) else len(hits)
     for i, (h, rel) in enumerate(zip(hits, rels, strict=True)):
         r = h.record
         if r.kind in skip:
@@ -197,7 +202,7 @@ def hit_candidates(
         section = section_for(r, "knowledge" if rel >= KNOWLEDGE_AT else "suggestions")
         why = reason.format(h.score)
         c = record_candidate(r, ctx, source, section, why, **{signal: round(rel, 6)})
-        c.deep = grown and i >= (fixed or 0)
+        c.deep = i >= deep_from
         out.append(c)
     return out
 
