@@ -27,6 +27,7 @@ from typing import Any
 from ..errors import ValidationError
 from ..ports import Tokenizer
 from ..records import Record
+from ..tokens.counter import OTHER_BREAKS
 from .candidates import SECTIONS, Candidate, Item
 
 FORMATS = ("openai", "anthropic", "markdown")
@@ -54,7 +55,7 @@ NO_CONVERSATION = "[no conversation yet]"
 
 # Every character that some reader takes for a line break (str.splitlines' set): each one starts
 # an indented line, so a bare carriage return or U+2028 cannot start a line at its column 0 either.
-_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_BREAK = re.compile(f"\r\n|[\n{OTHER_BREAKS}]")
 INDENT = "  "
 # The mark of a line that chains.py folds into an item (`  ↳ answer by bob: ...`): a quoted line
 # that would begin with it is indented further, so that only the engine writes such a line.

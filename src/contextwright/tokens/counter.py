@@ -82,7 +82,8 @@ _ASCII_ALNUM = _ASCII_LETTERS | _ASCII_DIGITS
 
 # The line breaks other than "\n" (str.splitlines' set): render.quoted turns them into "\n", so
 # a content with any of them is not shown as it is stored.
-_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+OTHER_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_OTHER_BREAKS = re.compile(f"[{OTHER_BREAKS}]")
 
 
 def _spaced(count: Callable[[str], int], line: str) -> int | None:
