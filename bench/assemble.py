@@ -303,6 +303,28 @@ def _baseline_queries(engine: Engine, agent: str, task: str, session: str) -> No
 _REFERENCE_WORDS = [f"w{i}" for i in range(400)]
 
 
+def tree_cpu_seconds(pid: int, exited: bool = False) -> float:
+    """CPU time (user + system) of a process and of all its descendants alive now (Linux /proc;
+    0.0 elsewhere): a server's side of the cost (uvicorn's workers, PostgreSQL's backends).
+    `exited`: also that of its children that have exited (the root's cutime and cstime), as a
+    PostgreSQL backend that served one connection has."""
+    total, todo = 0.0, [pid]
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            own = 15 if exited and p == pid else 13  # utime, stime[, cutime, cstime]
+            total += sum(int(x) for x in fields[11:own]) / tick
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
 def cpu_reference_ms() -> float:
     """The machine's speed at this moment: the same pure-Python work every time (a dict of word
     counts and a sort, ~1 ms; no I/O), timed alone. On this shared VM the same work takes up to

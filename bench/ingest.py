@@ -28,34 +28,17 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from assemble import AGENTS, PROJECT, cpu_reference_ms, fill, generate
+from assemble import AGENTS, PROJECT, cpu_reference_ms, fill, generate, tree_cpu_seconds
 
 from contextwright import Engine
 
 
 def server_cpu(pgdata: str | None) -> float:
-    """CPU seconds the PostgreSQL server on `pgdata` has used: its live processes' and those of
-    its children that have exited (the postmaster's cutime), from /proc."""
+    """CPU seconds the PostgreSQL server on `pgdata` has used, its exited backends' included."""
     if pgdata is None:
         return 0.0
     with open(os.path.join(pgdata, "postmaster.pid")) as f:
-        root = int(f.readline())
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid, ppid = int(name), int(fields[1])
-        if pid == root:
-            total += sum(int(x) for x in fields[11:15]) / tick
-        elif ppid == root:
-            total += (int(fields[11]) + int(fields[12])) / tick
-    return total
+        return tree_cpu_seconds(int(f.readline()), exited=True)
 
 
 def threaded_fill(engine: Engine, records: list[dict[str, Any]], threads: int) -> float:

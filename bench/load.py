@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from assemble import AGENTS, PROJECT, TOPICS, cpu_reference_ms, fill, generate
+from assemble import AGENTS, PROJECT, TOPICS, cpu_reference_ms, fill, generate, tree_cpu_seconds
 
 KEY = "bench-key-000000"
 BUDGET = {"model": "gpt-4o", "window": 8000, "reserve": 1000}
@@ -225,25 +225,6 @@ async def drive(
             for op, v in lat.items()
         },
     }
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) of a process and of all its descendants alive now (Linux /proc;
-    0.0 elsewhere): the server's side of the cost, uvicorn's worker processes included."""
-    total, todo = 0.0, [pid]
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    while todo:
-        p = todo.pop()
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo.extend(int(c) for c in f.read().split())
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
 
 
 def wait_ready(base: str, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
