@@ -27,7 +27,7 @@ from assemble import BUDGET, PROJECT, _requests
 from postgres import start_postgres, warm_buffers
 
 from contextwright import Engine
-from contextwright.stores.postgres import PostgresStore
+from contextwright.stores.postgres import PostgresStore, set_planner
 from contextwright.stores.postgres_url import take_pool_option
 
 # One round trip: (start ms in the call, ms waited, thread, [(sql, params)], planner setting).
@@ -71,8 +71,7 @@ def explain(conn: Any, sql: str, params: Any, planner: str | None) -> list[str]:
     text = psycopg.ClientCursor(conn).mogrify(sql, params)
     with conn.transaction():
         if planner:
-            name, _, value = (part.strip() for part in planner.partition("="))
-            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+            set_planner(conn, planner)
         return [r[0] for r in conn.execute(f"EXPLAIN (ANALYZE, BUFFERS) {text}").fetchall()]
 
 

@@ -57,6 +57,12 @@ COLS = ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(","))
 SELECT = f"SELECT {COLS} FROM records r"
 
 
+def set_planner(conn: Any, planner: str) -> None:
+    """A planner setting ("name = value") for the transaction open on `conn` only."""
+    name, _, value = (part.strip() for part in planner.partition("="))
+    conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+
+
 class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, PostgresVectors):
     # Its reads wait on another process (the GIL is free meanwhile), so reads on two threads
     # overlap: sources that say `inline = "local"` (full text, vectors) run on the pool here.
@@ -170,9 +176,8 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
         def read(conn: Any) -> list[Any]:
             if planner is None:
                 return list(conn.execute(sql, params, prepare=prepare).fetchall())
-            name, _, value = (part.strip() for part in planner.partition("="))
             with conn.pipeline():
-                conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+                set_planner(conn, planner)
                 cur = conn.execute(sql, params, prepare=prepare)
             return list(cur.fetchall())
 
