@@ -10,13 +10,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from contextwright import ValidationError
 from contextwright.records import Record, build_record
 from contextwright.stores.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from contextwright.stores.postgres import PostgresStore
 
 P = "gc"
 
@@ -27,9 +30,10 @@ def rec(rid: str, content: str) -> Record:
     return build_record(data, lambda text: len(text.split()))
 
 
-def queued(store: SQLiteStore, calls: Sequence[Callable[[], object]]) -> None:
+def queued(store: SQLiteStore | PostgresStore, calls: Sequence[Callable[[], object]]) -> None:
     """Each of `calls` on a thread of its own, started while another writer's transaction holds
-    the write lock and queued behind it (in order) before the next starts; back once all are done."""
+    the write lock and queued behind it (in order) before the next starts; back once all are done.
+    Either store: both queue on groups.Groups."""
     threads = [threading.Thread(target=call) for call in calls]
     with store._write_lock:
         deadline = time.monotonic() + 30

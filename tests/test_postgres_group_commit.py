@@ -9,9 +9,7 @@ from __future__ import annotations
 import functools
 import itertools
 import tempfile
-import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -24,6 +22,7 @@ from contextwright.records import Record, build_record
 from contextwright.stores.batches import plan_batch
 from contextwright.stores.postgres import PostgresStore
 from contextwright.stores.sqlite import SQLiteStore
+from test_group_commit import queued
 
 pytestmark = pytest.mark.postgres
 
@@ -35,21 +34,6 @@ def rec(rid: str, content: str, project: str = P, **fields: Any) -> Record:
     data: dict[str, Any] = {"id": rid, "project": project, "author": "ann", "content": content,
                             "created_at": 1.0, **fields}  # fmt: skip
     return build_record(data, lambda text: len(text.split()))
-
-
-def queued(store: PostgresStore, calls: Sequence[Callable[[], object]]) -> None:
-    """Each of `calls` on a thread of its own, started while another writer holds the write lock
-    and queued behind it (in order) before the next starts; back once all are done."""
-    threads = [threading.Thread(target=call) for call in calls]
-    with store._write_lock:
-        deadline = time.monotonic() + 30
-        for n, t in enumerate(threads, 1):
-            t.start()
-            while len(store._groups.pending) < n and time.monotonic() < deadline:
-                time.sleep(0.005)
-        assert len(store._groups.pending) == len(threads)
-    for t in threads:
-        t.join()
 
 
 def answer(store: Any, batch: Sequence[Record]) -> list[tuple[str, str]] | str:
