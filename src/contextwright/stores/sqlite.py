@@ -8,6 +8,7 @@ lock and run in a single transaction, so a rejected batch leaves the file exactl
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -75,6 +76,52 @@ def _union_kinds(join: str, where: str, n: int, order: str) -> str:
     )
 
 
+# Rows per INSERT: twenty values each, within the 999 variables SQLite allowed before 3.32.
+ROWS = 999 // 20
+_ROW = "(" + ", ".join("?" * 20) + ")"
+
+
+@functools.lru_cache(maxsize=ROWS)
+def _insert_sql(n: int) -> str:
+    return f"INSERT INTO records ({COLUMNS}) VALUES " + ", ".join([_ROW] * n)
+
+
+def insert_rows(conn: sqlite3.Connection, records: Sequence[Record]) -> None:
+    """Insert `records`, in order, ROWS to a statement: inside the write lock each statement,
+    and each row of an executemany, hands the GIL over and waits to take it back."""
+    for i in range(0, len(records), ROWS):
+        chunk = records[i : i + ROWS]
+        conn.execute(_insert_sql(len(chunk)), [v for r in chunk for v in record_to_row(r)])
+
+
+def _insert_by_hand(conn: sqlite3.Connection, fresh: Sequence[Record]) -> None:
+    """The rows of `fresh` and what each needs beside it, written statement by statement: for a
+    file opened without m007_written_by_trigger (a store given its own `migrations`)."""
+    # One statement per table for the whole batch: a statement per record cost more in
+    # the driver's Python than SQLite's own work. The row ids are given, as SQLite would
+    # pick them (max + 1 onwards; BEGIN IMMEDIATE keeps every other writer out), so that
+    # the full-text, addressing and tag rows can name them without a read back.
+    base = conn.execute("SELECT coalesce(max(rid), 0) FROM records").fetchone()[0]
+    rids = range(base + 1, base + 1 + len(fresh))
+    pairs = list(zip(rids, fresh, strict=True))
+    many = conn.executemany
+    many(f"INSERT INTO records (rid, {COLUMNS}) VALUES (?{', ?' * 20})",
+         [(rid, *record_to_row(r)) for rid, r in pairs])  # fmt: skip
+    many("INSERT INTO records_fts(rowid, content) VALUES (?, ?)",
+         [(rid, r.content) for rid, r in pairs])  # fmt: skip
+    addressed = [(n, how, rid, r.created_at) for rid, r in pairs
+                 for how, names in (("to", r.to), ("mention", r.mentions)) for n in names]  # fmt: skip
+    # Only statements with rows: each one is a turn at the GIL inside the write lock.
+    if addressed:
+        many("INSERT OR IGNORE INTO addressing VALUES (?, ?, ?)",
+             [(n, how, rid) for n, how, rid, _ in addressed])  # fmt: skip
+        many("INSERT OR IGNORE INTO addressed_time VALUES (?, ?, ?)",
+             [(n, at, rid) for n, _, rid, at in addressed])  # fmt: skip
+    tagged = [(t, rid) for rid, r in pairs for t in r.tags]
+    if tagged:
+        many("INSERT OR IGNORE INTO record_tags VALUES (?, ?)", tagged)
+
+
 class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
     def __init__(
         self,
@@ -111,6 +158,12 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
             conn = self._conn()
             conn.execute("PRAGMA journal_mode=WAL")
             self._migrate(conn, migrations)
+            # m007's trigger writes each record's full-text, addressing and tag rows.
+            self._triggered = bool(
+                conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'records_written'"
+                ).fetchone()
+            )
             with self._write_lock:
                 self._traces.adopt(conn)
         except sqlite3.Error as exc:
@@ -245,29 +298,10 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
             # status change bumps too, read first (each statement in the lock is a GIL turn).
             projects = {r.project for r in fresh}
             before = versions(conn, projects) if any(r.supersedes for r in fresh) else None
-            # One statement per table for the whole batch: a statement per record cost more in
-            # the driver's Python than SQLite's own work. The row ids are given, as SQLite would
-            # pick them (max + 1 onwards; BEGIN IMMEDIATE keeps every other writer out), so that
-            # the full-text, addressing and tag rows can name them without a read back.
-            base = conn.execute("SELECT coalesce(max(rid), 0) FROM records").fetchone()[0]
-            rids = range(base + 1, base + 1 + len(fresh))
-            pairs = list(zip(rids, fresh, strict=True))
-            many = conn.executemany
-            many(f"INSERT INTO records (rid, {COLUMNS}) VALUES (?{', ?' * 20})",
-                 [(rid, *record_to_row(r)) for rid, r in pairs])  # fmt: skip
-            many("INSERT INTO records_fts(rowid, content) VALUES (?, ?)",
-                 [(rid, r.content) for rid, r in pairs])  # fmt: skip
-            addressed = [(n, how, rid, r.created_at) for rid, r in pairs
-                         for how, names in (("to", r.to), ("mention", r.mentions)) for n in names]  # fmt: skip
-            # Only statements with rows: each one is a turn at the GIL inside the write lock.
-            if addressed:
-                many("INSERT OR IGNORE INTO addressing VALUES (?, ?, ?)",
-                     [(n, how, rid) for n, how, rid, _ in addressed])  # fmt: skip
-                many("INSERT OR IGNORE INTO addressed_time VALUES (?, ?, ?)",
-                     [(n, at, rid) for n, _, rid, at in addressed])  # fmt: skip
-            tagged = [(t, rid) for rid, r in pairs for t in r.tags]
-            if tagged:
-                many("INSERT OR IGNORE INTO record_tags VALUES (?, ?)", tagged)
+            if self._triggered:
+                insert_rows(conn, fresh)  # and the trigger writes what each row needs beside it
+            else:
+                _insert_by_hand(conn, fresh)
             # After the whole batch, so that a record may supersede one later in the same batch.
             for r in fresh:
                 if r.supersedes:

@@ -117,6 +117,26 @@ M006_RECORD_IDENTITY = f"""
 """
 
 
+# What storing a record writes beside its row (its full-text row, who it addresses, its tags),
+# written by SQLite within the row's own INSERT: each statement that the store executes inside
+# the write lock hands the GIL over, and the writer waits for the busy assembling threads to give
+# it back (up to a switch interval, 5 ms, each), so an add was seven or more such waits; with the
+# trigger, one INSERT writes them all (SQLiteStore._add_batch). A later migration that rebuilds
+# `records` drops this trigger with the table and must create it again.
+M007_WRITTEN_BY_TRIGGER = """
+        CREATE TRIGGER records_written AFTER INSERT ON records BEGIN
+            INSERT INTO records_fts(rowid, content) VALUES (new.rid, new.content);
+            INSERT OR IGNORE INTO addressing
+                SELECT value, 'to', new.rid FROM json_each(new.recipients)
+                UNION ALL SELECT value, 'mention', new.rid FROM json_each(new.mentions);
+            INSERT OR IGNORE INTO addressed_time
+                SELECT value, new.created_at, new.rid FROM json_each(new.recipients)
+                UNION ALL SELECT value, new.created_at, new.rid FROM json_each(new.mentions);
+            INSERT OR IGNORE INTO record_tags SELECT value, new.rid FROM json_each(new.tags);
+        END;
+"""
+
+
 MIGRATIONS: list[Migration] = [
     ("m001_records", M001_RECORDS),
     ("m002_edges_kv_docs", M002_EDGES_KV_DOCS),
@@ -128,4 +148,5 @@ MIGRATIONS: list[Migration] = [
     ),
     ("m005_addressed_by_time", M005_ADDRESSED_BY_TIME),
     ("m006_record_identity", M006_RECORD_IDENTITY),
+    ("m007_written_by_trigger", M007_WRITTEN_BY_TRIGGER),
 ]
