@@ -56,6 +56,7 @@ def test_traces_path_sits_beside_the_store() -> None:
         "/x/team.traces.db",
         "/x/team.traces.db-wal",
         "/x/team.traces.db-shm",
+        "/x/team.db-lock",
     ]
 
 

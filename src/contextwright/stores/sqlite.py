@@ -42,6 +42,7 @@ from .sqlite_schema import MIGRATIONS, Migration
 from .sqlite_text import VISIBLE, SQLiteText
 from .sqlite_vectors import SQLiteVectors
 from .sqlite_vocab import Vocabulary
+from .sqlite_writers import FileLock
 
 __all__ = [
     "COMMON_DF",
@@ -143,6 +144,8 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         # Checkpointer copies it beside the writers).
         self._conns = Connections(path, mmap_mb << 20, NET_PAGES)
         self._write_lock = self._conns.lock  # writes and `close` take it
+        # Then, around each transaction, the other processes' writers (sqlite_writers.py).
+        self._writers = FileLock(path)
         self._checkpoints = Checkpointer(path)  # the log copied into the file beside the writers
         self._groups = Groups()  # the batches waiting to be written (add_many)
         self._df: dict[tuple[str, int | None], tuple[int, int]] = {}  # see _word_count
@@ -175,7 +178,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         return self._conns.get()
 
     def _migrate(self, conn: sqlite3.Connection, migrations: Sequence[Migration]) -> None:
-        with self._write_lock:
+        with self._write_lock, self._writers:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
             )
@@ -206,7 +209,7 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
 
     def _write(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
         conn = self._conn()
-        with self._write_lock:
+        with self._write_lock, self._writers:
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
@@ -530,3 +533,5 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         self._checkpoints.close()
         self._conns.close()
         self._traces.close()
+        with self._write_lock:
+            self._writers.close()

@@ -21,6 +21,7 @@ import threading
 from typing import Any
 
 from .sql import docs_sql
+from .sqlite_writers import lock_path
 
 try:  # the `server` extra's encoder: an 80 KB trace in 0.06 ms instead of 2.2
     import orjson as _orjson
@@ -208,7 +209,9 @@ class TraceFile(Connections):
 
 
 def store_files(path: str) -> list[str]:
-    """Every file of the SQLite store at `path`: the store, its traces file (`traces_path`), and
-    the write-ahead log and shared-memory index of each. To copy a store, or remove one, take
-    them all (with no process writing to it)."""
-    return [f + suffix for f in (path, traces_path(path)) for suffix in ("", "-wal", "-shm")]
+    """Every file of the SQLite store at `path`: the store, its traces file (`traces_path`), the
+    write-ahead log and shared-memory index of each, and the file its writers lock
+    (sqlite_writers.lock_path). To copy a store, or remove one, take them all (with no process
+    writing to it)."""
+    files = [f + suffix for f in (path, traces_path(path)) for suffix in ("", "-wal", "-shm")]
+    return [*files, lock_path(path)]
