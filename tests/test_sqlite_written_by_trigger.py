@@ -76,7 +76,7 @@ def sample() -> list[list[Record]]:
         [
             rec("a", "@bob the login form is broken", to=["carol", "bob"], tags=["Bug", "ui"]),
             rec("c", "direct word 😀 for @dee", 3.0, to="dee", visibility="direct"),
-        ],  # fmt: skip
+        ],
         [rec("d", "use postgres", 4.0, kind="decision", supersedes="c")],
     ]
 
