@@ -84,15 +84,9 @@ _ROW = "(" + ", ".join("?" * 20) + ")"
 
 @functools.lru_cache(maxsize=ROWS)
 def _insert_sql(n: int) -> str:
-    return f"INSERT INTO records ({COLUMNS}) VALUES " + ", ".join([_ROW] * n)
-
-
-def insert_rows(conn: sqlite3.Connection, records: Sequence[Record]) -> None:
-    """Insert `records`, in order, ROWS to a statement: inside the write lock each statement,
-    and each row of an executemany, hands the GIL over and waits to take it back."""
-    for i in range(0, len(records), ROWS):
-        chunk = records[i : i + ROWS]
-        conn.execute(_insert_sql(len(chunk)), [v for r in chunk for v in record_to_row(r)])
+    # A row whose (project, id) is stored already is skipped (SQLiteStore._insert_new).
+    values = ", ".join([_ROW] * n)
+    return f"INSERT INTO records ({COLUMNS}) VALUES {values} ON CONFLICT (project, id) DO NOTHING"
 
 
 def _insert_by_hand(conn: sqlite3.Connection, fresh: Sequence[Record]) -> None:
@@ -288,23 +282,22 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         self, conn: sqlite3.Connection, records: Sequence[Record]
     ) -> tuple[list[Record], tuple[Written, ...]]:
         def write(conn: sqlite3.Connection) -> tuple[list[Record], tuple[Written, ...]]:
-            wanted = by_project((r.project, r.id) for r in records)
-            stored = {
-                (r.project, r.id): r
-                for project, ids in wanted.items()
-                for r in self._get_many(conn, project, ids)
-            }
-            out, fresh = plan_batch(records, stored)  # may refuse: the transaction rolls back
-            if not fresh:
-                return out, ()
             # Before the batch: its own bump's versions less one, or, where a superseded record's
             # status change bumps too, read first (each statement in the lock is a GIL turn).
-            projects = {r.project for r in fresh}
-            before = versions(conn, projects) if any(r.supersedes for r in fresh) else None
+            before = None
+            if any(r.supersedes for r in records):
+                before = versions(conn, {r.project for r in records})
             if self._triggered:
-                insert_rows(conn, fresh)  # and the trigger writes what each row needs beside it
+                out, fresh = self._insert_new(conn, records)
             else:
-                _insert_by_hand(conn, fresh)
+                out, fresh = self._plan(conn, records)  # may refuse: the transaction rolls back
+                if fresh:
+                    _insert_by_hand(conn, fresh)
+            if not fresh:
+                return out, ()
+            projects = {r.project for r in fresh}
+            if before is not None:
+                before = {p: before[p] for p in projects}
             # After the whole batch, so that a record may supersede one later in the same batch.
             for r in fresh:
                 if r.supersedes:
@@ -327,6 +320,53 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
             return out, steps(before, after, fresh)
 
         return write(conn)
+
+    def _plan(
+        self, conn: sqlite3.Connection, records: Sequence[Record]
+    ) -> tuple[list[Record], list[Record]]:
+        """plan_batch over the records of the batch's ids stored already."""
+        wanted = by_project((r.project, r.id) for r in records)
+        stored = {
+            (r.project, r.id): r
+            for project, ids in wanted.items()
+            for r in self._get_many(conn, project, ids)
+        }
+        return plan_batch(records, stored)
+
+    def _insert_new(
+        self, conn: sqlite3.Connection, records: Sequence[Record]
+    ) -> tuple[list[Record], list[Record]]:
+        """What `_plan` answers, the records it finds new stored: each INSERT skips the rows
+        whose (project, id) is stored already (an earlier row of the batch included), and only
+        when one did are the ids read, to answer the stored record or refuse a changed write.
+        Reading them first was a statement, a turn at the GIL, in every add."""
+        inserted: list[range] = []  # the row ids each INSERT gave, in a row
+        for i in range(0, len(records), ROWS):
+            chunk = records[i : i + ROWS]
+            cur = conn.execute(
+                _insert_sql(len(chunk)), [v for r in chunk for v in record_to_row(r)]
+            )
+            last = cur.lastrowid or 0  # the row id of this INSERT's last row, when it wrote one
+            inserted.append(range(last - cur.rowcount + 1, last + 1))
+        if sum(map(len, inserted)) == len(records):
+            return list(records), list(records)
+        ours: set[int] = {rid for rids in inserted for rid in rids}
+        rids: dict[tuple[str, str], int] = {}
+        for project, ids in by_project((r.project, r.id) for r in records).items():
+            rows = conn.execute(
+                "SELECT rid, id FROM records WHERE project = ? AND id IN "
+                "(SELECT value FROM json_each(?))",
+                (project, json.dumps(ids)),
+            )
+            rids.update(((project, rid_id), rid) for rid, rid_id in rows)
+        # What stood before the batch, as plan_batch is given it: the rows the batch did not write.
+        old = {key for key, rid in rids.items() if rid not in ours}
+        stored = {
+            (r.project, r.id): r
+            for project, ids in by_project(old).items()
+            for r in self._get_many(conn, project, ids)
+        }
+        return plan_batch(records, stored)
 
     def _resolve(self, conn: sqlite3.Connection, keys: Sequence[RecordKey]) -> list[Record]:
         """The records of rows read by their key columns (KEYS), in order, through the cache."""
