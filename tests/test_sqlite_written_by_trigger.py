@@ -68,7 +68,7 @@ def sample() -> list[list[Record]]:
     mentions and tags, and a record superseding one before it."""
     big = [
         rec(f"b{i}", f"bulk note {i} about the parser", 2.0 + i / 1000, tags=["bulk", f"t{i % 3}"])
-        for i in range(2 * ROWS + 7)
+        for i in range(ROWS + 7)
     ]
     # Repeated within the batch and from before it, the same write each time.
     again = rec("d", "use postgres", 4.0, kind="decision", supersedes="c")
@@ -135,7 +135,7 @@ def test_an_old_file_holding_data_takes_the_trigger(tmp_path: Path) -> None:
             store.add_many(batch)
         assert [r.id for r in store.query(Query(P, "bob", addressed_to="bob"))] == ["a"]
         tagged = {r.id for r in store.query(Query(P, None, tag="t1", limit=500))}
-        assert tagged == {f"b{i}" for i in range(2 * ROWS + 7) if i % 3 == 1}
+        assert tagged == {f"b{i}" for i in range(ROWS + 7) if i % 3 == 1}
         assert [h.record.id for h in store.search_text(P, None, "login", 5)] == ["a"]
         assert [h.record.id for h in store.search_text(P, "dee", "postgres", 5)] == ["d"]
     finally:

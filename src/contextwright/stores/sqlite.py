@@ -77,12 +77,16 @@ def _union_kinds(join: str, where: str, n: int, order: str) -> str:
     )
 
 
-# Rows per INSERT: twenty values each, within the 999 variables SQLite allowed before 3.32.
-ROWS = 999 // 20
+# Rows per INSERT at most: a batch of 1,000 (bench/assemble.py's fill) is one statement, as many
+# as the library's variable limit allows (twenty a row; 999 variables before SQLite 3.32). FTS5
+# writes its pending rows out at the start of every statement that writes to it (its savepoint),
+# so the trigger's full-text rows cost a new small segment per INSERT: with 49 rows an INSERT,
+# ingest made 0.6-0.7x the records per CPU second of one INSERT a batch.
+ROWS = 1000
 _ROW = "(" + ", ".join("?" * 20) + ")"
 
 
-@functools.lru_cache(maxsize=ROWS)
+@functools.lru_cache(maxsize=64)
 def _insert_sql(n: int) -> str:
     # A row whose (project, id) is stored already is skipped (SQLiteStore._insert_new).
     values = ", ".join([_ROW] * n)
@@ -155,6 +159,8 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
             conn = self._conn()
             conn.execute("PRAGMA journal_mode=WAL")
             self._migrate(conn, migrations)
+            variables = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+            self._rows = max(1, min(ROWS, variables // 20))  # records per INSERT
             # m007's trigger writes each record's full-text, addressing and tag rows.
             self._triggered = bool(
                 conn.execute(
@@ -341,8 +347,8 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         when one did are the ids read, to answer the stored record or refuse a changed write.
         Reading them first was a statement, a turn at the GIL, in every add."""
         inserted: list[range] = []  # the row ids each INSERT gave, in a row
-        for i in range(0, len(records), ROWS):
-            chunk = records[i : i + ROWS]
+        for i in range(0, len(records), self._rows):
+            chunk = records[i : i + self._rows]
             cur = conn.execute(
                 _insert_sql(len(chunk)), [v for r in chunk for v in record_to_row(r)]
             )

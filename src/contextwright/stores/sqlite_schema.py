@@ -126,12 +126,17 @@ M006_RECORD_IDENTITY = f"""
 M007_WRITTEN_BY_TRIGGER = """
         CREATE TRIGGER records_written AFTER INSERT ON records BEGIN
             INSERT INTO records_fts(rowid, content) VALUES (new.rid, new.content);
+        END;
+        CREATE TRIGGER records_addressed AFTER INSERT ON records
+        WHEN new.recipients <> '[]' OR new.mentions <> '[]' BEGIN
             INSERT OR IGNORE INTO addressing
                 SELECT value, 'to', new.rid FROM json_each(new.recipients)
                 UNION ALL SELECT value, 'mention', new.rid FROM json_each(new.mentions);
             INSERT OR IGNORE INTO addressed_time
                 SELECT value, new.created_at, new.rid FROM json_each(new.recipients)
                 UNION ALL SELECT value, new.created_at, new.rid FROM json_each(new.mentions);
+        END;
+        CREATE TRIGGER records_tagged AFTER INSERT ON records WHEN new.tags <> '[]' BEGIN
             INSERT OR IGNORE INTO record_tags SELECT value, new.rid FROM json_each(new.tags);
         END;
 """
