@@ -121,8 +121,9 @@ M006_RECORD_IDENTITY = f"""
 # written by SQLite within the row's own INSERT: each statement that the store executes inside
 # the write lock hands the GIL over, and the writer waits for the busy assembling threads to give
 # it back (up to a switch interval, 5 ms, each), so an add was seven or more such waits; with the
-# trigger, one INSERT writes them all (SQLiteStore._add_batch). A later migration that rebuilds
-# `records` drops this trigger with the table and must create it again.
+# triggers, one INSERT writes them all (SQLiteStore._insert_new). Those of names and tags fire only
+# for rows that have some (most have none). A later migration that rebuilds `records` drops the
+# triggers with the table and must create them again.
 M007_WRITTEN_BY_TRIGGER = """
         CREATE TRIGGER records_written AFTER INSERT ON records BEGIN
             INSERT INTO records_fts(rowid, content) VALUES (new.rid, new.content);
