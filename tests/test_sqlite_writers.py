@@ -110,3 +110,11 @@ def test_a_second_store_of_the_file_in_the_writing_thread_errs_instead_of_hangin
     assert [r.id for r in first.get_many("p", ["later"])] == ["later"]
     first.close()
     second.close()
+
+
+def test_a_path_that_is_no_database_gets_no_lock_file(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not a database")
+    with pytest.raises(StoreError):
+        SQLiteStore(str(bad))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

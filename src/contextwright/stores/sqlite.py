@@ -178,7 +178,8 @@ class SQLiteStore(SQLiteText, SQLiteVectors, SQLiteFacts):
         return self._conns.get()
 
     def _migrate(self, conn: sqlite3.Connection, migrations: Sequence[Migration]) -> None:
-        with self._write_lock, self._writers:
+        # Not under the lock file: a path that is no database makes none beside it.
+        with self._write_lock:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
             )
