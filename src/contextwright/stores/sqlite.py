@@ -1,7 +1,9 @@
 """The default store: one SQLite file, WAL, FTS5 (BM25) and named migrations recorded in a table.
 
 Each thread gets its own connection (sources run on a thread pool); writes are serialized by one
-lock and run in a single transaction, so a rejected batch leaves the file exactly as it was.
+lock (and, between the processes of one file, a lock file: sqlite_writers.py) and run in a single
+transaction, so a rejected batch leaves the file exactly as it was. A record's full-text,
+addressing and tag rows are written by triggers within its INSERT (sqlite_schema.py, m007).
 `current_status` is the only column that changes after insert: it is derived from the append-only
 `status_facts` table, kept beside the record so that "open questions" is an indexed read.
 """
