@@ -573,6 +573,18 @@ def test_sqlite_a_new_migration_is_applied_and_recorded(tmp_path: Path) -> None:
     s.close()
 
 
+def test_sqlite_refuses_a_file_a_newer_version_migrated(tmp_path: Path) -> None:
+    # Its writes would miss what the newer migration changed (as m007's triggers write rows
+    # that an older writer would write a second time).
+    path = str(tmp_path / "m.db")
+    SQLiteStore(path, migrations=[*MIGRATIONS, ("m999_future", "CREATE TABLE f (x);")]).close()
+    with pytest.raises(StoreError, match="m999_future unknown here"):
+        SQLiteStore(path)
+    s = SQLiteStore(path, migrations=[*MIGRATIONS, ("m999_future", "")])  # a version that knows it
+    assert s.applied_migrations()[-1] == "m999_future"
+    s.close()
+
+
 def test_sqlite_a_failing_migration_is_rolled_back(tmp_path: Path) -> None:
     path = str(tmp_path / "m.db")
     bad = [*MIGRATIONS, ("m999_bad", "CREATE TABLE ok_part (x); CREATE TABLE records (x);")]
