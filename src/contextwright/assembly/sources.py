@@ -18,6 +18,7 @@ from ..ports import Hit, Query, RanksHere, ReadsMany, Store, Tokenizer, WarmHere
 from ..records import Record
 from ..roles import RoleProfile
 from .candidates import Candidate, one
+from .reads import ReadCache
 from .scoring import item_prefix
 
 T = TypeVar("T")
@@ -78,6 +79,8 @@ class SourceContext:
     deadline: float | None = None  # perf_counter time by which every source must be done
     # The tokens the window may hold (the budget's `available`); None where no budget applies.
     budget: int | None = None
+    # Reads kept from earlier calls at `version` (reads.py); None: every read goes to the store.
+    shared: ReadCache | None = field(default=None, repr=False)
 
     @property
     def query_text(self) -> str:
@@ -106,10 +109,19 @@ class SourceContext:
         return cast(T, fut.result(timeout=left))
 
     def query(self, q: Query) -> list[Record]:
-        """`store.query(q)`, read once per call (records are immutable, so sharing is safe)."""
+        """`store.query(q)`, read once per call (records are immutable, so sharing is safe), and
+        once per store version where earlier calls read it (`shared`)."""
         found = self.reads.get(q)
         if found is None:
-            found = self.reads[q] = self.store.query(q)
+            shared, version = self.shared, self.version
+            if shared is None or version is None:
+                found = self.store.query(q)
+            else:
+                found = shared.get(q, version)
+                if found is None:
+                    found = self.store.query(q)
+                    shared.put(q, version, found)
+            self.reads[q] = found
         return found
 
     def records_read(self) -> dict[str, Record]:
@@ -123,9 +135,19 @@ class SourceContext:
         many in one round trip (`ReadsMany`); elsewhere `query` reads each when asked."""
         store = self.store
         wanted = list(dict.fromkeys(q for q in queries if q not in self.reads))
+        shared, version = self.shared, self.version
+        if shared is not None and version is not None:
+            for q in wanted:
+                hit = shared.get(q, version)
+                if hit is not None:
+                    self.reads[q] = hit
+            wanted = [q for q in wanted if q not in self.reads]
         if wanted and capable(store, ReadsMany):
             found = cast(ReadsMany, store).query_many(wanted)
             self.reads.update(zip(wanted, found, strict=True))
+            if shared is not None and version is not None:
+                for q, rows in zip(wanted, found, strict=True):
+                    shared.put(q, version, rows)
 
 
 class Source(Protocol):

@@ -1,0 +1,136 @@
+"""The store reads of assemble calls, kept by (query, store version) for the calls after them.
+
+The bounded reads of the sources (pinned records, decisions in force, open items, what is
+addressed to an agent) are the same for every call of a project at one store version: every
+write to the project raises it (`store.version`, read once per call), so a result read at a
+version is the result of that read for as long as the version holds. Without this each call read
+them again: five statements and their rows, about a tenth of a cold call at 100k records.
+
+An engine's own write of records (`carry`, from RecordBook through `Assembler.written`) keeps
+the results that no record of the write can enter, at the write's new version: a record enters a
+read only if it matches the read's filters, and a write of records changes no stored record but
+the one a record `supersedes`. In the agent loop (a reply written before every call) the
+project-wide reads then survive the reply. Any other write (another engine or process, a status
+change) moves the version without a `carry`, and the next call reads again.
+
+Entries are also dropped after the source cache's TTL (cache.py; `cache_ttl_s=0` turns both
+off), so that a store whose `version` never moves cannot serve old reads for long.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+
+from ..ports import Query
+from ..records import Record
+
+Group = OrderedDict[Query, tuple[float, list[Record]]]
+
+
+def may_enter(q: Query, r: Record) -> bool:
+    """Could the read `q` return `r`? False only where one of `q`'s filters leaves `r` out
+    whatever else is stored (visibility aside: a record the agent may not see counts as one it
+    might)."""
+    if r.project != q.project:
+        return False
+    if q.kinds is not None and r.kind not in q.kinds:
+        return False
+    if q.pinned is not None and r.pinned != q.pinned:
+        return False
+    if q.statuses is not None and r.status not in q.statuses:
+        return False
+    for name in ("session", "author", "milestone"):
+        want = getattr(q, name)
+        if want is not None and getattr(r, name) != want:
+            return False
+    if (
+        q.addressed_to is not None
+        and q.addressed_to not in r.to
+        and q.addressed_to not in r.mentions
+    ):
+        return False
+    if q.tag is not None and q.tag not in r.tags:
+        return False
+    if q.since is not None and r.created_at < q.since:
+        return False
+    return q.before is None or r.created_at < q.before
+
+
+class ReadCache:
+    """Read results by project and store version, then by query; at most `groups` versions and
+    `per_group` reads each, the least recently used going first."""
+
+    def __init__(
+        self,
+        ttl_s: float,
+        per_group: int = 256,
+        groups: int = 8,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl_s = ttl_s
+        self.per_group = per_group
+        self.groups = groups
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._groups: OrderedDict[tuple[str, int], Group] = OrderedDict()
+
+    def get(self, q: Query, version: int) -> list[Record] | None:
+        group = self._groups.get((q.project, version))
+        if group is None:
+            return None
+        with self._lock:
+            entry = group.get(q)
+            if entry is None:
+                return None
+            if self.clock() >= entry[0]:
+                del group[q]
+                return None
+            group.move_to_end(q)
+        return entry[1]
+
+    def put(self, q: Query, version: int, found: list[Record]) -> None:
+        if self.ttl_s <= 0:
+            return
+        key = (q.project, version)
+        with self._lock:
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = OrderedDict()
+                while len(self._groups) > self.groups:
+                    self._groups.popitem(last=False)
+            group[q] = (self.clock() + self.ttl_s, found)
+            group.move_to_end(q)
+            while len(group) > self.per_group:
+                group.popitem(last=False)
+
+    def carry(self, project: str, before: int, after: int, written: Sequence[Record]) -> None:
+        """A write of `written` took `project` from `before` to `after`: the reads at `before`
+        that none of them may enter hold at `after` (see the module's doc)."""
+        with self._lock:
+            group = self._groups.pop((project, before), None)
+            if group is None or any(r.supersedes for r in written):
+                return
+            kept: Group = OrderedDict(
+                (q, entry)
+                for q, entry in group.items()
+                if not any(may_enter(q, r) for r in written)
+            )
+            if not kept:
+                return
+            there = self._groups.get((project, after))  # a call read at `after` already
+            if there is not None:
+                kept.update(there)
+            self._groups[(project, after)] = kept
+            while len(self._groups) > self.groups:
+                self._groups.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._groups.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(len(g) for g in self._groups.values())
