@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextwright import Budget, Engine
-from contextwright.assembly.reads import ReadCache, may_enter
+from contextwright.assembly.reads import Near, ReadCache, may_change, may_enter
 from contextwright.ports import Query
 from contextwright.records import Record, build_record
 from contextwright.stores import open_store
@@ -167,7 +167,9 @@ record_fields = st.fixed_dictionaries(
         "pinned": st.booleans(),
         "tags": st.lists(st.sampled_from(["ui", "db"]), max_size=1),
         "created_at": st.sampled_from([NOW - 300, NOW - 200, NOW - 100]),
-        "content": st.sampled_from(["plain words", "ask @bob about it", "@cy look"]),
+        "content": st.sampled_from(
+            ["plain words", "the login form fails", "ship plan for @bob?", "@cy see the ship plan"]
+        ),
     }
 )
 
@@ -252,3 +254,30 @@ def test_same_windows_with_reads_kept_or_not(tmp_path: Path, steps: list[Any]) -
             assert _window(kept, agent, task, "s1") == _window(fresh, agent, task, "s1")
     kept.close()
     fresh.close()
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    stored=st.lists(record_fields, min_size=1, max_size=8),
+    new=record_fields,
+    at=st.sampled_from([NOW - 250, NOW - 200, NOW - 150]),
+    agent=names,
+)
+def test_a_record_in_no_anchor_session_leaves_the_neighbours_as_they_were(
+    tmp_path: Path, stored: list[dict[str, Any]], new: dict[str, Any], at: float, agent: str
+) -> None:
+    store = SQLiteStore(f"{tmp_path}/n{next(_ids)}.db")
+    n = next(_ids)
+    store.add_many([_record(f"r{n}-{i}", **f) for i, f in enumerate(stored)])
+    anchors = ((stored[0]["session"], at), ("s2", at))
+    before = [
+        [[r.id for r in side] for side in pair] for pair in store.neighbours(P, agent, anchors)
+    ]
+    r = _record(f"new{n}", **new)
+    store.add_many([r])
+    if not may_change(Near(P, agent, anchors), r):
+        after = store.neighbours(P, agent, anchors)
+        assert [[[x.id for x in side] for side in pair] for pair in after] == before
+    store.close()

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
 
 from ..ports import BatchNeighbours, Query, capable
 from ..records import Record
@@ -160,9 +159,7 @@ def _all_neighbours(matches: Sequence[Record], ctx: SourceContext) -> dict[str, 
     if not capable(ctx.store, BatchNeighbours):
         return {m.id: _neighbours(m, ctx) for m in matches}
     out: dict[str, list[Record]] = {}
-    sides = cast(BatchNeighbours, ctx.store).neighbours(
-        ctx.project, ctx.agent, [(m.session, m.created_at) for m in matches]
-    )
+    sides = ctx.neighbours([(m.session, m.created_at) for m in matches])
     for m, (before, after) in zip(matches, sides, strict=True):
         out[m.id] = _keep([*before, *[a for a in after if a.id != m.id][:1]])
     return out

@@ -13,6 +13,9 @@ the one a record `supersedes`. In the agent loop (a reply written before every c
 project-wide reads then survive the reply. Any other write (another engine or process, a status
 change) moves the version without a `carry`, and the next call reads again.
 
+The records said around the strongest matches (locality.py's `neighbours` read, keyed `Near`)
+are kept the same way: a record may change them only if it is in one of their sessions.
+
 Entries are also dropped after the source cache's TTL (cache.py; `cache_ttl_s=0` turns both
 off), so that a store whose `version` never moves cannot serve old reads for long.
 """
@@ -23,11 +26,32 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from ..ports import Query
 from ..records import Record
 
-Group = OrderedDict[Query, tuple[float, list[Record]]]
+
+@dataclass(frozen=True, slots=True)
+class Near:
+    """The read of the records said around `anchors` (session, time) in their sessions, as
+    `agent` may see them (ports.BatchNeighbours, locality.py)."""
+
+    project: str
+    agent: str
+    anchors: tuple[tuple[str | None, float], ...]
+
+
+Key = Query | Near
+Group = OrderedDict[Key, tuple[float, Any]]
+
+
+def may_change(key: Key, r: Record) -> bool:
+    """Could storing `r` change what the read `key` returns?"""
+    if isinstance(key, Near):
+        return r.project == key.project and any(r.session == s for s, _ in key.anchors)
+    return may_enter(key, r)
 
 
 def may_enter(q: Query, r: Record) -> bool:
@@ -77,7 +101,8 @@ class ReadCache:
         self._lock = threading.Lock()
         self._groups: OrderedDict[tuple[str, int], Group] = OrderedDict()
 
-    def get(self, q: Query, version: int) -> list[Record] | None:
+    def get(self, q: Key, version: int) -> Any:
+        """What the read `q` returned at `version`, or None."""
         group = self._groups.get((q.project, version))
         if group is None:
             return None
@@ -91,7 +116,7 @@ class ReadCache:
             group.move_to_end(q)
         return entry[1]
 
-    def put(self, q: Query, version: int, found: list[Record]) -> None:
+    def put(self, q: Key, version: int, found: Any) -> None:
         if self.ttl_s <= 0:
             return
         key = (q.project, version)
@@ -116,7 +141,7 @@ class ReadCache:
             kept: Group = OrderedDict(
                 (q, entry)
                 for q, entry in group.items()
-                if not any(may_enter(q, r) for r in written)
+                if not any(may_change(q, r) for r in written)
             )
             if not kept:
                 return

@@ -14,11 +14,21 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard, TypeVar, cast
 
 from ..errors import ValidationError
-from ..ports import Hit, Query, RanksHere, ReadsMany, Store, Tokenizer, WarmHere, capable
+from ..ports import (
+    BatchNeighbours,
+    Hit,
+    Query,
+    RanksHere,
+    ReadsMany,
+    Store,
+    Tokenizer,
+    WarmHere,
+    capable,
+)
 from ..records import Record
 from ..roles import RoleProfile
 from .candidates import Candidate, one
-from .reads import ReadCache
+from .reads import Near, ReadCache
 from .scoring import item_prefix
 
 T = TypeVar("T")
@@ -117,11 +127,28 @@ class SourceContext:
             if shared is None or version is None:
                 found = self.store.query(q)
             else:
-                found = shared.get(q, version)
+                found = cast(list[Record] | None, shared.get(q, version))
                 if found is None:
                     found = self.store.query(q)
                     shared.put(q, version, found)
             self.reads[q] = found
+        return found
+
+    def neighbours(
+        self, anchors: Sequence[tuple[str | None, float]]
+    ) -> list[tuple[list[Record], list[Record]]]:
+        """The store's `neighbours` of `anchors` (ports.BatchNeighbours), once per store version
+        where earlier calls read them (`shared`): the agent loop asks for those of the same
+        matches on every turn."""
+        store = cast(BatchNeighbours, self.store)
+        shared, version = self.shared, self.version
+        if shared is None or version is None:
+            return store.neighbours(self.project, self.agent, anchors)
+        key = Near(self.project, self.agent, tuple(anchors))
+        found = cast(list[tuple[list[Record], list[Record]]] | None, shared.get(key, version))
+        if found is None:
+            found = store.neighbours(self.project, self.agent, anchors)
+            shared.put(key, version, found)
         return found
 
     def records_read(self) -> dict[str, Record]:
