@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextwright import Budget, Engine
-from contextwright.assembly.reads import Near, ReadCache, may_change, may_enter
+from contextwright.assembly.reads import Near, ReadCache, Replies, may_change, may_enter
 from contextwright.ports import Query
 from contextwright.records import Record, build_record
 from contextwright.stores import open_store
@@ -280,4 +280,38 @@ def test_a_record_in_no_anchor_session_leaves_the_neighbours_as_they_were(
     if not may_change(Near(P, agent, anchors), r):
         after = store.neighbours(P, agent, anchors)
         assert [[[x.id for x in side] for side in pair] for pair in after] == before
+    store.close()
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    stored=st.lists(st.tuples(record_fields, st.integers(-1, 3)), min_size=1, max_size=8),
+    new=st.tuples(record_fields, st.integers(-1, 3)),
+    asked=st.sets(st.integers(0, 3), min_size=1),
+    agent=names,
+)
+def test_a_record_replying_to_none_of_them_leaves_the_replies_as_they_were(
+    tmp_path: Path,
+    stored: list[tuple[dict[str, Any], int]],
+    new: tuple[dict[str, Any], int],
+    asked: set[int],
+    agent: str,
+) -> None:
+    store = SQLiteStore(f"{tmp_path}/q{next(_ids)}.db")
+    n = next(_ids)
+    ids = [f"r{n}-{i}" for i in range(len(stored))]
+
+    def replying(rid: str, fields: dict[str, Any], to: int) -> Record:
+        return _record(rid, **fields, reply_to=ids[to] if 0 <= to < len(ids) else None)
+
+    for i, (fields, to) in enumerate(stored):  # one by one: a reply names a stored record
+        store.add_many([replying(ids[i], fields, to if to < i else -1)])
+    questions = tuple(ids[i] for i in sorted(asked) if i < len(ids))
+    before = [r.id for r in store.replies_to(P, questions, agent)]
+    r = replying(f"new{n}", *new)
+    store.add_many([r])
+    if not may_change(Replies(P, agent, questions), r):
+        assert [x.id for x in store.replies_to(P, questions, agent)] == before
     store.close()

@@ -102,7 +102,7 @@ def link_replies(
     found = (
         links.replies
         if links is not None and links.replied == tuple(questions)
-        else ctx.store.replies_to(ctx.project, list(questions), ctx.agent)
+        else ctx.replies_to(list(questions))
     )
     for r in found:
         if r.reply_to and _visible(r, ctx) and r.status != "superseded":

@@ -14,7 +14,9 @@ project-wide reads then survive the reply. Any other write (another engine or pr
 change) moves the version without a `carry`, and the next call reads again.
 
 The records said around the strongest matches (locality.py's `neighbours` read, keyed `Near`)
-are kept the same way: a record may change them only if it is in one of their sessions.
+and the replies to the questions among the candidates (chains.py, `Replies`) are kept the same
+way: a record may change the first only if it is in one of their sessions, the second only if
+it replies to one of the questions.
 
 Entries are also dropped after the source cache's TTL (cache.py; `cache_ttl_s=0` turns both
 off), so that a store whose `version` never moves cannot serve old reads for long.
@@ -43,7 +45,16 @@ class Near:
     anchors: tuple[tuple[str | None, float], ...]
 
 
-Key = Query | Near
+@dataclass(frozen=True, slots=True)
+class Replies:
+    """The read of the replies to `ids` that `agent` may see (Store.replies_to, chains.py)."""
+
+    project: str
+    agent: str
+    ids: tuple[str, ...]
+
+
+Key = Query | Near | Replies
 Group = OrderedDict[Key, tuple[float, Any]]
 
 
@@ -51,6 +62,8 @@ def may_change(key: Key, r: Record) -> bool:
     """Could storing `r` change what the read `key` returns?"""
     if isinstance(key, Near):
         return r.project == key.project and any(r.session == s for s, _ in key.anchors)
+    if isinstance(key, Replies):
+        return r.project == key.project and r.reply_to in key.ids
     return may_enter(key, r)
 
 

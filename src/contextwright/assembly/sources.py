@@ -28,7 +28,7 @@ from ..ports import (
 from ..records import Record
 from ..roles import RoleProfile
 from .candidates import Candidate, one
-from .reads import Near, ReadCache
+from .reads import Key, Near, ReadCache, Replies
 from .scoring import item_prefix
 
 T = TypeVar("T")
@@ -141,13 +141,22 @@ class SourceContext:
         where earlier calls read them (`shared`): the agent loop asks for those of the same
         matches on every turn."""
         store = cast(BatchNeighbours, self.store)
+        key = Near(self.project, self.agent, tuple(anchors))
+        return self._kept(key, lambda: store.neighbours(self.project, self.agent, anchors))
+
+    def replies_to(self, ids: Sequence[str]) -> list[Record]:
+        """The store's `replies_to` of `ids` for this call's agent, once per store version
+        where earlier calls read them (`shared`)."""
+        key = Replies(self.project, self.agent, tuple(ids))
+        return self._kept(key, lambda: self.store.replies_to(self.project, ids, self.agent))
+
+    def _kept(self, key: Key, read: Callable[[], T]) -> T:
         shared, version = self.shared, self.version
         if shared is None or version is None:
-            return store.neighbours(self.project, self.agent, anchors)
-        key = Near(self.project, self.agent, tuple(anchors))
-        found = cast(list[tuple[list[Record], list[Record]]] | None, shared.get(key, version))
+            return read()
+        found = cast(T | None, shared.get(key, version))
         if found is None:
-            found = store.neighbours(self.project, self.agent, anchors)
+            found = read()
             shared.put(key, version, found)
         return found
 
