@@ -244,7 +244,7 @@ class Assembler:
             created_at=now,
             request=request.to_dict(),
             budget=bud.to_dict(),
-            decisions=[*packed.decisions, *excluded],
+            decisions=[*packed.pending, *excluded],
             runs=runs,
             sections={n: sum(i.tokens for i in items) for n, items in sections.items() if items},
             tokens=rendered.tokens,
@@ -256,6 +256,7 @@ class Assembler:
                 "pack": _ms(t_merge, t_pack),
                 "render": _ms(t_pack, t_render),
             },
+            settle=packed.settle,
         )
         for hook in self.notes:
             hook.annotate(trace)

@@ -4,7 +4,7 @@ keeping them, `decision_json`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 from ..assembly.candidates import round4
@@ -26,13 +26,25 @@ def build_trace(
     tokens: int,
     warnings: list[str],
     timings_ms: dict[str, float],
+    settle: Callable[[], None] = lambda: None,
 ) -> PendingTrace:
+    """`settle` fills in what the packer left to count off the call (packing.Packed.settle):
+    the items are built after it."""
     dropped = sum(1 for d in decisions if not d.kept and not d.truncated)
     truncated = sum(1 for d in decisions if d.truncated)
+
+    def items() -> list[dict[str, Any]]:
+        settle()
+        return [decision_dict(d) for d in decisions]
+
+    def items_json() -> list[dict[str, Any]]:
+        settle()
+        return [decision_json(d) for d in decisions]
+
     return PendingTrace(
-        lambda: [decision_dict(d) for d in decisions],
+        items,
         (len(decisions) - dropped, truncated, dropped),
-        lambda: [decision_json(d) for d in decisions],
+        items_json,
         id=new_id(),
         project=project,
         agent=agent,
