@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
-from ..assembly.candidates import round4
+from ..assembly.candidates import round4, rounded_components
 from ..assembly.packing import Decision
 from ..ids import new_id
 from .trace import PendingTrace, SourceRun
@@ -78,7 +78,6 @@ def decision_json(d: Decision) -> dict[str, object]:
     c = d.candidate
     records = c.records
     r = records[0] if records else None
-    comps = c.components
     return {
         "key": c.key,
         "record_ids": (r.id,) if len(records) == 1 and r else tuple([x.id for x in records]),
@@ -87,8 +86,8 @@ def decision_json(d: Decision) -> dict[str, object]:
         "section": c.section,
         "source": c.source,
         "sources": c.sources or (c.source,),
-        "score": round(c.score, 4),
-        "components": {k: round4(comps[k]) for k in sorted(comps)},
+        "score": round4(c.score),
+        "components": rounded_components(c.components),
         "reasons": c.reasons,
         "decision": "truncated" if d.truncated else ("kept" if d.kept else "dropped"),
         "reason": d.reason,
