@@ -187,7 +187,7 @@ def round4(v: float) -> float:
     if hit is None:
         if v.is_integer():
             return v  # its own rounding; and -0.0, equal to 0.0 as a key, stays as it is
-        if len(_ROUNDED) >= 65_536:
+        if len(_ROUNDED) >= 16_384:
             _ROUNDED.clear()
         hit = _ROUNDED[v] = round(v, 4)
     return hit
