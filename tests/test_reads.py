@@ -141,10 +141,13 @@ def test_entries_expire_and_bounds_hold() -> None:
         cache.put(q, 1, [])
     assert cache.get(qs[0], 1) is None and len(cache) == 2  # the oldest left
     cache.put(qs[1], 2, [])
-    cache.put(qs[1], 3, [])
-    assert cache.get(qs[1], 1) is None and len(cache) == 2  # version 1's group left
+    assert cache.get(qs[1], 1) is None and len(cache) == 1  # a newer version: the older left
+    cache.put(Query("other", "bob"), 1, [])
+    cache.put(Query("third", "bob"), 1, [])
+    assert cache.get(qs[1], 2) is None and len(cache) == 2  # two projects at most
+    cache.put(qs[2], 3, [])
     t[0] = 10.0
-    assert cache.get(qs[1], 3) is None
+    assert cache.get(qs[2], 3) is None
     assert len(ReadCache(ttl_s=0)) == 0
     off = ReadCache(ttl_s=0)
     off.put(qs[0], 1, [])

@@ -97,13 +97,15 @@ def may_enter(q: Query, r: Record) -> bool:
 
 
 class ReadCache:
-    """Read results by project and store version, then by query; at most `groups` versions and
-    `per_group` reads each, the least recently used going first."""
+    """Read results by project and store version, then by query; at most `groups` versions (one
+    per project but for calls still running at an older one) and `per_group` reads each, the
+    least recently used going first: at most 1,024 reads of at most a source's limit of records
+    each, records that the store's record cache mostly holds anyway."""
 
     def __init__(
         self,
         ttl_s: float,
-        per_group: int = 256,
+        per_group: int = 128,
         groups: int = 8,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -136,6 +138,10 @@ class ReadCache:
         with self._lock:
             group = self._groups.get(key)
             if group is None:
+                # A project's older versions are read by no call to come (its version only
+                # grows), but a call still running.
+                for old in [k for k in self._groups if k[0] == q.project and k[1] < version]:
+                    del self._groups[old]
                 group = self._groups[key] = OrderedDict()
                 while len(self._groups) > self.groups:
                     self._groups.popitem(last=False)
