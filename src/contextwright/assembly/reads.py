@@ -29,7 +29,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from ..ports import Query
 from ..records import Record
@@ -56,6 +56,7 @@ class Replies:
 
 Key = Query | Near | Replies
 Group = OrderedDict[Key, tuple[float, Any]]
+T = TypeVar("T")
 
 
 def may_change(key: Key, r: Record) -> bool:
@@ -178,3 +179,14 @@ class ReadCache:
     def __len__(self) -> int:
         with self._lock:
             return sum(len(g) for g in self._groups.values())
+
+
+def kept_read(shared: ReadCache | None, version: int | None, key: Key, read: Callable[[], T]) -> T:
+    """`read()`, the read `key` names, or what an earlier call read at `version` (`shared`)."""
+    if shared is None or version is None:
+        return read()
+    found = cast(T | None, shared.get(key, version))
+    if found is None:
+        found = read()
+        shared.put(key, version, found)
+    return found

@@ -14,21 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard, TypeVar, cast
 
 from ..errors import ValidationError
-from ..ports import (
-    BatchNeighbours,
-    Hit,
-    Query,
-    RanksHere,
-    ReadsMany,
-    Store,
-    Tokenizer,
-    WarmHere,
-    capable,
-)
+from ..ports import Hit, Query, RanksHere, ReadsMany, Store, Tokenizer, WarmHere, capable
 from ..records import Record
 from ..roles import RoleProfile
 from .candidates import Candidate, one
-from .reads import Key, Near, ReadCache, Replies
+from .reads import ReadCache, kept_read
 from .scoring import item_prefix
 
 T = TypeVar("T")
@@ -120,44 +110,11 @@ class SourceContext:
 
     def query(self, q: Query) -> list[Record]:
         """`store.query(q)`, read once per call (records are immutable, so sharing is safe), and
-        once per store version where earlier calls read it (`shared`)."""
+        once per store version where earlier calls read it (`shared`, reads.py)."""
         found = self.reads.get(q)
         if found is None:
-            shared, version = self.shared, self.version
-            if shared is None or version is None:
-                found = self.store.query(q)
-            else:
-                found = cast(list[Record] | None, shared.get(q, version))
-                if found is None:
-                    found = self.store.query(q)
-                    shared.put(q, version, found)
-            self.reads[q] = found
-        return found
-
-    def neighbours(
-        self, anchors: Sequence[tuple[str | None, float]]
-    ) -> list[tuple[list[Record], list[Record]]]:
-        """The store's `neighbours` of `anchors` (ports.BatchNeighbours), once per store version
-        where earlier calls read them (`shared`): the agent loop asks for those of the same
-        matches on every turn."""
-        store = cast(BatchNeighbours, self.store)
-        key = Near(self.project, self.agent, tuple(anchors))
-        return self._kept(key, lambda: store.neighbours(self.project, self.agent, anchors))
-
-    def replies_to(self, ids: Sequence[str]) -> list[Record]:
-        """The store's `replies_to` of `ids` for this call's agent, once per store version
-        where earlier calls read them (`shared`)."""
-        key = Replies(self.project, self.agent, tuple(ids))
-        return self._kept(key, lambda: self.store.replies_to(self.project, ids, self.agent))
-
-    def _kept(self, key: Key, read: Callable[[], T]) -> T:
-        shared, version = self.shared, self.version
-        if shared is None or version is None:
-            return read()
-        found = cast(T | None, shared.get(key, version))
-        if found is None:
-            found = read()
-            shared.put(key, version, found)
+            read = self.store.query
+            found = self.reads[q] = kept_read(self.shared, self.version, q, lambda: read(q))
         return found
 
     def records_read(self) -> dict[str, Record]:
@@ -170,19 +127,17 @@ class SourceContext:
         """Read `queries` not read yet into `reads` with one `query_many`, where the store answers
         many in one round trip (`ReadsMany`); elsewhere `query` reads each when asked."""
         store = self.store
-        wanted = list(dict.fromkeys(q for q in queries if q not in self.reads))
         shared, version = self.shared, self.version
-        if shared is not None and version is not None:
-            for q in wanted:
-                hit = shared.get(q, version)
-                if hit is not None:
-                    self.reads[q] = hit
-            wanted = [q for q in wanted if q not in self.reads]
+        for q in queries:  # what earlier calls read at this version
+            hit = None if shared is None or version is None else shared.get(q, version)
+            if hit is not None and q not in self.reads:
+                self.reads[q] = hit
+        wanted = list(dict.fromkeys(q for q in queries if q not in self.reads))
         if wanted and capable(store, ReadsMany):
             found = cast(ReadsMany, store).query_many(wanted)
             self.reads.update(zip(wanted, found, strict=True))
-            if shared is not None and version is not None:
-                for q, rows in zip(wanted, found, strict=True):
+            for q, rows in zip(wanted, found, strict=True):
+                if shared is not None and version is not None:
                     shared.put(q, version, rows)
 
 
