@@ -57,6 +57,7 @@ def test_the_least_cost_is_at_most_what_pack_counts(
     for c in _candidates(batch, counter):
         dated = c.section in DATED_SECTIONS
         bound = packing.least_cost(c, c.section, dated, fmt)
+        assert bound <= c.tokens + packing.MOST_LEAST  # where pack looks for the bound at all
         for days in (set(), {"every day"}):
             cost, _, _ = packing.fit_cost(c, dated, days, fmt, "alice", counter, stored)
             assert bound <= cost, (c.key, c.section, fmt)

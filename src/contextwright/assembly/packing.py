@@ -46,6 +46,9 @@ class Decision:
 # A history turn's least cost beside its text: its message's envelope (openai: 4; the other
 # formats' is larger).
 LEAST_HISTORY_COST = PER_MESSAGE + 1
+# `least_cost` is at most a candidate's own count and this (a tool call's two messages), for the
+# candidates of the sources: pack asks for the bound only where the room is below that.
+MOST_LEAST = 2 * LEAST_HISTORY_COST + TOOL_CALL_OVERHEAD + 1
 
 
 @dataclass(slots=True)
@@ -261,7 +264,8 @@ def pack(
                 room = min(room, cap - used_here)
             room_src = min(room, src_left) if src_left is not None and not c.pinned else room
             if (
-                room_src < least_cost(c, name, dated, fmt)
+                room_src < c.tokens + MOST_LEAST  # else it may well fit: no bound to compute
+                and room_src < least_cost(c, name, dated, fmt)
                 and items
                 and not c.pinned
                 and name != "state"
