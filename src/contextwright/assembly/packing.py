@@ -58,6 +58,7 @@ class Unpriced:
     kept as it was at that point of the packing."""
 
     decision: Decision
+    section: str
     src_left: int | None
     src_cap: int | None
     room: int
@@ -96,7 +97,7 @@ class Packed:
             d = u.decision
             cost = unit_cost(d.candidate, fmt, agent, counter, stored)
             d.reason = drop_reason(
-                d.candidate, cost, u.src_left, u.src_cap, u.room, u.cap, u.used_here
+                d.candidate, u.section, cost, u.src_left, u.src_cap, u.room, u.cap, u.used_here
             )
             d.tokens = cost
         self.unpriced = []
@@ -148,6 +149,7 @@ def fit_cost(
 
 def drop_reason(
     c: Candidate,
+    section: str,
     cost: int,
     src_left: int | None,
     src_cap: int | None,
@@ -160,7 +162,7 @@ def drop_reason(
     if src_left is not None and src_cap is not None and cost > src_left and cost <= room:
         return f"source cap: {c.source} already used {src_cap - src_left} of {src_cap} tokens"
     if cap is not None and cost > cap - used_here:
-        return f"section cap: {c.section} limited to {cap} tokens"
+        return f"section cap: {section} limited to {cap} tokens"
     return f"budget exhausted: needs {cost} tokens, {max(room, 0)} left"
 
 
@@ -275,7 +277,7 @@ def pack(
                 # most candidates left (a quarter of a cold call's at 100k records).
                 d = Decision(c, False, "", 0)
                 decisions.append(d)
-                unpriced.append(Unpriced(d, src_left, src_cap, room, cap, used_here))
+                unpriced.append(Unpriced(d, name, src_left, src_cap, room, cap, used_here))
                 continue
             cost, day, line = fit_cost(c, dated, days, fmt, agent, counter, stored_counts)
             if cost <= room_src:
@@ -304,7 +306,7 @@ def pack(
                             available=available,
                             needed=cost,
                         )
-                    reason = drop_reason(c, cost, src_left, src_cap, room, cap, used_here)
+                    reason = drop_reason(c, name, cost, src_left, src_cap, room, cap, used_here)
                     decisions.append(Decision(c, False, reason, cost))
                     continue
             remaining -= cost + extra
