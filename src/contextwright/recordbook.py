@@ -36,15 +36,16 @@ class RecordBook:
         clock: Callable[[], float],
         counts: StoredCounts,
         on_write: Callable[[], None] = lambda: None,
-        on_written: Callable[[Sequence[Written]], None] = lambda steps: None,
+        on_written: Callable[[Sequence[Written], Sequence[Record]], None] = lambda s, r: None,
     ) -> None:
         self.store = store
         self.counter = counter
         self.clock = clock
         self.counts = counts
         self.on_write = on_write  # the vector worker's wake-up
-        # Told the version steps of each write where the store reports them (ReportsWrites):
-        # the assembler's caches keyed by the version follow its own writes (run.Assembler).
+        # Told the version steps of each write where the store reports them (ReportsWrites), with
+        # the records it stored: the assembler's caches keyed by the version follow its own
+        # writes (run.Assembler).
         self.on_written = on_written
 
     def add(self, **fields: Any) -> Record:
@@ -62,7 +63,7 @@ class RecordBook:
             return store.add_many(records)
         stored, steps = cast(ReportsWrites, store).add_many_written(records)
         if steps:
-            self.on_written(steps)
+            self.on_written(steps, stored)
         return stored
 
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[Record]:

@@ -7,7 +7,8 @@ version is `store.version(project)`, read once per assemble call (`SourceContext
 every write to the project raises. A write therefore invalidates every entry of its project at
 once, without a message bus; the short TTL bounds how long a process may hold results at all.
 Candidates are copied in and out, because scoring writes into them. Only sources that opt in
-(`cacheable = True`, e.g. full text) are cached.
+(`cacheable = True`, e.g. full text) are cached. The store reads of every source are kept apart,
+by (query, version), in `reads` (reads.py), under the same TTL.
 
 A result is kept from the second time its key misses within the TTL, not the first: most keys
 never come again (every call of an agent loop follows a write, which changes the version; a cold
@@ -27,6 +28,7 @@ from itertools import islice
 
 from ..errors import ValidationError
 from .candidates import Candidate, Frozen, freeze, thaw
+from .reads import ReadCache
 from .sources import Source, SourceContext
 
 CacheKey = tuple[Hashable, ...]
@@ -66,6 +68,8 @@ class SourceCache:
         # Keys missed once, until when (see the module's doc): the next miss within the TTL keeps
         # its result.
         self._seen: OrderedDict[CacheKey, float] = OrderedDict()
+        # The sources' store reads by (query, store version), with the same TTL (reads.py).
+        self.reads = ReadCache(self.ttl_s, clock=clock)
 
     @property
     def enabled(self) -> bool:
@@ -157,6 +161,7 @@ class SourceCache:
         with self._lock:
             self._entries.clear()
             self._seen.clear()
+        self.reads.clear()
 
     def __len__(self) -> int:
         with self._lock:

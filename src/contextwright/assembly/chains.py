@@ -20,6 +20,7 @@ from ..ports import ReadsLinks, Store, Tokenizer, capable
 from ..records import Record
 from .candidates import Candidate
 from .packing import Decision
+from .reads import Replies, kept_read
 from .render import CHAIN_MARK, quoted
 from .scoring import item_prefix
 from .sources import SourceContext, record_candidate
@@ -99,11 +100,14 @@ def link_replies(
     if not questions:
         return candidates, []
     replies: dict[str, list[Record]] = {}
-    found = (
-        links.replies
-        if links is not None and links.replied == tuple(questions)
-        else ctx.store.replies_to(ctx.project, list(questions), ctx.agent)
-    )
+    if links is not None and links.replied == tuple(questions):
+        found = links.replies
+    else:  # kept for the calls after this one at its store version (reads.py)
+        key = Replies(ctx.project, ctx.agent, tuple(questions))
+        read = ctx.store.replies_to
+        found = kept_read(
+            ctx.shared, ctx.version, key, lambda: read(ctx.project, list(key.ids), ctx.agent)
+        )
     for r in found:
         if r.reply_to and _visible(r, ctx) and r.status != "superseded":
             replies.setdefault(r.reply_to, []).append(r)

@@ -23,6 +23,7 @@ from typing import cast
 from ..ports import BatchNeighbours, Query, capable
 from ..records import Record
 from .candidates import Candidate
+from .reads import Near, kept_read
 from .scoring import ScoringConfig
 from .sources import KNOWLEDGE_AT, SourceContext, record_candidate
 
@@ -160,9 +161,14 @@ def _all_neighbours(matches: Sequence[Record], ctx: SourceContext) -> dict[str, 
     if not capable(ctx.store, BatchNeighbours):
         return {m.id: _neighbours(m, ctx) for m in matches}
     out: dict[str, list[Record]] = {}
-    sides = cast(BatchNeighbours, ctx.store).neighbours(
-        ctx.project, ctx.agent, [(m.session, m.created_at) for m in matches]
-    )
+    store = cast(BatchNeighbours, ctx.store)
+    anchors = tuple((m.session, m.created_at) for m in matches)
+    # Kept for the calls after this one at its store version (reads.py): the agent loop asks
+    # for the same matches' neighbours on every turn.
+    sides = kept_read(
+        ctx.shared, ctx.version, Near(ctx.project, ctx.agent, anchors),
+        lambda: store.neighbours(ctx.project, ctx.agent, anchors),
+    )  # fmt: skip
     for m, (before, after) in zip(matches, sides, strict=True):
         out[m.id] = _keep([*before, *[a for a in after if a.id != m.id][:1]])
     return out

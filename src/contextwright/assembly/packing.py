@@ -19,6 +19,8 @@ from .candidates import SECTIONS, Candidate, Item
 from .caps import charged_source
 from .render import (
     DATED_SECTIONS,
+    PER_MESSAGE,
+    TOOL_CALL_OVERHEAD,
     day_heading,
     fixed_cost,
     heading_cost,
@@ -41,13 +43,127 @@ class Decision:
     truncated: bool = False
 
 
+# A history turn's least cost beside its text: its message's envelope (openai: 4; the other
+# formats' is larger).
+LEAST_HISTORY_COST = PER_MESSAGE + 1
+# `least_cost` is at most a candidate's own count and this (a tool call's two messages), for the
+# candidates of the sources: pack asks for the bound only where the room is below that.
+MOST_LEAST = 2 * LEAST_HISTORY_COST + TOOL_CALL_OVERHEAD + 1
+
+
+@dataclass(slots=True)
+class Unpriced:
+    """A drop whose cost (and so its reason) is counted when the trace is built, not on the call:
+    a candidate that met less room than it costs at least (`least_cost`). What the reason needs is
+    kept as it was at that point of the packing."""
+
+    decision: Decision
+    section: str
+    src_left: int | None
+    src_cap: int | None
+    room: int
+    cap: int | None
+    used_here: int
+
+
 @dataclass
 class Packed:
     sections: dict[str, list[Item]]
-    decisions: list[Decision]
+    # Every decision in packing order; the unpriced drops' reasons and costs are filled in by
+    # `settle` (`decisions` settles first; the call hands the trace builder these and `settle`).
+    pending: list[Decision]
     used: int
     available: int
     section_tokens: dict[str, int] = field(default_factory=dict)
+    unpriced: list[Unpriced] = field(default_factory=list)
+    # What `settle` counts with: the format, the agent, the counter, and whether stored counts hold.
+    pricing: tuple[str, str, Tokenizer | None, bool] = ("openai", "", None, False)
+
+    @property
+    def decisions(self) -> list[Decision]:
+        self.settle()
+        return self.pending
+
+    def settle(self) -> None:
+        """Count the cost of each unpriced drop and write its reason, as `pack` would have on
+        the call. Safe to call more than once, and from two threads at once (both write the
+        same values)."""
+        todo = self.unpriced
+        if not todo:
+            return
+        fmt, agent, counter, stored = self.pricing
+        assert counter is not None
+        for u in todo:
+            d = u.decision
+            cost = unit_cost(d.candidate, fmt, agent, counter, stored)
+            d.reason = drop_reason(
+                d.candidate, u.section, cost, u.src_left, u.src_cap, u.room, u.cap, u.used_here
+            )
+            d.tokens = cost
+        self.unpriced = []
+
+
+def least_cost(c: Candidate, section: str, dated: bool, fmt: str) -> int:
+    """A lower bound of what `pack` counts for `c` in `section` (`fit_cost`), from the counts
+    that `c` carries and the constants of its layout alone, for any tokenizer: a candidate that
+    meets less room is dropped before its cost is counted."""
+    recs = c.records
+    if section == "history":
+        if fmt != "openai":
+            return LEAST_HISTORY_COST
+        if recs and recs[0].kind == "tool_call":  # two messages; the result's text if any
+            return 2 * LEAST_HISTORY_COST + TOOL_CALL_OVERHEAD + (c.tokens if len(recs) > 1 else 0)
+        return LEAST_HISTORY_COST + c.tokens
+    if dated and c.dated_line:  # the record's count, its line's space and newline
+        r = recs[0]
+        return r.tokens + 2 if r.content.isprintable() else 1
+    if len(recs) > 1 or c.text.isprintable():  # no line to indent: the text's own count
+        return c.tokens + 1
+    return 1
+
+
+def fit_cost(
+    c: Candidate,
+    dated: bool,
+    days: set[str],
+    fmt: str,
+    agent: str,
+    counter: Tokenizer,
+    stored_counts: bool,
+) -> tuple[int, str | None, str]:
+    """What `c` costs where `pack` meets it, the day it is shown under (or None) and its line: in
+    a dated section a record's line without its date, under its day's line (paid once per day:
+    `days` are those paid for already), else `unit_cost`."""
+    if not (dated and c.dated_line):
+        return unit_cost(c, fmt, agent, counter, stored_counts), None, c.text
+    r = c.records[0]
+    day, short = day_label(r), item_prefix(r, dated=False)
+    line = f"{short} {r.content}"
+    shown = quoted(line)
+    if shown is line:
+        cost = counter.count(short) + r.tokens + 2  # the line and its newline
+    else:  # its further lines are indented (render.quoted)
+        cost = shown_count(counter, short, r, shown, stored_counts) + 1
+    return cost + (0 if day in days else day_cost(day, counter)), day, line
+
+
+def drop_reason(
+    c: Candidate,
+    section: str,
+    cost: int,
+    src_left: int | None,
+    src_cap: int | None,
+    room: int,
+    cap: int | None,
+    used_here: int,
+) -> str:
+    """Why a candidate of `cost` tokens was dropped, given what its source, its section and the
+    budget had left."""
+    if src_left is not None and src_cap is not None and cost > src_left and cost <= room:
+        return f"source cap: {c.source} already used {src_cap - src_left} of {src_cap} tokens"
+    if cap is not None and cost > cap - used_here:
+        return f"section cap: {section} limited to {cap} tokens"
+    return f"budget exhausted: needs {cost} tokens, {max(room, 0)} left"
 
 
 def marker(omitted: int) -> str:
@@ -124,6 +240,7 @@ def pack(
         by_section[c.section].append(c)
     sections: dict[str, list[Item]] = {name: [] for name in SECTIONS}
     decisions: list[Decision] = []
+    unpriced: list[Unpriced] = []
     source_used: dict[str, int] = {}
     section_tokens: dict[str, int] = {}
     for name in SECTIONS:
@@ -135,19 +252,6 @@ def pack(
         dated = name in DATED_SECTIONS
         days: set[str] = set()  # days whose line this section already pays for
         for c in sorted(by_section[name], key=order_key):
-            day, line = None, c.text
-            if dated and c.dated_line:  # shown under its day's line, without its own date
-                r = c.records[0]
-                day, short = day_label(r), item_prefix(r, dated=False)
-                line = f"{short} {r.content}"
-                shown = quoted(line)
-                if shown is line:
-                    cost = counter.count(short) + r.tokens + 2  # the line and its newline
-                else:  # its further lines are indented (render.quoted)
-                    cost = shown_count(counter, short, r, shown, stored_counts) + 1
-                cost += 0 if day in days else day_cost(day, counter)
-            else:
-                cost = unit_cost(c, fmt, agent, counter, stored_counts)
             extra = 0 if items else head
             src_cap = source_caps.get(c.source)
             if (
@@ -161,6 +265,21 @@ def pack(
             if cap is not None:
                 room = min(room, cap - used_here)
             room_src = min(room, src_left) if src_left is not None and not c.pinned else room
+            if (
+                room_src < c.tokens + MOST_LEAST  # else it may well fit: no bound to compute
+                and room_src < least_cost(c, name, dated, fmt)
+                and items
+                and not c.pinned
+                and name != "state"
+            ):
+                # It cannot fit, and only an oversized item is cut: its cost and reason are
+                # counted off the call (Packed.settle). Once the budget is nearly spent, this is
+                # most candidates left (a quarter of a cold call's at 100k records).
+                d = Decision(c, False, "", 0)
+                decisions.append(d)
+                unpriced.append(Unpriced(d, name, src_left, src_cap, room, cap, used_here))
+                continue
+            cost, day, line = fit_cost(c, dated, days, fmt, agent, counter, stored_counts)
             if cost <= room_src:
                 items.append(Item(c, line, cost, day=day))
                 if day is not None:
@@ -187,12 +306,7 @@ def pack(
                             available=available,
                             needed=cost,
                         )
-                    if src_left is not None and cost > src_left and cost <= room:
-                        reason = f"source cap: {c.source} already used {source_caps[c.source] - src_left} of {source_caps[c.source]} tokens"
-                    elif cap is not None and cost > cap - used_here:
-                        reason = f"section cap: {name} limited to {cap} tokens"
-                    else:
-                        reason = f"budget exhausted: needs {cost} tokens, {max(room, 0)} left"
+                    reason = drop_reason(c, name, cost, src_left, src_cap, room, cap, used_here)
                     decisions.append(Decision(c, False, reason, cost))
                     continue
             remaining -= cost + extra
@@ -203,7 +317,10 @@ def pack(
             section_tokens[name] = used_here
     # History reads in time order; it was packed newest first.
     sections["history"].sort(key=lambda i: (i.candidate.created_at, i.candidate.key))
-    return Packed(sections, decisions, available - remaining, available, section_tokens)
+    return Packed(
+        sections, decisions, available - remaining, available, section_tokens,
+        unpriced, (fmt, agent, counter, stored_counts),
+    )  # fmt: skip
 
 
 def drop_last(packed: Packed, reason: str) -> bool:

@@ -14,6 +14,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 from ..budget import Budget
 from ..errors import BudgetError
 from ..ports import Store, Tokenizer, Written
+from ..records import Record
 from ..roles import Agent
 from ..rules import actions
 from ..rules.loading import coerce_rules
@@ -81,16 +82,19 @@ class Assembler:
             hit = self._people[project] = (version, frozenset(self.store.agents(project)))
         return hit[1]
 
-    def written(self, steps: Sequence[Written]) -> None:
-        """A write of records made through this engine (RecordBook): the project's authors and
+    def written(self, steps: Sequence[Written], records: Sequence[Record] = ()) -> None:
+        """A write of `records` made through this engine (RecordBook): the project's authors and
         token-count note read at a step's `before` version hold at its `after` (with the
-        written records' authors added), so the next call reads neither again. At any other
-        version (another writer came between) they are read again as after any write."""
+        written records' authors added), and so do the sources' reads that none of the records
+        may enter (reads.py), so the next call reads none of them again. At any other version
+        (another writer came between) they are read again as after any write."""
         for w in steps:
             hit = self._people.get(w.project)
             if hit is not None and hit[0] == w.before:
                 self._people[w.project] = (w.after, hit[1] | w.authors)
             self.counts.carry(w.project, w.before, w.after)
+            mine = [r for r in records if r.project == w.project]
+            self.cache.reads.carry(w.project, w.before, w.after, mine)
 
     def resolve(self, request: AssembleRequest) -> tuple[AssembleRequest, Agent, list[Source]]:
         """What needs the store: a task's objective, the agent's default budget, the sources."""
@@ -147,6 +151,7 @@ class Assembler:
             limits=dict(request.limits),
             version=version,
             budget=bud.available,
+            shared=self.cache.reads if self.cache.enabled else None,
         )
         ctx.options["locality"] = self.locality
         if request.task_id is not None:
@@ -239,7 +244,7 @@ class Assembler:
             created_at=now,
             request=request.to_dict(),
             budget=bud.to_dict(),
-            decisions=[*packed.decisions, *excluded],
+            decisions=[*packed.pending, *excluded],
             runs=runs,
             sections={n: sum(i.tokens for i in items) for n, items in sections.items() if items},
             tokens=rendered.tokens,
@@ -251,6 +256,7 @@ class Assembler:
                 "pack": _ms(t_merge, t_pack),
                 "render": _ms(t_pack, t_render),
             },
+            settle=packed.settle,
         )
         for hook in self.notes:
             hook.annotate(trace)

@@ -18,6 +18,7 @@ from ..ports import Hit, Query, RanksHere, ReadsMany, Store, Tokenizer, WarmHere
 from ..records import Record
 from ..roles import RoleProfile
 from .candidates import Candidate, one
+from .reads import ReadCache, kept_read
 from .scoring import item_prefix
 
 T = TypeVar("T")
@@ -78,6 +79,8 @@ class SourceContext:
     deadline: float | None = None  # perf_counter time by which every source must be done
     # The tokens the window may hold (the budget's `available`); None where no budget applies.
     budget: int | None = None
+    # Reads kept from earlier calls at `version` (reads.py); None: every read goes to the store.
+    shared: ReadCache | None = field(default=None, repr=False)
 
     @property
     def query_text(self) -> str:
@@ -106,10 +109,12 @@ class SourceContext:
         return cast(T, fut.result(timeout=left))
 
     def query(self, q: Query) -> list[Record]:
-        """`store.query(q)`, read once per call (records are immutable, so sharing is safe)."""
+        """`store.query(q)`, read once per call (records are immutable, so sharing is safe), and
+        once per store version where earlier calls read it (`shared`, reads.py)."""
         found = self.reads.get(q)
         if found is None:
-            found = self.reads[q] = self.store.query(q)
+            read = self.store.query
+            found = self.reads[q] = kept_read(self.shared, self.version, q, lambda: read(q))
         return found
 
     def records_read(self) -> dict[str, Record]:
@@ -122,10 +127,18 @@ class SourceContext:
         """Read `queries` not read yet into `reads` with one `query_many`, where the store answers
         many in one round trip (`ReadsMany`); elsewhere `query` reads each when asked."""
         store = self.store
+        shared, version = self.shared, self.version
+        for q in queries:  # what earlier calls read at this version
+            hit = None if shared is None or version is None else shared.get(q, version)
+            if hit is not None and q not in self.reads:
+                self.reads[q] = hit
         wanted = list(dict.fromkeys(q for q in queries if q not in self.reads))
         if wanted and capable(store, ReadsMany):
             found = cast(ReadsMany, store).query_many(wanted)
             self.reads.update(zip(wanted, found, strict=True))
+            for q, rows in zip(wanted, found, strict=True):
+                if shared is not None and version is not None:
+                    shared.put(q, version, rows)
 
 
 class Source(Protocol):

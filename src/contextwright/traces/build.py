@@ -4,10 +4,10 @@ keeping them, `decision_json`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
-from ..assembly.candidates import round4
+from ..assembly.candidates import round4, rounded_components
 from ..assembly.packing import Decision
 from ..ids import new_id
 from .trace import PendingTrace, SourceRun
@@ -26,13 +26,25 @@ def build_trace(
     tokens: int,
     warnings: list[str],
     timings_ms: dict[str, float],
+    settle: Callable[[], None] = lambda: None,
 ) -> PendingTrace:
+    """`settle` fills in what the packer left to count off the call (packing.Packed.settle):
+    the items are built after it."""
     dropped = sum(1 for d in decisions if not d.kept and not d.truncated)
     truncated = sum(1 for d in decisions if d.truncated)
+
+    def items() -> list[dict[str, Any]]:
+        settle()
+        return [decision_dict(d) for d in decisions]
+
+    def items_json() -> list[dict[str, Any]]:
+        settle()
+        return [decision_json(d) for d in decisions]
+
     return PendingTrace(
-        lambda: [decision_dict(d) for d in decisions],
+        items,
         (len(decisions) - dropped, truncated, dropped),
-        lambda: [decision_json(d) for d in decisions],
+        items_json,
         id=new_id(),
         project=project,
         agent=agent,
@@ -66,7 +78,6 @@ def decision_json(d: Decision) -> dict[str, object]:
     c = d.candidate
     records = c.records
     r = records[0] if records else None
-    comps = c.components
     return {
         "key": c.key,
         "record_ids": (r.id,) if len(records) == 1 and r else tuple([x.id for x in records]),
@@ -75,8 +86,8 @@ def decision_json(d: Decision) -> dict[str, object]:
         "section": c.section,
         "source": c.source,
         "sources": c.sources or (c.source,),
-        "score": round(c.score, 4),
-        "components": {k: round4(comps[k]) for k in sorted(comps)},
+        "score": round4(c.score),
+        "components": rounded_components(c.components),
         "reasons": c.reasons,
         "decision": "truncated" if d.truncated else ("kept" if d.kept else "dropped"),
         "reason": d.reason,

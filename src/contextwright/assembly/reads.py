@@ -1,0 +1,192 @@
+"""The store reads of assemble calls, kept by (query, store version) for the calls after them.
+
+The bounded reads of the sources (pinned records, decisions in force, open items, what is
+addressed to an agent) are the same for every call of a project at one store version: every
+write to the project raises it (`store.version`, read once per call), so a result read at a
+version is the result of that read for as long as the version holds. Without this each call read
+them again: five statements and their rows, about a tenth of a cold call at 100k records.
+
+An engine's own write of records (`carry`, from RecordBook through `Assembler.written`) keeps
+the results that no record of the write can enter, at the write's new version: a record enters a
+read only if it matches the read's filters, and a write of records changes no stored record but
+the one a record `supersedes`. In the agent loop (a reply written before every call) the
+project-wide reads then survive the reply. Any other write (another engine or process, a status
+change) moves the version without a `carry`, and the next call reads again.
+
+The records said around the strongest matches (locality.py's `neighbours` read, keyed `Near`)
+and the replies to the questions among the candidates (chains.py, `Replies`) are kept the same
+way: a record may change the first only if it is in one of their sessions, the second only if
+it replies to one of the questions.
+
+Entries are also dropped after the source cache's TTL (cache.py; `cache_ttl_s=0` turns both
+off), so that a store whose `version` never moves cannot serve old reads for long.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from ..ports import Query
+from ..records import Record
+
+
+@dataclass(frozen=True, slots=True)
+class Near:
+    """The read of the records said around `anchors` (session, time) in their sessions, as
+    `agent` may see them (ports.BatchNeighbours, locality.py)."""
+
+    project: str
+    agent: str
+    anchors: tuple[tuple[str | None, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Replies:
+    """The read of the replies to `ids` that `agent` may see (Store.replies_to, chains.py)."""
+
+    project: str
+    agent: str
+    ids: tuple[str, ...]
+
+
+Key = Query | Near | Replies
+Group = OrderedDict[Key, tuple[float, Any]]
+T = TypeVar("T")
+
+
+def may_change(key: Key, r: Record) -> bool:
+    """Could storing `r` change what the read `key` returns?"""
+    if isinstance(key, Near):
+        return r.project == key.project and any(r.session == s for s, _ in key.anchors)
+    if isinstance(key, Replies):
+        return r.project == key.project and r.reply_to in key.ids
+    return may_enter(key, r)
+
+
+def may_enter(q: Query, r: Record) -> bool:
+    """Could the read `q` return `r`? False only where one of `q`'s filters leaves `r` out
+    whatever else is stored (visibility aside: a record the agent may not see counts as one it
+    might)."""
+    if r.project != q.project:
+        return False
+    if q.kinds is not None and r.kind not in q.kinds:
+        return False
+    if q.pinned is not None and r.pinned != q.pinned:
+        return False
+    if q.statuses is not None and r.status not in q.statuses:
+        return False
+    for name in ("session", "author", "milestone"):
+        want = getattr(q, name)
+        if want is not None and getattr(r, name) != want:
+            return False
+    if (
+        q.addressed_to is not None
+        and q.addressed_to not in r.to
+        and q.addressed_to not in r.mentions
+    ):
+        return False
+    if q.tag is not None and q.tag not in r.tags:
+        return False
+    if q.since is not None and r.created_at < q.since:
+        return False
+    return q.before is None or r.created_at < q.before
+
+
+class ReadCache:
+    """Read results by project and store version, then by query; at most `groups` versions (one
+    per project but for calls still running at an older one) and `per_group` reads each, the
+    least recently used going first: at most 1,024 reads of at most a source's limit of records
+    each, records that the store's record cache mostly holds anyway."""
+
+    def __init__(
+        self,
+        ttl_s: float,
+        per_group: int = 128,
+        groups: int = 8,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl_s = ttl_s
+        self.per_group = per_group
+        self.groups = groups
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._groups: OrderedDict[tuple[str, int], Group] = OrderedDict()
+
+    def get(self, q: Key, version: int) -> Any:
+        """What the read `q` returned at `version`, or None."""
+        group = self._groups.get((q.project, version))
+        if group is None:
+            return None
+        with self._lock:
+            entry = group.get(q)
+            if entry is None:
+                return None
+            if self.clock() >= entry[0]:
+                del group[q]
+                return None
+            group.move_to_end(q)
+        return entry[1]
+
+    def put(self, q: Key, version: int, found: Any) -> None:
+        if self.ttl_s <= 0:
+            return
+        key = (q.project, version)
+        with self._lock:
+            group = self._groups.get(key)
+            if group is None:
+                # A project's older versions are read by no call to come (its version only
+                # grows), but a call still running.
+                for old in [k for k in self._groups if k[0] == q.project and k[1] < version]:
+                    del self._groups[old]
+                group = self._groups[key] = OrderedDict()
+                while len(self._groups) > self.groups:
+                    self._groups.popitem(last=False)
+            group[q] = (self.clock() + self.ttl_s, found)
+            group.move_to_end(q)
+            while len(group) > self.per_group:
+                group.popitem(last=False)
+
+    def carry(self, project: str, before: int, after: int, written: Sequence[Record]) -> None:
+        """A write of `written` took `project` from `before` to `after`: the reads at `before`
+        that none of them may enter hold at `after` (see the module's doc)."""
+        with self._lock:
+            group = self._groups.pop((project, before), None)
+            if group is None or any(r.supersedes for r in written):
+                return
+            kept: Group = OrderedDict(
+                (q, entry)
+                for q, entry in group.items()
+                if not any(may_change(q, r) for r in written)
+            )
+            if not kept:
+                return
+            there = self._groups.get((project, after))  # a call read at `after` already
+            if there is not None:
+                kept.update(there)
+            self._groups[(project, after)] = kept
+            while len(self._groups) > self.groups:
+                self._groups.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._groups.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(len(g) for g in self._groups.values())
+
+
+def kept_read(shared: ReadCache | None, version: int | None, key: Key, read: Callable[[], T]) -> T:
+    """`read()`, the read `key` names, or what an earlier call read at `version` (`shared`)."""
+    if shared is None or version is None:
+        return read()
+    found = cast(T | None, shared.get(key, version))
+    if found is None:
+        found = read()
+        shared.put(key, version, found)
+    return found
