@@ -126,7 +126,7 @@ def _common_words(pg: PostgresStore) -> None:
     ]
     for k in range(0, len(records), 2_000):
         pg.add_many(records[k : k + 2_000])
-    pg._run("ANALYZE records", None)
+    pg._run("ANALYZE record_words", None)
 
 
 def test_a_word_the_statistics_call_common_is_not_counted(pg: PostgresStore) -> None:
@@ -189,8 +189,9 @@ def _reference(
         for w in words
     }
     rows = pg._read(
-        "SELECT id, rid, tsvector_to_array(tsv), length(tsv), visibility, author FROM records "
-        "WHERE project = %s ORDER BY rid DESC",
+        "SELECT r.id, r.rid, tsvector_to_array(w.tsv), length(w.tsv), r.visibility, r.author "
+        "FROM records r JOIN record_words w USING (project, rid) "
+        "WHERE r.project = %s ORDER BY r.rid DESC",
         (project,),
     )
     n = max(total, 1)
