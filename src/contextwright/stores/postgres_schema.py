@@ -182,6 +182,8 @@ MIGRATIONS: list[tuple[str, str]] = [
         "m009_fulltext_partitions",
         f"""
         SET LOCAL maintenance_work_mem = '256MB';
+        -- No write may land between the copy below and the end: its words would be lost.
+        LOCK TABLE records IN SHARE MODE;
         CREATE TABLE record_words (
             project TEXT NOT NULL, rid BIGINT NOT NULL, visibility TEXT NOT NULL,
             author TEXT NOT NULL, recipients TEXT NOT NULL, tsv tsvector NOT NULL,
