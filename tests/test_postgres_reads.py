@@ -226,10 +226,14 @@ def test_word_counts_keep_one_generic_plan_with_the_same_counts(
     try:
         pairs = [["omega", "rho"], ["kappa", "rho"], ["omega", "kappa"], ["rho", "absent"]] * 2
         read = one._read
+
+        def replanned(sql: str, params: Any = None, **kw: Any) -> list[Any]:
+            return read(sql, params, replan=True)
+
         planned = []
         for words in pairs:
             got = one._count_words(words, 1_000_000)
-            one._read = lambda sql, params=None, **kw: read(sql, params, replan=True)  # type: ignore[method-assign]  # noqa: E501
+            one._read = replanned  # type: ignore[method-assign]
             planned.append(got == one._count_words(words, 1_000_000))
             one._read = read  # type: ignore[method-assign]
         assert all(planned)
