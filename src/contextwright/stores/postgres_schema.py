@@ -176,7 +176,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         # columns the ranking filters on (visibility, author, recipients, which no write ever
         # changes) come along, so that a search reads no `records` row but the ones it returns.
         # A DEFAULT partition takes any rid no partition covers, so no insert can fail; the
-        # writer makes the partitions ahead of its rids (PostgresWrites._grow_words). Every row
+        # writer makes the partitions ahead of its rids (PostgresText._grow_words). Every row
         # gets its length here (rows stored before m008 had none). The space of the columns
         # dropped from `records` is given back by `VACUUM FULL records` (docs/postgres.md).
         "m009_fulltext_partitions",

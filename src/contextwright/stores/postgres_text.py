@@ -91,17 +91,16 @@ class PostgresText:
     _write: Callable[..., Any]
     _top: tuple[float, int] = (-TOP_TTL - 1.0, 0)  # (when read, max rid)
     _rid_written = 0  # the highest rid this process has written (PostgresWrites._insert)
-    _words_made = -1  # the partitions of `record_words` up to this one are known to exist
+    _words_made = -1  # the newest partition of `record_words` this process made or found
     _words_retry = 0.0  # monotonic time before which no partition is tried again
 
     def _grow_words(self) -> None:
-        """Make the partition of `record_words` that holds the newest rid written, and the next
-        one, and any that rows in the DEFAULT partition belong to, if they are not there: the
-        searches above a floor read the newest partitions' GIN
-        postings only, where a row in the DEFAULT partition is read by every search. Called by
-        the writer after its commit; a partition made here is made once per WORDS_SPAN rids.
-        Never fails a write: the rows go to the DEFAULT partition until it succeeds, and moved
-        from there into the partition when it does."""
+        """Make the partition of `record_words` that holds the newest rid written, the next one,
+        and any that rows in the DEFAULT partition belong to, if they are not there: a search
+        above a floor reads the newest partitions' GIN postings only, where a row in the DEFAULT
+        partition is read by every search. Called by the writer after its commit; a partition is
+        made once per WORDS_SPAN rids. Never fails a write: the rows go to the DEFAULT partition
+        until it succeeds, and are moved from there into their partition when it does."""
         k = self._rid_written // WORDS_SPAN
         if k + 1 <= self._words_made or time.monotonic() < self._words_retry:
             return
