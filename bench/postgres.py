@@ -100,14 +100,16 @@ def vacuum_analyze(url: str) -> None:
 
 
 def warm_buffers(url: str) -> None:
-    """Read the records table and its tsvectors once into PostgreSQL's buffer cache, as the OS
-    page cache is warmed for both stores (`warm_files`), so that the calls find what a running
-    server's cache would hold. A TID range scan, unlike a sequential scan of a large table, keeps
-    what it reads in the cache; each tsvector is read (`length`), which reads the TOAST table."""
+    """Read the records table, and the words table with its tsvectors, once into PostgreSQL's
+    buffer cache, as the OS page cache is warmed for both stores (`warm_files`), so that the
+    calls find what a running server's cache would hold. A TID range scan, unlike a sequential
+    scan of a large table, keeps what it reads in the cache; each tsvector is read (`length`),
+    which reads the TOAST table."""
     from contextwright.stores.postgres_url import take_pool_option
 
     with psycopg.connect(take_pool_option(url)[0], autocommit=True) as conn:
-        conn.execute("SELECT sum(length(tsv)) FROM records WHERE ctid >= '(0,0)'::tid")
+        conn.execute("SELECT count(*) FROM records WHERE ctid >= '(0,0)'::tid")
+        conn.execute("SELECT sum(length(tsv)) FROM record_words WHERE ctid >= '(0,0)'::tid")
 
 
 def warm_files(paths: list[str]) -> None:

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from contextwright.stores.postgres import PostgresStore
 
 TABLES = (
-    "records, addressing, record_tags, status_facts, project_versions, edges, kv, docs, vectors"
+    "records, record_words, addressing, record_tags, status_facts, project_versions, edges, kv, "
+    "docs, vectors"
 )
 # One round trip per test. DELETE, not TRUNCATE: the tables are small, and TRUNCATE makes files.
 EMPTY = "; ".join(f"DELETE FROM {t}" for t in TABLES.split(", "))

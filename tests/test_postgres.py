@@ -27,6 +27,7 @@ from contextwright.records import Record, build_record
 from contextwright.stores import open_store
 from contextwright.stores.fulltext import COMMON_DF, LARGE_WINDOW
 from contextwright.stores.postgres import MIGRATIONS, PostgresStore
+from contextwright.stores.postgres_schema import WORDS_SPAN
 from contextwright.stores.postgres_url import redact
 from contextwright.stores.sqlite import SQLiteStore
 
@@ -639,10 +640,15 @@ def test_replies_and_replacements_are_both_reads_in_one_round_trip(pg: PostgresS
     assert pg.replies_and_replacements("other", "ann", ["r00001"], ["r00004"]) == ([], {})
 
 
-# Indexes that do not lead with the project, and why (docs/scaling.md): a GIN index on one column,
-# the store-wide insertion order (not unique: a sharded table may keep it per shard), and the
-# documents, whose (collection, id) is unique across projects by the store contract.
-NOT_PROJECT_FIRST = {"records_tsv", "records_rid", "docs_pkey", "docs_by_key", "migrations_pkey"}
+# Indexes that do not lead with the project, and why (docs/scaling.md): a GIN index on one column
+# (and its copy on each partition), the store-wide insertion order (not unique: a sharded table may
+# keep it per shard), and the documents, whose (collection, id) is unique across projects by the
+# store contract.
+NOT_PROJECT_FIRST = {
+    "record_words_tsv", "records_rid", "docs_pkey", "docs_by_key", "migrations_pkey",
+}  # fmt: skip
+# The name of a partition's copy of `record_words_tsv`.
+_PARTITION_TSV = re.compile(r"^record_words_(\d+|default)_tsv_idx$")
 
 
 def test_every_key_and_index_leads_with_the_project(pg: PostgresStore) -> None:
@@ -656,7 +662,7 @@ def test_every_key_and_index_leads_with_the_project(pg: PostgresStore) -> None:
         "WHERE n.nspname = current_schema()"
     )
     assert len(rows) > 15
-    leading = {name: column for name, column, _ in rows}
+    leading = {_PARTITION_TSV.sub("record_words_tsv", name): column for name, column, _ in rows}
     assert {n for n, c in leading.items() if c != "project"} == NOT_PROJECT_FIRST
     tables = {r[0] for r in pg._read(
         "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}  # fmt: skip
@@ -702,7 +708,8 @@ def test_m006_gives_addressing_and_tags_their_project(pg_url: str) -> None:
 
 def test_the_full_text_index_keeps_a_short_pending_list(pg_url: str) -> None:
     """m007: the GIN index's pending list, which every search scans whole, is kept short (a 4 MB
-    one filled by concurrent adds made assemble calls 5x slower)."""
+    one filled by concurrent adds made assemble calls 5x slower); since m009 the index of every
+    partition of the words, including those made by a writer since."""
     url = _other_db(pg_url, "cw_no_pending")
     try:
         with psycopg.connect(url, autocommit=True) as conn:
@@ -712,56 +719,126 @@ def test_the_full_text_index_keeps_a_short_pending_list(pg_url: str) -> None:
         store = PostgresStore(url, max_size=1)
         try:
             assert "m007_fulltext_short_pending_list" in store.applied_migrations()
-            rows = store._read("SELECT reloptions FROM pg_class WHERE relname = 'records_tsv'")
-            assert rows[0][0] == ["gin_pending_list_limit=128"]
+            store._run(f"SELECT setval('records_rid_seq', {3 * WORDS_SPAN})", None)
+            store.add_many([rec(1)])
+            rows = store._read(
+                "SELECT relname, reloptions FROM pg_class WHERE relname LIKE 'record_words%tsv%'"
+            )
+            assert {r[0] for r in rows} == {
+                "record_words_tsv", "record_words_default_tsv_idx", "record_words_0_tsv_idx",
+                "record_words_1_tsv_idx", "record_words_3_tsv_idx", "record_words_4_tsv_idx",
+            }  # fmt: skip
+            assert all(r[1] == ["gin_pending_list_limit=128"] for r in rows)
         finally:
             store.close()
     finally:
         _drop_db(pg_url, "cw_no_pending")
 
 
-def test_m008_keeps_each_records_length_and_ranks_older_records_as_before(pg_url: str) -> None:
-    """m008_fulltext_lengths on a database of m001-m007 holding records: their tsvectors stay,
-    their length is measured when read until it is filled in, the scores are the same either way
-    and the same as those of the same records written since, which store tsvector and length."""
-    url = _other_db(pg_url, "cw_old_lengths")
+def test_m009_moves_the_words_into_partitions_and_ranks_older_records_as_before(
+    pg_url: str,
+) -> None:
+    """m009_fulltext_partitions on a database of m001-m008 holding records, some stored before
+    m008 (no length) and some after, with rids in partitions far apart: each record's words and
+    length are in the partition of its rid (none in the DEFAULT partition), `records` keeps no
+    tsvector, and the scores are those of the same records written since."""
+    url = _other_db(pg_url, "cw_old_words")
     texts = [
         "alpha beta", "alpha", "beta gamma delta alpha", "the alpha of it all, alpha again",
         "gamma", " ".join(["beta"] + [f"w{k}" for k in range(300)]), "nothing here",
     ]  # fmt: skip
+    rids = [1, 2, 3, 3 * WORDS_SPAN + 5, 3 * WORDS_SPAN + 6, 7 * WORDS_SPAN, 7 * WORDS_SPAN + 1]
     try:
         with psycopg.connect(url, autocommit=True) as conn:
-            _migrate_before(conn, "m008")
-            for i, text in enumerate(texts):
+            _migrate_before(conn, "m009")
+            for i, (rid, text) in enumerate(zip(rids, texts, strict=True)):
+                length = "length(to_tsvector('english', %(c)s))" if i % 2 else "NULL"
                 conn.execute(
-                    "INSERT INTO records (id, project, author, kind, recipients, visibility, "
+                    "INSERT INTO records (rid, id, project, author, kind, recipients, visibility, "
                     "mentions, tags, refs, pinned, created_at, content, tokens, content_hash, "
-                    "meta) VALUES (%s, 'old', 'ann', 'note', '[]', 'project', '[]', '[]', '[]', "
-                    "0, %s, %s, 2, 'h', '{}')",
-                    (f"r{i:05d}", T0 + i, text),
+                    "meta, tsv, tsv_len) VALUES (%(rid)s, %(id)s, 'old', 'ann', 'note', '[]', "
+                    "'project', '[]', '[]', '[]', 0, %(at)s, %(c)s, 2, 'h', '{}', "
+                    f"to_tsvector('english', %(c)s), {length})",
+                    {"rid": rid, "id": f"r{i:05d}", "at": T0 + i, "c": text},
                 )
+            conn.execute(f"SELECT setval('records_rid_seq', {rids[-1]})")
         store = PostgresStore(url, max_size=1)
         try:
-            assert store.applied_migrations()[-1] == "m008_fulltext_lengths"
+            assert store.applied_migrations()[-1] == "m009_fulltext_partitions"
+            assert store._read(
+                "SELECT count(*) FROM information_schema.columns "
+                "WHERE table_name = 'records' AND column_name IN ('tsv', 'tsv_len')"
+            ) == [(0,)]
             store.add_many([rec(i, project="new", content=t) for i, t in enumerate(texts)])
-            lengths = store._read(
-                "SELECT project, tsv_len, length(tsv), tsv = to_tsvector('english', content) "
-                "FROM records ORDER BY project, rid"
+            words = store._read(
+                "SELECT w.tableoid::regclass::text, w.rid, w.tsv_len, length(w.tsv), "
+                "w.tsv = to_tsvector('english', r.content) FROM record_words w "
+                "JOIN records r USING (project, rid) WHERE r.project = 'old' ORDER BY w.rid"
             )
-            assert [r[1] for r in lengths if r[0] == "old"] == [None] * len(texts)
-            assert all(r[1] == r[2] and r[3] for r in lengths if r[0] == "new")
+            assert [(r[0], r[1]) for r in words] == [
+                (f"record_words_{rid // WORDS_SPAN}", rid) for rid in rids
+            ]
+            assert all(r[2] == r[3] and r[4] for r in words)
+            assert store._read("SELECT count(*) FROM record_words_default") == [(0,)]
 
             def ranked(project: str, task: str) -> list[tuple[str, float]]:
                 hits = store.search_text(project, "ann", task, 10)
                 return [(h.record.id, round(h.score, 9)) for h in hits]
 
             tasks = ["alpha beta", "alpha", "gamma beta", "w7 delta"]
-            before = {task: ranked("old", task) for task in tasks}
-            assert all(before.values())
-            assert before == {task: ranked("new", task) for task in tasks}
-            store._run("UPDATE records SET tsv_len = length(tsv) WHERE tsv_len IS NULL", None)
-            assert before == {task: ranked("old", task) for task in tasks}
+            old = {task: ranked("old", task) for task in tasks}
+            assert all(old.values())
+            assert old == {task: ranked("new", task) for task in tasks}
         finally:
             store.close()
     finally:
-        _drop_db(pg_url, "cw_old_lengths")
+        _drop_db(pg_url, "cw_old_words")
+
+
+def test_a_writer_makes_the_words_partitions_before_its_rids_reach_them(pg_url: str) -> None:
+    """Past the partitions the migration made, the writer makes the one its newest rid is in and
+    the next; rows that the DEFAULT partition took meanwhile (when a partition could not be made:
+    a lock held past its wait) are moved into theirs, made then even though the writer's rids
+    have moved past it, and every record is found by the search
+    throughout, on every side of a partition's bounds; the write itself never fails for it."""
+    url = _other_db(pg_url, "cw_grow_words")
+    try:
+        store = PostgresStore(url, max_size=2)
+        try:
+            parts = "SELECT relname FROM pg_class WHERE relname ~ '^record_words_[0-9]+$'"
+            assert {r[0] for r in store._read(parts)} == {"record_words_0", "record_words_1"}
+            store._run(f"SELECT setval('records_rid_seq', {5 * WORDS_SPAN - 3})", None)
+            with psycopg.connect(url, autocommit=True) as other, other.transaction():
+                # A search over every partition holds this lock, which attaching one waits for.
+                other.execute("LOCK TABLE record_words_default IN ACCESS SHARE MODE")
+                store.add_many([rec(i, content=f"zebra {i}") for i in range(2)])
+                assert {r[0] for r in store._read(parts)} == {"record_words_0", "record_words_1"}
+            assert store._read("SELECT count(*) FROM record_words_default") == [(2,)]
+            assert [h.record.id for h in store.search_text(P, "ann", "zebra", 10)] == [
+                "r00001", "r00000",
+            ]  # fmt: skip
+            store._words_retry = 0.0  # the second's wait before trying again, skipped
+            store.add_many([rec(i, content=f"zebra {i}") for i in range(2, 5)])
+            assert {r[0] for r in store._read(parts)} == {
+                "record_words_0", "record_words_1", "record_words_4", "record_words_5",
+                "record_words_6",
+            }  # fmt: skip
+            assert store._read("SELECT count(*) FROM record_words_default") == [(0,)]
+            placed = store._read(
+                "SELECT tableoid::regclass::text, rid FROM record_words ORDER BY rid"
+            )
+            assert [p for p, _ in placed] == ["record_words_4"] * 2 + ["record_words_5"] * 3
+            assert placed[1][1] == 5 * WORDS_SPAN - 1 and placed[2][1] == 5 * WORDS_SPAN
+            hits = store.search_text(P, "ann", "zebra", 10)
+            assert [h.record.id for h in hits] == [f"r{i:05d}" for i in range(4, -1, -1)]
+            # A second process (a fresh store) finds them made and makes nothing.
+            second = PostgresStore(url, max_size=1)
+            try:
+                second.add_many([rec(9, content="zebra 9")])
+                assert len(store._read(parts)) == 5
+            finally:
+                second.close()
+        finally:
+            store.close()
+    finally:
+        _drop_db(pg_url, "cw_grow_words")

@@ -17,6 +17,7 @@ from contextwright.records import Record, build_record
 from contextwright.stores import postgres
 from contextwright.stores.fulltext import COMMON_DF, LARGE_WINDOW
 from contextwright.stores.postgres import PostgresStore
+from contextwright.stores.postgres_schema import WORDS_SPAN
 from contextwright.stores.postgres_text import COMMON_SURE, K1, B
 from contextwright.text import query_terms
 
@@ -126,7 +127,7 @@ def _common_words(pg: PostgresStore) -> None:
     ]
     for k in range(0, len(records), 2_000):
         pg.add_many(records[k : k + 2_000])
-    pg._run("ANALYZE records", None)
+    pg._run("ANALYZE record_words", None)
 
 
 def test_a_word_the_statistics_call_common_is_not_counted(pg: PostgresStore) -> None:
@@ -172,6 +173,79 @@ def test_capped_counts_are_completed_in_the_same_read_only_when_every_word_is_co
         assert ran == want, "\n".join(lines)
 
 
+def test_the_statistics_of_the_newest_two_partitions_estimate_a_words_share(pg_url: str) -> None:
+    """ANALYZE's statistics are per partition of the words: a word's estimated share is its share
+    in the newest two partitions analyzed, weighted by their rows, and a word that only an older
+    partition lists is not taken as common (it is counted)."""
+    import psycopg
+
+    name = "cw_partition_stats"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    base, _, query = pg_url.partition("?")
+    url = base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
+    store = PostgresStore(url, max_size=1)
+    try:
+        # Partition 0: omega in every record; 1: kappa in every one, omega in a quarter; 2: kappa
+        # in half of twice as many. Newest two: omega in 1,000 of 12,000, kappa in 8,000.
+        parts = [
+            (0, 3_000, lambda i: "omega"),
+            (1, 4_000, lambda i: "kappa" + (" omega" if i % 4 == 0 else "")),
+            (2, 8_000, lambda i: "kappa" if i % 2 else "rho"),
+        ]
+        n = 0
+        for k, size, text in parts:
+            store._run(f"SELECT setval('records_rid_seq', {k * WORDS_SPAN + 1})", None)
+            batch = [rec(n + i, text(i)) for i in range(size)]
+            for at in range(0, size, 2_000):
+                store.add_many(batch[at : at + 2_000])
+            n += size
+        store._run("ANALYZE record_words", None)
+        assert store._count_words(["kappa"], 100) == {"kappa": 8_000}  # the exact count
+        store._top = (float("inf"), 2 * WORDS_SPAN + 8_001)
+        # As if the store were 1,000 times larger: the statistics' share times that size.
+        total = 15_000_000
+        counts = store._count_words(["omega", "kappa"], total)
+        assert counts["kappa"] == round(total * 8_000 / 12_000)
+        assert counts["omega"] == round(total * 1_000 / 12_000)
+    finally:
+        store.close()
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_word_counts_keep_one_generic_plan_with_the_same_counts(
+    pg: PostgresStore, pg_url: str
+) -> None:
+    """The word counts of a large store are planned once per connection (psycopg prepares them
+    at their fifth run, the server keeps a generic plan: planning them over every partition cost
+    more than running them), and count what a plan made for the words counts."""
+    _common_words(pg)
+    one = PostgresStore(pg_url, max_size=1)
+    try:
+        pairs = [["omega", "rho"], ["kappa", "rho"], ["omega", "kappa"], ["rho", "absent"]] * 2
+        read = one._read
+
+        def replanned(sql: str, params: Any = None, **kw: Any) -> list[Any]:
+            return read(sql, params, replan=True)
+
+        planned = []
+        for words in pairs:
+            got = one._count_words(words, 1_000_000)
+            one._read = replanned  # type: ignore[method-assign]
+            planned.append(got == one._count_words(words, 1_000_000))
+            one._read = read  # type: ignore[method-assign]
+        assert all(planned)
+        plans = one._read(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+            "WHERE statement LIKE 'WITH mce AS%%'"
+        )
+        assert len(plans) == 1 and plans[0][0] >= 2 and plans[0][1] == 0
+    finally:
+        one.close()
+
+
 VOCAB = ["alpha", "beta", "gamma", "delta", "running", "runs", "the", "zeta"]
 _EXAMPLES = itertools.count()
 
@@ -189,8 +263,9 @@ def _reference(
         for w in words
     }
     rows = pg._read(
-        "SELECT id, rid, tsvector_to_array(tsv), length(tsv), visibility, author FROM records "
-        "WHERE project = %s ORDER BY rid DESC",
+        "SELECT r.id, r.rid, tsvector_to_array(w.tsv), length(w.tsv), r.visibility, r.author "
+        "FROM records r JOIN record_words w USING (project, rid) "
+        "WHERE r.project = %s ORDER BY r.rid DESC",
         (project,),
     )
     n = max(total, 1)

@@ -10,6 +10,16 @@ from __future__ import annotations
 from .postgres_vectors import M003_VECTORS
 from .rows import COLUMNS
 
+# The rids of one partition of `record_words` (m009): partition k holds [k * WORDS_SPAN,
+# (k + 1) * WORDS_SPAN) and is named record_words_k. 2^17: a search above a floor reads one or two
+# partitions' postings at 1M records (the floor is within 20,000-100,000 rids of the newest).
+WORDS_SPAN = 1 << 17
+# The statement making partition `k` (a plpgsql expression of k).
+_PARTITION = (
+    "format('CREATE TABLE IF NOT EXISTS record_words_%s PARTITION OF record_words "
+    f"FOR VALUES FROM (%s) TO (%s)', k, k * {WORDS_SPAN}, (k + 1) * {WORDS_SPAN})"
+)
+
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "m001_records",
@@ -158,7 +168,64 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE records ADD COLUMN tsv_len INTEGER;
         """,
     ),
+    (
+        # The words move out of `records` into a table partitioned by ranges of WORDS_SPAN rids,
+        # each partition with a GIN index of its own: GIN answers all of a word's postings at
+        # once, so a search above a rid floor (postgres_text.search_text) read every posting of
+        # its words however few it kept; now it reads only the newest partitions' postings. The
+        # columns the ranking filters on (visibility, author, recipients, which no write ever
+        # changes) come along, so that a search reads no `records` row but the ones it returns.
+        # A DEFAULT partition takes any rid no partition covers, so no insert can fail; the
+        # writer makes the partitions ahead of its rids (PostgresText._grow_words). Every row
+        # gets its length here (rows stored before m008 had none). The space of the columns
+        # dropped from `records` is given back by `VACUUM FULL records` (docs/postgres.md).
+        "m009_fulltext_partitions",
+        f"""
+        SET LOCAL maintenance_work_mem = '256MB';
+        -- No write may land between the copy below and the end: its words would be lost.
+        LOCK TABLE records IN SHARE MODE;
+        CREATE TABLE record_words (
+            project TEXT NOT NULL, rid BIGINT NOT NULL, visibility TEXT NOT NULL,
+            author TEXT NOT NULL, recipients TEXT NOT NULL, tsv tsvector NOT NULL,
+            tsv_len INTEGER NOT NULL
+        ) PARTITION BY RANGE (rid);
+        CREATE TABLE record_words_default PARTITION OF record_words DEFAULT;
+        DO $$ DECLARE k bigint; BEGIN
+            FOR k IN SELECT DISTINCT r.rid / {WORDS_SPAN} FROM records r
+                UNION SELECT coalesce(max(r.rid), 0) / {WORDS_SPAN} + 1 FROM records r
+                UNION SELECT 0
+            LOOP
+                EXECUTE {_PARTITION};
+            END LOOP;
+        END $$;
+        INSERT INTO record_words
+        SELECT project, rid, visibility, author, recipients, v.tsv, coalesce(tsv_len, length(v.tsv))
+        FROM records CROSS JOIN LATERAL
+            (SELECT coalesce(tsv, to_tsvector('english', content)) AS tsv OFFSET 0) v;
+        ALTER TABLE record_words ADD PRIMARY KEY (project, rid);
+        CREATE INDEX record_words_tsv ON record_words USING GIN (tsv)
+            WITH (gin_pending_list_limit = 128);
+        ALTER TABLE records DROP COLUMN tsv, DROP COLUMN tsv_len;
+        """,
+    ),
 ]
+
+# Partition k of `record_words` made by a writer, before its rids reach it (PostgresText.
+# _grow_words): an empty table attached to the parent, which takes a SHARE UPDATE EXCLUSIVE lock
+# on it (searches and inserts go on), where `CREATE TABLE ... PARTITION OF` would take ACCESS
+# EXCLUSIVE. The attach makes the partition's indexes (it is empty: no time). Rows in its range
+# that the DEFAULT partition took meanwhile must leave it first (the attach refuses otherwise),
+# and are put back through the parent, into the new partition.
+GROW_WORDS = """
+    CREATE TEMP TABLE IF NOT EXISTS cw_words_moved (LIKE record_words) ON COMMIT DELETE ROWS;
+    WITH d AS (
+        DELETE FROM record_words_default WHERE rid >= {lo} AND rid < {hi} RETURNING *
+    ) INSERT INTO cw_words_moved SELECT * FROM d;
+    CREATE TABLE record_words_{k} (LIKE record_words);
+    ALTER TABLE record_words ATTACH PARTITION record_words_{k}
+        FOR VALUES FROM ({lo}) TO ({hi});
+    WITH m AS (DELETE FROM cw_words_moved RETURNING *) INSERT INTO record_words SELECT * FROM m;
+"""
 
 # Column types of record_to_row(), in COLUMNS order, for unnest().
 _TYPES = ["text"] * 14 + ["int", "float8", "text", "int", "text", "text"]
@@ -169,16 +236,22 @@ _BUMP = """
 
 # A whole batch of records with their addressing rows and tags, and the version bump of every
 # project that got a record: one statement over `{src}`, the batch's rows in COLUMNS order and
-# their position `n`. A (project, id) already stored inserts nothing and is not returned (also when
-# another writer stored it a moment ago). The addressing rows and tags are unpacked in SQL from the
-# JSON columns the records carry anyway, so the batch is sent once, as rows. Each tsvector is made
-# once for two columns: OFFSET 0 keeps the planner from copying the expression into both.
+# their position `n`; it returns each stored record's (project, id, rid). A (project, id) already
+# stored inserts nothing and is not returned (also when another writer stored it a moment ago).
+# The addressing rows and tags are unpacked in SQL from the JSON columns the records carry anyway,
+# so the batch is sent once, as rows. Each tsvector is made once for two columns of
+# `record_words`: OFFSET 0 keeps the planner from copying the expression into both.
 _INSERT_FROM = f"""
     WITH ins AS (
-        INSERT INTO records ({COLUMNS}, tsv, tsv_len)
-        SELECT {COLUMNS}, v.tsv, length(v.tsv) FROM {{src}}
-        CROSS JOIN LATERAL (SELECT to_tsvector('english', content) AS tsv OFFSET 0) v ORDER BY n
-        ON CONFLICT (project, id) DO NOTHING RETURNING rid, id, project, recipients, mentions, tags
+        INSERT INTO records ({COLUMNS}) SELECT {COLUMNS} FROM {{src}} ORDER BY n
+        ON CONFLICT (project, id) DO NOTHING
+        RETURNING rid, id, project, recipients, mentions, tags, visibility, author, content
+    ), words AS (
+        INSERT INTO record_words (project, rid, visibility, author, recipients, tsv, tsv_len)
+        SELECT ins.project, ins.rid, ins.visibility, ins.author, ins.recipients, v.tsv,
+            length(v.tsv)
+        FROM ins CROSS JOIN LATERAL
+            (SELECT to_tsvector('english', ins.content) AS tsv OFFSET 0) v
     ), addr AS (
         INSERT INTO addressing (project, name, how, rid)
         SELECT ins.project, a.name, a.how, ins.rid FROM ins CROSS JOIN LATERAL (
@@ -194,7 +267,7 @@ _INSERT_FROM = f"""
         WHERE ins.tags <> '[]'
         ON CONFLICT DO NOTHING
     ), bump AS ({_BUMP.format(src="ins")})
-    SELECT project, id FROM ins
+    SELECT project, id, rid FROM ins
 """
 
 # A small batch (a single add above all) as parameter arrays: one round trip.

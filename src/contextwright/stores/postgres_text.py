@@ -26,9 +26,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import StoreError, ValidationError
 from ..ports import Hit
 from ..text import query_terms
 from .fulltext import COMMON_DF, LARGE_WINDOW
+from .postgres_schema import GROW_WORDS, WORDS_SPAN
 from .rows import row_to_record
 
 K1, B = 1.2, 0.75
@@ -42,11 +44,24 @@ EXACT_TOTAL = 200_000
 # cutoff; the margin covers the estimate's error (ANALYZE samples 30,000 rows: a word in 3,000 of
 # a million records is seen about 90 times, give or take 10).
 COMMON_SURE = COMMON_DF * 3 // 2
-# The lexemes ANALYZE found most often in the tsvectors, with the share of rows holding each.
+# The share of rows holding each of the query's lexemes, among those ANALYZE found most often in
+# the tsvectors. ANALYZE keeps them per partition of `record_words` (autovacuum never analyzes the
+# partitioned table as a whole), and reading them costs by the partition (0.35 ms each at 1M
+# records; all of them, 9 ms): the newest MCE_PARTITIONS partitions analyzed stand for all, a
+# sample of 30,000 rows each (ANALYZE's own sample of the whole table was one of 30,000). A lexeme
+# one of them does not list counts as in none of its rows: an estimate too low is safe (the word
+# is counted). `%(parts)s`: the newest partitions' names, newest first.
+MCE_PARTITIONS = 2
 _MCE = (
-    "SELECT u.e, u.f FROM pg_stats s CROSS JOIN LATERAL "
-    "unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS u(e, f) "
-    "WHERE s.schemaname = current_schema() AND s.tablename = 'records' AND s.attname = 'tsv'"
+    "WITH p AS (SELECT s.most_common_elems::text::text[] AS e, s.most_common_elem_freqs AS f, "
+    "c.reltuples AS n FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename "
+    "AND c.relnamespace = current_schema()::regnamespace WHERE s.schemaname = current_schema() "
+    "AND s.tablename = ANY(%(parts)s) AND s.attname = 'tsv' AND c.reltuples > 0 "
+    f"ORDER BY array_position(%(parts)s, s.tablename::text) LIMIT {MCE_PARTITIONS}) "
+    "SELECT l.e, sum(p.f[array_position(p.e, l.e)] * p.n) / (SELECT sum(n) FROM p) AS f "
+    "FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', w))) AS e "
+    "FROM unnest(%(words)s::text[]) w) l CROSS JOIN p "
+    "WHERE array_position(p.e, l.e) IS NOT NULL GROUP BY l.e"
 )
 # A word's share of rows by those statistics, if they know all of its lexemes (else NULL).
 _ESTIMATE = (
@@ -56,6 +71,15 @@ _ESTIMATE = (
 )
 # A word's count: (records with it, max rid when counted).
 _Count = tuple[int, int]
+# Serializes the making of `record_words` partitions among a database's writers.
+WORDS_LOCK = 0x776F7264  # "word"
+# A writer that could not make a partition (another transaction held a lock on the table past
+# WORDS_LOCK_WAIT) tries again after this many seconds, not on every write; the DEFAULT partition
+# takes the rows meanwhile.
+WORDS_RETRY = 1.0
+# How long the making of a partition waits for a lock: the searches and inserts that come after
+# it queue behind its wait, so it gives up first.
+WORDS_LOCK_WAIT = "200ms"
 
 
 class PostgresText:
@@ -64,7 +88,43 @@ class PostgresText:
     _read: Callable[..., list[Any]]
     _cols: str
     _visible: str
+    _write: Callable[..., Any]
     _top: tuple[float, int] = (-TOP_TTL - 1.0, 0)  # (when read, max rid)
+    _rid_written = 0  # the highest rid this process has written (PostgresWrites._insert)
+    _words_made = -1  # the newest partition of `record_words` this process made or found
+    _words_retry = 0.0  # monotonic time before which no partition is tried again
+
+    def _grow_words(self) -> None:
+        """Make the partition of `record_words` that holds the newest rid written, the next one,
+        and any that rows in the DEFAULT partition belong to, if they are not there: a search
+        above a floor reads the newest partitions' GIN postings only, where a row in the DEFAULT
+        partition is read by every search. Called by the writer after its commit; a partition is
+        made once per WORDS_SPAN rids. Never fails a write: the rows go to the DEFAULT partition
+        until it succeeds, and are moved from there into their partition when it does."""
+        k = self._rid_written // WORDS_SPAN
+        if k + 1 <= self._words_made or time.monotonic() < self._words_retry:
+            return
+
+        def grow(conn: Any) -> None:
+            conn.execute(
+                "SELECT set_config('lock_timeout', %s, true), pg_advisory_xact_lock(%s)",
+                (WORDS_LOCK_WAIT, WORDS_LOCK),
+            )
+            # And those of rows the DEFAULT partition took while no partition could be made,
+            # which would otherwise stay there after the writer's rids had moved past them.
+            stray = conn.execute(f"SELECT DISTINCT rid / {WORDS_SPAN} FROM record_words_default")
+            for part in sorted({k, k + 1, *(int(r[0]) for r in stray)}):
+                name = f"record_words_{part}"
+                if conn.execute("SELECT to_regclass(%s) IS NULL", (name,)).fetchone()[0]:
+                    lo, hi = part * WORDS_SPAN, (part + 1) * WORDS_SPAN
+                    conn.execute(GROW_WORDS.format(k=part, lo=lo, hi=hi))
+
+        try:
+            self._write(grow)
+        except (StoreError, ValidationError):
+            self._words_retry = time.monotonic() + WORDS_RETRY
+        else:
+            self._words_made = k + 1
 
     def _text_state(self) -> tuple[threading.Lock, dict[str, _Count], list[float]]:
         state: tuple[threading.Lock, dict[str, _Count], list[float]] | None = getattr(
@@ -97,7 +157,12 @@ class PostgresText:
             # Counted on a store of up to EXACT_TOTAL rows, the planner's estimate past that
             # (kept by autovacuum, within a few percent): a count of a million rows is 100 ms.
             # The newest records stand for all in the average length: one short index range.
-            sample = f"SELECT {_LENGTH} AS n FROM records r ORDER BY rid DESC LIMIT 2000"
+            # `record_words` has no index of the rids alone (no write pays for one): the
+            # newest rids are those of `records`, and their lengths 2,000 lookups.
+            sample = (
+                "SELECT w.tsv_len AS n FROM (SELECT project, rid FROM records "
+                "ORDER BY rid DESC LIMIT 2000) r JOIN record_words w USING (project, rid)"
+            )
             total = (
                 "SELECT CASE WHEN %(top)s <= %(exact)s OR c.reltuples < 0 "
                 "THEN (SELECT count(*) FROM records) ELSE c.reltuples::bigint END "
@@ -123,7 +188,7 @@ class PostgresText:
         if total <= COMMON_DF:
             # One index scan per word: a GIN match needs no recheck, so no tsvector is read.
             counts = ", ".join(
-                f"(SELECT count(*) FROM records WHERE tsv @@ {_TSQ.format(i=i)})"
+                f"(SELECT count(*) FROM record_words WHERE tsv @@ {_TSQ.format(i=i)})"
                 for i in range(len(words))
             )
             row = self._read(
@@ -131,7 +196,10 @@ class PostgresText:
             )[0]
             return {t: int(c) for t, c in zip(words, row, strict=True)}
         params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(words)}
-        params.update(total=total, common=COMMON_SURE, cap=COMMON_DF + 1)
+        params.update(total=total, common=COMMON_SURE, cap=COMMON_DF + 1, words=words)
+        newest = self._top[1] // WORDS_SPAN
+        # Two more than MCE_PARTITIONS: the newest may be too new to have been analyzed yet.
+        params["parts"] = [f"record_words_{k}" for k in range(newest, newest - 4, -1) if k >= 0]
         # A CASE runs its subquery only when that branch is taken: a word whose estimate says
         # common is never counted. Estimates are negative, so that they are told from counts.
         # `SELECT FROM`: with no column to read, the count reads no row of a page that VACUUM
@@ -139,7 +207,7 @@ class PostgresText:
         n = len(words)
         firsts = ", ".join(
             f"(SELECT CASE WHEN e.f * %(total)s > %(common)s THEN -round(e.f * %(total)s) "
-            f"ELSE (SELECT count(*) FROM (SELECT FROM records WHERE tsv @@ {_TSQ.format(i=i)} "
+            f"ELSE (SELECT count(*) FROM (SELECT FROM record_words WHERE tsv @@ {_TSQ.format(i=i)} "
             f"LIMIT %(cap)s) c) END FROM ({_ESTIMATE.format(i=i)}) e) AS c{i}"
             for i in range(n)
         )
@@ -152,16 +220,23 @@ class PostgresText:
         common = " AND ".join(f"abs(f.c{i}) > %(df)s" for i in range(n))
         fulls = ", ".join(
             f"CASE WHEN f.c{i} = %(cap)s AND {common} THEN "
-            f"(SELECT count(*) FROM records WHERE tsv @@ {_TSQ.format(i=i)}) END"
+            f"(SELECT count(*) FROM record_words WHERE tsv @@ {_TSQ.format(i=i)}) END"
             for i in range(n)
         )
         params["df"] = COMMON_DF
         # MATERIALIZED: each first count is referenced several times, and must run once.
+        # One generic plan, kept by the connection once psycopg prepares the statement (its fifth
+        # run there), not one planned for the words on every run: every count is planned over
+        # every partition of `record_words` (2n Appends of them), and planning took longer than
+        # running (3 ms of 5.5 for four words at 1M records, 10 partitions). The plan does not
+        # depend on the words: a count is a GIN bitmap scan per partition whatever the word, and
+        # a common word is not counted. Median of 30 requests' counts at 1M, 5.5-6.5 ms generic
+        # against 14.6-15.3 ms planned each time (a loaded machine, one run).
         row = self._read(
             f"WITH mce AS ({_MCE}), f AS MATERIALIZED (SELECT {firsts}) "
             f"SELECT {', '.join(f'f.c{i}' for i in range(n))}, {fulls} FROM f",
             params,
-            replan=True,
+            planner="plan_cache_mode = force_generic_plan",
         )[0]
         return {
             t: int(full) if full is not None else abs(int(first))
@@ -235,9 +310,6 @@ class PostgresText:
 
 # A record's BM25 length discount; `n` is its length in lexemes.
 _DISCOUNT = f"(1 + {K1} * (1 - {B} + {B} * {{n}} / %(avg)s::float8))"
-# A record's length in lexemes: kept by the write since m008_fulltext_lengths, measured from the
-# tsvector for a record stored before (NULL).
-_LENGTH = "coalesce(r.tsv_len, length(r.tsv))"
 
 
 def _window(words: int, newest: str, visible: str) -> str:
@@ -251,8 +323,8 @@ def _window(words: int, newest: str, visible: str) -> str:
     `rid + 0` keeps the planner, misled by its coarse estimate of a word's share, from walking the
     rid index newest first (105,000 rows for a word in 4,500)."""
     scans = " UNION ALL ".join(
-        f"(SELECT r.rid, {i} AS i, r.visibility, r.author, r.recipients, {_LENGTH} AS n "
-        f"FROM records r WHERE r.project = %(project)s AND r.tsv @@ {_TSQ.format(i=i)} "
+        f"(SELECT r.rid, {i} AS i, r.visibility, r.author, r.recipients, r.tsv_len AS n "
+        f"FROM record_words r WHERE r.project = %(project)s AND r.tsv @@ {_TSQ.format(i=i)} "
         f"AND r.rid > %(floor)s ORDER BY {newest} DESC LIMIT %(window)s)"
         for i in range(words)
     )
@@ -284,9 +356,9 @@ def _walked_window(words: int, visible: str) -> str:
     )
     return (
         "WITH w AS (SELECT r.rid, r.visibility, r.author, r.recipients, r.tsv, r.tsv_len "
-        f"FROM records r WHERE r.project = %(project)s AND r.tsv @@ ({ors}) "
+        f"FROM record_words r WHERE r.project = %(project)s AND r.tsv @@ ({ors}) "
         "AND r.rid > %(floor)s ORDER BY r.rid DESC LIMIT %(window)s), "
-        f"s AS (SELECT r.rid, ({present}) * {K1 + 1} / {_DISCOUNT.format(n=_LENGTH)} AS score "
+        f"s AS (SELECT r.rid, ({present}) * {K1 + 1} / {_DISCOUNT.format(n='r.tsv_len')} AS score "
         "FROM w r CROSS JOIN LATERAL (SELECT strip(r.tsv) AS v OFFSET 0) l "
         f"WHERE true{visible} ORDER BY score DESC, r.rid DESC LIMIT %(limit)s)"
     )

@@ -38,6 +38,8 @@ class PostgresWrites:
     _error: Callable[[str, BaseException], StoreError | ValidationError]
     _ours: Callable[[BaseException], bool]
     _get_many: Callable[[Any, str, Sequence[str]], list[Record]]
+    _grow_words: Callable[[], None]
+    _rid_written: int
     url: str
 
     def _init_writes(self) -> None:
@@ -66,6 +68,7 @@ class PostgresWrites:
                 job.error, job.out = exc, None
         for job in jobs:
             job.done = True
+        self._grow_words()
 
     def _alone(self, records: Sequence[Record]) -> list[Record]:
         # One record: the insert stores it or, stored already, nothing, and a changed repeat is
@@ -141,7 +144,8 @@ class PostgresWrites:
                 for n, row in enumerate(rows, 1):
                     copy.write_row((n, *row))
             inserted = conn.execute(INSERT_STAGED).fetchall()
-        fresh: set[RecordId] = {(p, i) for p, i in inserted}
+        fresh: set[RecordId] = {(p, i) for p, i, _ in inserted}
+        self._rid_written = max(self._rid_written, *(rid for *_, rid in inserted), 0)
         old = by_project((r.project, r.id) for r in unique if (r.project, r.id) not in fresh)
         stored = {
             (r.project, r.id): r
