@@ -537,6 +537,21 @@ def test_a_batch_is_stored_in_its_order_and_duplicates_return_the_first(pg: Post
     assert [r.id for r in got] == [r.id for r in same]
 
 
+def test_a_database_a_newer_version_migrated_is_refused_by_name(pg_url: str) -> None:
+    # Its writes would miss what the newer migration changed (as m009 moved the words out of
+    # `records`): a worker of the older version must not write it.
+    url = _other_db(pg_url, "cw_newer")
+    try:
+        PostgresStore(url, max_size=1).close()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("INSERT INTO migrations VALUES ('m999_future', now())")
+        with pytest.raises(StoreError, match="m999_future unknown here") as err:
+            PostgresStore(url, max_size=1)
+        assert "cannot open postgresql://" in str(err.value)
+    finally:
+        _drop_db(pg_url, "cw_newer")
+
+
 def test_a_database_of_the_old_schema_migrates_to_project_scoped_identity(pg_url: str) -> None:
     """m004_record_identity on a database built by the migrations before it, holding data."""
     url = _other_db(pg_url, "cw_old_identity")

@@ -104,8 +104,8 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
                 timeout=15, name="contextwright",
             )  # fmt: skip
             self._pool.wait(timeout=15)
-        except StoreError:
-            raise
+        except StoreError as exc:
+            raise StoreError(f"cannot open {self.url}: {exc}") from None
         except Exception as exc:
             err = self._error(f"cannot open {self.url}", exc)
             if self._secret and self._secret in str(exc):
@@ -120,6 +120,12 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
         # The common case, a worker starting against a migrated database: one read, no lock.
         if conn.execute("SELECT to_regclass('migrations') IS NOT NULL").fetchone()[0]:
             done = {r[0] for r in conn.execute("SELECT name FROM migrations")}
+            newer = sorted(done - set(names))
+            if newer:  # its writes would miss what those migrations changed (m009's word rows)
+                raise StoreError(
+                    f"a newer contextwright migrated this database ({', '.join(newer)} unknown "
+                    "here); upgrade contextwright to use it"
+                )
             if done >= set(names):
                 return
         with conn.transaction():
