@@ -742,7 +742,7 @@ def test_m008_keeps_each_records_length_and_ranks_older_records_as_before(pg_url
                 )
         store = PostgresStore(url, max_size=1)
         try:
-            assert store.applied_migrations()[-1] == "m008_fulltext_lengths"
+            assert "m008_fulltext_lengths" in store.applied_migrations()
             store.add_many([rec(i, project="new", content=t) for i, t in enumerate(texts)])
             lengths = store._read(
                 "SELECT project, tsv_len, length(tsv), tsv = to_tsvector('english', content) "
@@ -765,3 +765,42 @@ def test_m008_keeps_each_records_length_and_ranks_older_records_as_before(pg_url
             store.close()
     finally:
         _drop_db(pg_url, "cw_old_lengths")
+
+
+def test_addressing_rows_stored_before_m010_get_their_records_time(pg_url: str) -> None:
+    """m010_addressing_time gives every addressing row its record's time, so that records
+    addressed to a name read in time order through the new index, those stored before it (in
+    whatever order they were stored) as those after."""
+    url = _other_db(pg_url, "cw_old_addressing")
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            _migrate_before(conn, "m010")
+            for i, at in enumerate([5, 1, 3]):  # stored out of time order
+                (rid,) = conn.execute(
+                    "INSERT INTO records (id, project, author, kind, recipients, visibility, "
+                    "mentions, tags, refs, pinned, created_at, content, tokens, content_hash, "
+                    "meta) VALUES (%s, 'old', 'ann', 'note', '[\"bob\"]', 'project', '[\"bob\"]', "
+                    "'[]', '[]', 0, %s, 'hi bob', 2, 'h', '{}') RETURNING rid",
+                    (f"r{i}", T0 + at),
+                ).fetchone()
+                conn.execute(
+                    "INSERT INTO addressing (project, name, how, rid) "
+                    "VALUES ('old', 'bob', 'to', %s), ('old', 'bob', 'mention', %s)",
+                    (rid, rid),
+                )
+        store = PostgresStore(url, max_size=1)
+        try:
+            assert store.applied_migrations()[-1] == "m010_addressing_time"
+            store.add_many([rec(9, project="old", to=["bob"], created_at=T0 + 2)])
+            times = store._read("SELECT count(*) FROM addressing WHERE created_at IS NULL")
+            assert times == [(0,)]
+            got = store.query(Query("old", "bob", addressed_to="bob", limit=10))
+            assert [r.id for r in got] == ["r0", "r2", "r00009", "r1"]
+            first = store.query(
+                Query("old", "bob", addressed_to="bob", newest_first=False, limit=2)
+            )
+            assert [r.id for r in first] == ["r1", "r00009"]
+        finally:
+            store.close()
+    finally:
+        _drop_db(pg_url, "cw_old_addressing")

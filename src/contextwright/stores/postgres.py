@@ -389,42 +389,25 @@ def _query_sql(q: Query) -> tuple[str, dict[str, Any]]:
         )
         params["tag"] = q.tag
     order = "DESC" if q.newest_first else "ASC"
-    ordered = f"ORDER BY r.created_at {order}, r.rid {order} LIMIT %(limit)s"
     if q.addressed_to is None:
+        ordered = f"ORDER BY r.created_at {order}, r.rid {order} LIMIT %(limit)s"
         return f"{SELECT}{join} WHERE {' AND '.join(where)} {ordered}", params
     params["addr"] = q.addressed_to
-    return _addressed_sql(join, " AND ".join(where), order, ordered), params
+    return _addressed_sql(join, " AND ".join(where), order), params
 
 
-# Up to this many addressing rows, the records addressed to a name are read through them (an
-# index range of the addressing key, one lookup each); past it, the project's records are walked
-# in time order and each row's recipients and mentions tested until the limit is found. Each way
-# alone has a case that reads the whole project: the walk for a name hardly ever addressed (every
-# row tested: 600-850 ms a call under bench/load.py at 100k), the lookups for a name addressed in
-# thousands of records (41 ms at 1M).
-ADDRESSED_LOOKUPS = 2000
-_PLAIN = ", ".join(c.strip() for c in COLUMNS.split(","))
-
-
-def _addressed_sql(join: str, where: str, order: str, ordered: str) -> str:
-    """Records addressed to %(addr)s, by whichever way the count of its addressing rows (read
-    up to ADDRESSED_LOOKUPS, an index-only range) says is bounded: both branches are planned, and
-    the one whose one-time filter is false never runs."""
-    few = (
-        f"SELECT count(*) < {ADDRESSED_LOOKUPS} FROM (SELECT 1 FROM addressing a WHERE "
-        f"a.project = %(project)s AND a.name = %(addr)s LIMIT {ADDRESSED_LOOKUPS}) c"
+def _addressed_sql(join: str, where: str, order: str) -> str:
+    """Records addressed to %(addr)s (by `to` or @mention), in time order: the name's addressing
+    rows walked in that order through their index (m010_addressing_time), one row per record,
+    each joined to its record and tested against the query's filters, until the limit is found.
+    As SQLite's addressed_time: the work follows the records returned and those the filters pass
+    over, not the records addressed to the name nor the project's size."""
+    by_time = (
+        "SELECT DISTINCT a.created_at AS at_, a.rid AS rid_ FROM addressing a "
+        "WHERE a.project = %(project)s AND a.name = %(addr)s "
+        f"ORDER BY a.created_at {order}, a.rid {order}"
     )
-    # ARRAY(...) is read once, before any row (an init plan): the planner may not turn it into
-    # a walk of the project's rows with a probe of `addressing` each.
-    lookups = (
-        "r.rid = ANY(ARRAY(SELECT a.rid FROM addressing a WHERE a.project = %(project)s "
-        "AND a.name = %(addr)s))"
-    )
-    walk = "(r.recipients::jsonb ? %(addr)s OR r.mentions::jsonb ? %(addr)s)"
-    branch = f"(SELECT {COLS}, r.rid AS rid_ FROM records r{join} WHERE {where} AND {{}} {ordered})"
     return (
-        f"WITH few AS MATERIALIZED ({few}) SELECT {_PLAIN} FROM ("
-        f"{branch.format(f'(SELECT * FROM few) AND {lookups}')} UNION ALL "
-        f"{branch.format(f'NOT (SELECT * FROM few) AND {walk}')}"
-        f") u ORDER BY created_at {order}, rid_ {order} LIMIT %(limit)s"
+        f"{SELECT} JOIN ({by_time}) a ON r.rid = a.rid_{join} WHERE {where} "
+        f"ORDER BY a.at_ {order}, a.rid_ {order} LIMIT %(limit)s"
     )

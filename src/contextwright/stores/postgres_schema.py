@@ -158,6 +158,21 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE records ADD COLUMN tsv_len INTEGER;
         """,
     ),
+    (
+        # Each addressing row carries its record's time, and an index reads a name's rows newest
+        # first (SQLite's addressed_time): "the 25 newest records addressed to X" reads about 25
+        # index entries and 25 records. Without it the read either sorted every record addressed
+        # to X or walked the project's newest records testing each one's JSON, 7-20 ms a call at
+        # 100k records once the newest thousands were addressed to nobody (bench/load.py's adds),
+        # the PostgreSQL server's largest cost per HTTP request. Rows written by a worker of an
+        # older version meanwhile have no time and read as the newest (docs/postgres.md).
+        "m010_addressing_time",
+        """
+        ALTER TABLE addressing ADD COLUMN created_at DOUBLE PRECISION;
+        UPDATE addressing a SET created_at = r.created_at FROM records r WHERE r.rid = a.rid;
+        CREATE INDEX addressing_time ON addressing (project, name, created_at, rid);
+        """,
+    ),
 ]
 
 # Column types of record_to_row(), in COLUMNS order, for unnest().
@@ -178,10 +193,11 @@ _INSERT_FROM = f"""
         INSERT INTO records ({COLUMNS}, tsv, tsv_len)
         SELECT {COLUMNS}, v.tsv, length(v.tsv) FROM {{src}}
         CROSS JOIN LATERAL (SELECT to_tsvector('english', content) AS tsv OFFSET 0) v ORDER BY n
-        ON CONFLICT (project, id) DO NOTHING RETURNING rid, id, project, recipients, mentions, tags
+        ON CONFLICT (project, id) DO NOTHING
+        RETURNING rid, id, project, recipients, mentions, tags, created_at
     ), addr AS (
-        INSERT INTO addressing (project, name, how, rid)
-        SELECT ins.project, a.name, a.how, ins.rid FROM ins CROSS JOIN LATERAL (
+        INSERT INTO addressing (project, name, how, rid, created_at)
+        SELECT ins.project, a.name, a.how, ins.rid, ins.created_at FROM ins CROSS JOIN LATERAL (
             SELECT value, 'to' FROM jsonb_array_elements_text(ins.recipients::jsonb)
             UNION ALL SELECT value, 'mention' FROM jsonb_array_elements_text(ins.mentions::jsonb)
         ) AS a(name, how)
