@@ -804,3 +804,38 @@ def test_addressing_rows_stored_before_m010_get_their_records_time(pg_url: str) 
             store.close()
     finally:
         _drop_db(pg_url, "cw_old_addressing")
+
+
+def test_traces_are_written_together_without_waiting_for_a_flush(pg_url: str) -> None:
+    """The trace writer stores a batch of traces in one transaction (ports.PutsDocs) whose
+    commit does not wait for the write-ahead log's flush; the setting ends with it, so the next
+    transaction on the same pooled connection is as durable as the database says."""
+    from contextwright.traces.writer import TraceWriter
+
+    url = _other_db(pg_url, "cw_traces")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER DATABASE cw_traces SET synchronous_commit = on")
+    try:
+        store = PostgresStore(url, max_size=1)
+        engine = Engine(store)
+        try:
+            store.add_many([rec(i, content=f"the cache note {i}") for i in range(5)])
+            traces = [engine.assemble(P, "ann", "the cache", 500).trace for _ in range(3)]
+            engine.flush()
+            assert [engine.trace(P, t.id) is not None for t in traces] == [True] * 3
+            TraceWriter(store)._write(traces)  # written again: one transaction for all three
+            rows = store._read(
+                "SELECT id, xmin::text, data::jsonb ->> 'id' FROM docs WHERE collection = 'traces'"
+            )
+            assert sorted(r[0] for r in rows) == sorted(t.id for t in traces)
+            assert len({r[1] for r in rows}) == 1
+            assert all(r[0] == r[2] for r in rows)
+            assert store._read("SHOW synchronous_commit") == [("on",)]
+            # As put_doc: a document of another project with the same id changes nothing.
+            store.put_docs("traces", [(traces[0].id, "other", {"x": 1}, 0.0, None)], durable=False)
+            assert store.get_doc("traces", "other", traces[0].id) is None
+            assert store.get_doc("traces", P, traces[0].id) is not None
+        finally:
+            engine.close()
+    finally:
+        _drop_db(pg_url, "cw_traces")

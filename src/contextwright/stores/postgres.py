@@ -219,7 +219,8 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
 
     def _write(self, fn: Callable[[Any], Any], *, transaction: bool = True) -> Any:
         """`fn(conn)` in one transaction: all of it is stored, or none of it. Without one, `fn`
-        must make at most one write statement, which autocommit makes atomic by itself."""
+        must make at most one write statement, which autocommit makes atomic by itself, or open
+        its own transaction (to send it in one pipeline)."""
         try:
             with self._pool.connection() as conn:
                 if not transaction:
