@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contextwright import Budget, Engine, MissingExtra, StoreError, ValidationError
 from contextwright.embedders import HashEmbedder
@@ -28,6 +30,8 @@ from contextwright.stores import open_store
 from contextwright.stores.fulltext import COMMON_DF, LARGE_WINDOW
 from contextwright.stores.postgres import MIGRATIONS, PostgresStore
 from contextwright.stores.postgres_url import redact
+from contextwright.stores.postgres_vectors import Vector
+from contextwright.stores.postgres_vectors import _binary_vectors as _binary
 from contextwright.stores.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.postgres
@@ -839,3 +843,31 @@ def test_traces_are_written_together_without_waiting_for_a_flush(pg_url: str) ->
             engine.close()
     finally:
         _drop_db(pg_url, "cw_traces")
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.floats(width=32, allow_nan=False, allow_infinity=False), min_size=1, max_size=48)
+)
+def test_vectors_reach_the_server_bit_for_bit(pg: PostgresStore, values: list[float]) -> None:
+    """Vectors go to the server in pgvector's binary form (postgres_vectors.Vector): every
+    float32 arrives as it was, in stored vectors and in the query vector of a search."""
+    vec = np.asarray(values, dtype=np.float32)
+    if not pg.get_many(P, ["v1"]):
+        pg.add_many([rec(1, id="v1")])
+    pg.put_vectors("m", [(P, "v1", vec)])
+    (stored,) = pg._read("SELECT embedding::real[] FROM vectors WHERE model = 'm'")
+    assert np.asarray(stored[0], dtype=np.float32).tobytes() == vec.tobytes()
+    # The query vector too: compared in the server with the stored one, it is the same.
+    (same,) = pg._reading(
+        lambda conn: (
+            _binary(conn.cursor())
+            .execute("SELECT %s::vector = embedding FROM vectors WHERE model = 'm'", (Vector(vec),))
+            .fetchone()
+        )
+    )
+    assert same
+    if np.any(vec):
+        assert [h.record.id for h in pg.vector_search(P, "ann", vec, 1, "m")] == ["v1"]
