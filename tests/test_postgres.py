@@ -33,6 +33,7 @@ from contextwright.stores.postgres_url import redact
 from contextwright.stores.postgres_vectors import Vector
 from contextwright.stores.postgres_vectors import _binary_vectors as _binary
 from contextwright.stores.sqlite import SQLiteStore
+from test_postgres_group_commit import waits
 
 pytestmark = pytest.mark.postgres
 
@@ -811,9 +812,10 @@ def test_addressing_rows_stored_before_m010_get_their_records_time(pg_url: str) 
 
 
 def test_traces_are_written_together_without_waiting_for_a_flush(pg_url: str) -> None:
-    """The trace writer stores a batch of traces in one transaction (ports.PutsDocs) whose
-    commit does not wait for the write-ahead log's flush; the setting ends with it, so the next
-    transaction on the same pooled connection is as durable as the database says."""
+    """The trace writer stores a batch of traces in one transaction (ports.PutsDocs), sent in
+    one round trip, whose commit does not wait for the write-ahead log's flush; the setting ends
+    with it, so the next transaction on the same pooled connection is as durable as the database
+    says. Vectors are written the same way."""
     from contextwright.traces.writer import TraceWriter
 
     url = _other_db(pg_url, "cw_traces")
@@ -827,14 +829,21 @@ def test_traces_are_written_together_without_waiting_for_a_flush(pg_url: str) ->
             traces = [engine.assemble(P, "ann", "the cache", 500).trace for _ in range(3)]
             engine.flush()
             assert [engine.trace(P, t.id) is not None for t in traces] == [True] * 3
-            TraceWriter(store)._write(traces)  # written again: one transaction for all three
+            with waits(store) as turns:
+                TraceWriter(store)._write(traces)  # written again: one transaction for all three
+            assert len(turns) == 1 and turns[0][:2] == ["BEGIN", "SELECT"], turns  # the setting
+            assert turns[0][-1] == "COMMIT", turns
+            # Vectors the same way: derived from the records, embedded again if lost.
+            with waits(store) as turns:
+                store.put_vectors("m", [(P, "r00001", np.ones(4)), (P, "r00002", np.ones(4))])
+            assert len(turns) == 1 and turns[0][:2] == ["BEGIN", "SELECT"], turns
+            assert store._read("SHOW synchronous_commit") == [("on",)]  # for these two only
             rows = store._read(
                 "SELECT id, xmin::text, data::jsonb ->> 'id' FROM docs WHERE collection = 'traces'"
             )
             assert sorted(r[0] for r in rows) == sorted(t.id for t in traces)
             assert len({r[1] for r in rows}) == 1
             assert all(r[0] == r[2] for r in rows)
-            assert store._read("SHOW synchronous_commit") == [("on",)]
             # As put_doc: a document of another project with the same id changes nothing.
             store.put_docs("traces", [(traces[0].id, "other", {"x": 1}, 0.0, None)], durable=False)
             assert store.get_doc("traces", "other", traces[0].id) is None

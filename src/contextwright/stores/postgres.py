@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Any, TypeVar
 
 from ..errors import MissingExtra, StoreError, ValidationError
@@ -42,6 +43,7 @@ def default_pool_max(cpus: int | None = None) -> int:
     return default_limit(None, cpus) + SOURCE_THREADS + 2
 
 
+IDLE = 0  # psycopg.pq.TransactionStatus.IDLE: no transaction open on the connection
 # Serializes schema changes when many workers start at once against a fresh database.
 MIGRATION_LOCK = 0x636F6E74  # "cont"
 T = TypeVar("T")
@@ -233,6 +235,31 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
             if self._ours(exc):
                 raise self._error(f"cannot write {self.url}", exc) from exc
             raise
+
+    def _piped(self, fn: Callable[[Any], T], *, durable: bool = True, pipeline: bool = True) -> T:
+        """`fn(conn)` in one transaction whose BEGIN, statements and COMMIT are sent in one
+        pipeline: one round trip, or one more for each answer `fn` reads before its end.
+        Plain BEGIN and COMMIT: psycopg's transaction() syncs after its BEGIN and before its
+        COMMIT in a pipeline (three round trips). `durable=False`: the commit returns before
+        the write-ahead log is flushed (for this transaction only; docs/postgres.md). Not
+        `pipeline`: the same transaction, statement by statement (COPY cannot be piped)."""
+
+        def write(conn: Any) -> T:
+            try:
+                with conn.pipeline() if pipeline else nullcontext():
+                    conn.execute("BEGIN")
+                    if not durable:
+                        conn.execute("SELECT set_config('synchronous_commit', 'off', true)")
+                    out = fn(conn)
+                    conn.execute("COMMIT")
+            except BaseException:
+                if conn.info.transaction_status != IDLE:
+                    conn.execute("ROLLBACK")
+                raise
+            return out
+
+        result: T = self._write(write, transaction=False)
+        return result
 
     # -- records --------------------------------------------------------------------------------
 

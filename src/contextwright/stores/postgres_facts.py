@@ -14,7 +14,7 @@ from .sql import docs_sql, edges_sql
 class PostgresFacts:
     _read: Callable[..., list[Any]]
     _run: Callable[[str, Any], list[Any]]
-    _write: Callable[..., Any]
+    _piped: Callable[..., Any]
 
     def set_status(
         self, project: str, record_id: str, status: str, by: str, at: float, note: str = ""
@@ -103,16 +103,10 @@ class PostgresFacts:
             return
 
         def write(conn: Any) -> None:
-            # BEGIN, the setting, the writes and COMMIT in one pipeline: one round trip.
-            with conn.pipeline(), conn.transaction():
-                if not durable:
-                    # This transaction's commit returns before the WAL is flushed (the WAL
-                    # writer flushes it within 3 x wal_writer_delay); every other stays durable.
-                    conn.execute("SELECT set_config('synchronous_commit', 'off', true)")
-                with conn.cursor() as cur:
-                    cur.executemany(PUT_DOC, rows)
+            with conn.cursor() as cur:
+                cur.executemany(PUT_DOC, rows)
 
-        self._write(write, transaction=False)
+        self._piped(write, durable=durable)
 
     def get_doc(self, collection: str, project: str, doc_id: str) -> dict[str, Any] | None:
         rows = self._read(

@@ -75,7 +75,7 @@ class PostgresVectors:
 
     _read: Callable[..., list[Any]]
     _reading: Callable[[Callable[[Any], Any]], Any]
-    _write: Callable[[Callable[[Any], Any]], Any]
+    _piped: Callable[..., Any]
     _select: str
     _cols: str
     _visible: str
@@ -103,7 +103,10 @@ class PostgresVectors:
                     params,
                 )
 
-        self._write(write)
+        # One round trip, and a commit that waits for no flush of the write-ahead log: vectors
+        # are derived, and a crash of the database server that loses the last ones leaves their
+        # records without one, which the embedding worker reads (`unembedded`) and embeds again.
+        self._piped(write, durable=False)
 
     def vector_search(
         self, project: str, agent: str | None, vector: Any, limit: int, model: str

@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from typing import Any
 
 from ..errors import StoreError, ValidationError
@@ -21,8 +20,6 @@ from .batches import RecordId, by_project, plan_batch
 from .groups import Groups, Job
 from .postgres_schema import _BUMP, COPY_STAGE, INSERT_RECORDS, INSERT_STAGED, STAGE, SUPERSEDE
 from .rows import record_to_row
-
-IDLE = 0  # psycopg.pq.TransactionStatus.IDLE: no transaction open on the connection
 
 # From this many records on, a batch is copied into a staging table (COPY_STAGE) instead of sent
 # as parameter arrays: two more round trips, and a fraction of the client's work per record.
@@ -54,6 +51,7 @@ INSERT_GROUP = {False: _unbumped(INSERT_RECORDS), True: _unbumped(INSERT_STAGED)
 
 class PostgresWrites:
     _write: Callable[..., Any]
+    _piped: Callable[..., Any]
     _error: Callable[[str, BaseException], StoreError | ValidationError]
     _ours: Callable[[BaseException], bool]
     _get_many: Callable[[Any, str, Sequence[str]], list[Record]]
@@ -110,31 +108,20 @@ class PostgresWrites:
         records = [r for job in jobs for r in job.records]
 
         def write(conn: Any) -> list[Record]:
-            # BEGIN with the insert in one round trip, the bump with COMMIT in the next: plain
-            # statements, since psycopg's transaction() syncs after its BEGIN and before its
-            # COMMIT in a pipeline (four round trips). COPY (a large group) cannot be piped.
-            piped = conn.pipeline() if len(records) < COPY_FROM else nullcontext()
-            try:
-                with piped:
-                    conn.execute("BEGIN")
-                    out, fresh = self._insert(conn, records, False)
-                    stored: Counter[str] = Counter()
-                    seen: set[RecordId] = set()
-                    for job in jobs:
-                        keys = {(r.project, r.id) for r in job.records} - seen
-                        seen |= keys
-                        stored.update({project for project, rid in keys & fresh})
-                    if stored:
-                        conn.execute(BUMP_GROUP, (list(stored), list(stored.values())))
-                    conn.execute("COMMIT")
-            except BaseException:
-                if conn.info.transaction_status != IDLE:
-                    conn.execute("ROLLBACK")
-                raise
+            # BEGIN with the insert in one round trip, the bump with COMMIT in the next.
+            out, fresh = self._insert(conn, records, False)
+            stored: Counter[str] = Counter()
+            seen: set[RecordId] = set()
+            for job in jobs:
+                keys = {(r.project, r.id) for r in job.records} - seen
+                seen |= keys
+                stored.update({project for project, rid in keys & fresh})
+            if stored:
+                conn.execute(BUMP_GROUP, (list(stored), list(stored.values())))
             return out
 
         try:
-            out: list[Record] = self._write(write, transaction=False)
+            out: list[Record] = self._piped(write, pipeline=len(records) < COPY_FROM)
         except ValidationError:
             # A batch refused (a changed repeat, text the server cannot store). Not a StoreError:
             # a commit whose answer was lost may have stored the group, and then every caller
