@@ -43,7 +43,6 @@ def default_pool_max(cpus: int | None = None) -> int:
     return default_limit(None, cpus) + SOURCE_THREADS + 2
 
 
-IDLE = 0  # psycopg.pq.TransactionStatus.IDLE: no transaction open on the connection
 # Serializes schema changes when many workers start at once against a fresh database.
 MIGRATION_LOCK = 0x636F6E74  # "cont"
 T = TypeVar("T")
@@ -93,6 +92,8 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
         self._secret = password_of(conninfo)
         self._broken_types: tuple[type[BaseException], ...] = (psycopg.OperationalError,)
         self._data_error: type[BaseException] = psycopg.DataError
+        status = psycopg.pq.TransactionStatus
+        self._open_states = (status.INTRANS, status.INERROR)  # a transaction to roll back
         self._select, self._cols, self._visible = SELECT, COLS, VISIBLE
         self._init_writes()
         extra: dict[str, Any] = {"autocommit": True}
@@ -253,7 +254,7 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
                     out = fn(conn)
                     conn.execute("COMMIT")
             except BaseException:
-                if conn.info.transaction_status != IDLE:
+                if conn.info.transaction_status in self._open_states:  # not if the link broke
                     conn.execute("ROLLBACK")
                 raise
             return out

@@ -46,7 +46,7 @@ def _unbumped(insert: str) -> str:
     return insert.replace(bump, ")")
 
 
-INSERT_GROUP = {False: _unbumped(INSERT_RECORDS), True: _unbumped(INSERT_STAGED)}
+INSERT_GROUP, INSERT_GROUP_STAGED = _unbumped(INSERT_RECORDS), _unbumped(INSERT_STAGED)
 
 
 class PostgresWrites:
@@ -156,14 +156,13 @@ class PostgresWrites:
         rows = [record_to_row(r) for r in unique]
         if len(rows) < COPY_FROM:
             params = [list(col) for col in zip(*rows, strict=True)]
-            sql = INSERT_RECORDS if bump else INSERT_GROUP[False]
-            inserted = conn.execute(sql, params).fetchall()
+            inserted = conn.execute(INSERT_RECORDS if bump else INSERT_GROUP, params).fetchall()
         else:
             conn.execute(STAGE)
             with conn.cursor() as cur, cur.copy(COPY_STAGE) as copy:
                 for n, row in enumerate(rows, 1):
                     copy.write_row((n, *row))
-            inserted = conn.execute(INSERT_STAGED if bump else INSERT_GROUP[True]).fetchall()
+            inserted = conn.execute(INSERT_STAGED if bump else INSERT_GROUP_STAGED).fetchall()
         fresh: set[RecordId] = {(p, i) for p, i in inserted}
         old = by_project((r.project, r.id) for r in unique if (r.project, r.id) not in fresh)
         stored = {

@@ -25,6 +25,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from typing import cast
 
 from ..ports import PutsDocs, Store, capable
 from .trace import Trace
@@ -143,10 +144,10 @@ class TraceWriter:
         PostgreSQL each trace had been a commit of its own, ~100 KB of write-ahead log flushed
         while the adds' commits queued behind it. False if a trace changed while it was encoded:
         then each is written alone, with its retries."""
-        assert isinstance(self.store, PutsDocs)
+        store = cast(PutsDocs, self.store)
         try:
             docs = [(t.id, t.project, t.to_json_dict(), t.created_at, t.agent) for t in batch]
-            self.store.put_docs("traces", docs, durable=False)
+            store.put_docs("traces", docs, durable=False)
         except RuntimeError:
             return False
         except Exception as exc:  # a closed or broken store: keep the calls alive
