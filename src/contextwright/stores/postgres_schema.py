@@ -165,12 +165,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         # to X or walked the project's newest records testing each one's JSON, 7-20 ms a call at
         # 100k records once the newest thousands were addressed to nobody (bench/load.py's adds),
         # the PostgreSQL server's largest cost per HTTP request. Rows written by a worker of an
-        # older version meanwhile have no time and read as the newest (docs/postgres.md).
+        # older version meanwhile have no time and read as the newest (docs/postgres.md). The
+        # planner's statistics of the new column and index at once, not at autovacuum's next turn.
         "m010_addressing_time",
         """
         ALTER TABLE addressing ADD COLUMN created_at DOUBLE PRECISION;
         UPDATE addressing a SET created_at = r.created_at FROM records r WHERE r.rid = a.rid;
         CREATE INDEX addressing_time ON addressing (project, name, created_at, rid);
+        ANALYZE addressing;
         """,
     ),
 ]
