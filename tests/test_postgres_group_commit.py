@@ -172,6 +172,19 @@ def test_a_group_is_two_round_trips_with_the_version_bump_last(pg_url: str) -> N
         store.close()
 
 
+def test_a_large_group_is_copied_and_counts_each_write(pg: PostgresStore) -> None:
+    """A group of COPY_FROM records or more is staged with COPY, outside a pipeline, in the
+    same transaction as its version bump."""
+    batches = [[rec(f"c{n}-{k}", f"copied {n} {k}") for k in range(30)] for n in range(3)]
+    batches.append([rec("c0-0", "copied 0 0")])  # stored by the first: no bump
+    groups = pg._grouped
+    results = grouped(pg, batches)
+    assert [len(r) for r in results] == [30, 30, 30, 1]
+    assert pg._grouped == groups + 1
+    assert pg.count(P) == 90
+    assert pg.version(P) == 3
+
+
 def test_a_lone_record_changed_is_refused_and_changes_nothing(pg: PostgresStore) -> None:
     pg.add_many([rec("x", "first")])
     with pytest.raises(ValidationError):
