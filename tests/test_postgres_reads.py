@@ -120,6 +120,10 @@ def test_addressed_reads_walk_the_names_rows_in_time_order(pg: PostgresStore) ->
     for k in range(2_000, 7_000, 2_500):
         pg.add_many([rec(i, f"late {i} @bob") for i in range(k, k + 2_500)])
     pg.add_many([rec(i, f"aside {i}") for i in range(7_000, 8_000)])
+    # Every row rewritten, as m010's fill does: no page all-visible until a VACUUM, so an
+    # index-only walk of all the name's rows costs a heap visit each, and the planner would
+    # rather sort them all unless it costs the walk for the LIMIT's rows only.
+    pg._run("UPDATE addressing SET created_at = created_at", None)
     pg._run("ANALYZE addressing", None)
     pg._run("ANALYZE records", None)
     sql, params = postgres._query_sql(Query(P, "bob", addressed_to="bob", limit=5))
