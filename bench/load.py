@@ -101,6 +101,15 @@ def serve(path: str, port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
+def postgres_cpu(workdir: str | None) -> float:
+    """CPU seconds of the PostgreSQL server of `--postgres WORKDIR`, its exited backends'
+    included (bench/ingest.py's measure); 0.0 without one."""
+    if workdir is None:
+        return 0.0
+    with open(os.path.join(workdir, "pgdata", "postmaster.pid")) as f:
+        return tree_cpu_seconds(int(f.readline()), exited=True)
+
+
 def pct(values: list[float], p: float) -> float:
     if not values:
         return 0.0
@@ -335,6 +344,7 @@ def main() -> None:
                 asyncio.run(drive(base, args.clients, args.warmup, args.max_requests,
                                   args.assemble_share, args.seed + 1, args.client))  # fmt: skip
             server_cpu = tree_cpu_seconds(proc.pid)
+            pg_cpu = postgres_cpu(args.postgres)
             report = asyncio.run(
                 drive(
                     base,
@@ -350,6 +360,13 @@ def main() -> None:
             report["server_cpu_ms_per_request"] = round(
                 server_cpu * 1000 / max(report["requests"], 1), 3
             )
+            if args.postgres:
+                # The database's side of each request: on one box it shares the cores with the
+                # server, so requests/s follow the sum of both, not the server's alone.
+                pg_cpu = postgres_cpu(args.postgres) - pg_cpu
+                report["postgres_cpu_ms_per_request"] = round(
+                    pg_cpu * 1000 / max(report["requests"], 1), 3
+                )
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -378,8 +395,10 @@ def main() -> None:
         f"{report['requests']} requests, {report['requests_per_s']} req/s, errors {report['errors']}"
         f"; {report['store']}, embedder {report['embedder']}"
     )
+    pg_ms = report.get("postgres_cpu_ms_per_request")
+    pg = "" if pg_ms is None else f"postgres {pg_ms} ms, "
     print(
-        f"  CPU per request: server {report['server_cpu_ms_per_request']} ms, client "
+        f"  CPU per request: server {report['server_cpu_ms_per_request']} ms, {pg}client "
         f"({report['client']}) {report['client_cpu_ms_per_request']} ms; cpu ref "
         f"{report['cpu_reference_ms']} ms; load average {report['load_average']}"
     )

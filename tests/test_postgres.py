@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contextwright import Budget, Engine, MissingExtra, StoreError, ValidationError
 from contextwright.embedders import HashEmbedder
@@ -29,7 +31,10 @@ from contextwright.stores.fulltext import COMMON_DF, LARGE_WINDOW
 from contextwright.stores.postgres import MIGRATIONS, PostgresStore
 from contextwright.stores.postgres_schema import WORDS_SPAN
 from contextwright.stores.postgres_url import redact
+from contextwright.stores.postgres_vectors import Vector
+from contextwright.stores.postgres_vectors import _binary_vectors as _binary
 from contextwright.stores.sqlite import SQLiteStore
+from test_postgres_group_commit import waits
 
 pytestmark = pytest.mark.postgres
 
@@ -779,7 +784,7 @@ def test_m009_moves_the_words_into_partitions_and_ranks_older_records_as_before(
             conn.execute(f"SELECT setval('records_rid_seq', {rids[-1]})")
         store = PostgresStore(url, max_size=1)
         try:
-            assert store.applied_migrations()[-1] == "m009_fulltext_partitions"
+            assert "m009_fulltext_partitions" in store.applied_migrations()
             assert store._read(
                 "SELECT count(*) FROM information_schema.columns "
                 "WHERE table_name = 'records' AND column_name IN ('tsv', 'tsv_len')"
@@ -857,3 +862,113 @@ def test_a_writer_makes_the_words_partitions_before_its_rids_reach_them(pg_url: 
             store.close()
     finally:
         _drop_db(pg_url, "cw_grow_words")
+
+
+def test_addressing_rows_stored_before_m010_get_their_records_time(pg_url: str) -> None:
+    """m010_addressing_time gives every addressing row its record's time, so that records
+    addressed to a name read in time order through the new index, those stored before it (in
+    whatever order they were stored) as those after."""
+    url = _other_db(pg_url, "cw_old_addressing")
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            _migrate_before(conn, "m010")
+            for i, at in enumerate([5, 1, 3]):  # stored out of time order
+                (rid,) = conn.execute(
+                    "INSERT INTO records (id, project, author, kind, recipients, visibility, "
+                    "mentions, tags, refs, pinned, created_at, content, tokens, content_hash, "
+                    "meta) VALUES (%s, 'old', 'ann', 'note', '[\"bob\"]', 'project', '[\"bob\"]', "
+                    "'[]', '[]', 0, %s, 'hi bob', 2, 'h', '{}') RETURNING rid",
+                    (f"r{i}", T0 + at),
+                ).fetchone()
+                conn.execute(
+                    "INSERT INTO addressing (project, name, how, rid) "
+                    "VALUES ('old', 'bob', 'to', %s), ('old', 'bob', 'mention', %s)",
+                    (rid, rid),
+                )
+        store = PostgresStore(url, max_size=1)
+        try:
+            assert store.applied_migrations()[-1] == "m010_addressing_time"
+            store.add_many([rec(9, project="old", to=["bob"], created_at=T0 + 2)])
+            times = store._read("SELECT count(*) FROM addressing WHERE created_at IS NULL")
+            assert times == [(0,)]
+            got = store.query(Query("old", "bob", addressed_to="bob", limit=10))
+            assert [r.id for r in got] == ["r0", "r2", "r00009", "r1"]
+            first = store.query(
+                Query("old", "bob", addressed_to="bob", newest_first=False, limit=2)
+            )
+            assert [r.id for r in first] == ["r1", "r00009"]
+        finally:
+            store.close()
+    finally:
+        _drop_db(pg_url, "cw_old_addressing")
+
+
+def test_traces_are_written_together_without_waiting_for_a_flush(pg_url: str) -> None:
+    """The trace writer stores a batch of traces in one transaction (ports.PutsDocs), sent in
+    one round trip, whose commit does not wait for the write-ahead log's flush; the setting ends
+    with it, so the next transaction on the same pooled connection is as durable as the database
+    says. Vectors are written the same way."""
+    from contextwright.traces.writer import TraceWriter
+
+    url = _other_db(pg_url, "cw_traces")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER DATABASE cw_traces SET synchronous_commit = on")
+    try:
+        store = PostgresStore(url, max_size=1)
+        engine = Engine(store)
+        try:
+            store.add_many([rec(i, content=f"the cache note {i}") for i in range(5)])
+            traces = [engine.assemble(P, "ann", "the cache", 500).trace for _ in range(3)]
+            engine.flush()
+            assert [engine.trace(P, t.id) is not None for t in traces] == [True] * 3
+            with waits(store) as turns:
+                TraceWriter(store)._write(traces)  # written again: one transaction for all three
+            assert len(turns) == 1 and turns[0][:2] == ["BEGIN", "SELECT"], turns  # the setting
+            assert turns[0][-1] == "COMMIT", turns
+            # Vectors the same way: derived from the records, embedded again if lost.
+            with waits(store) as turns:
+                store.put_vectors("m", [(P, "r00001", np.ones(4)), (P, "r00002", np.ones(4))])
+            assert len(turns) == 1 and turns[0][:2] == ["BEGIN", "SELECT"], turns
+            assert store._read("SHOW synchronous_commit") == [("on",)]  # for these two only
+            rows = store._read(
+                "SELECT id, xmin::text, data::jsonb ->> 'id' FROM docs WHERE collection = 'traces'"
+            )
+            assert sorted(r[0] for r in rows) == sorted(t.id for t in traces)
+            assert len({r[1] for r in rows}) == 1
+            assert all(r[0] == r[2] for r in rows)
+            # As put_doc: a document of another project with the same id changes nothing.
+            store.put_docs("traces", [(traces[0].id, "other", {"x": 1}, 0.0, None)], durable=False)
+            assert store.get_doc("traces", "other", traces[0].id) is None
+            assert store.get_doc("traces", P, traces[0].id) is not None
+        finally:
+            engine.close()
+    finally:
+        _drop_db(pg_url, "cw_traces")
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.floats(width=32, allow_nan=False, allow_infinity=False), min_size=1, max_size=48)
+)
+def test_vectors_reach_the_server_bit_for_bit(pg: PostgresStore, values: list[float]) -> None:
+    """Vectors go to the server in pgvector's binary form (postgres_vectors.Vector): every
+    float32 arrives as it was, in stored vectors and in the query vector of a search."""
+    vec = np.asarray(values, dtype=np.float32)
+    if not pg.get_many(P, ["v1"]):
+        pg.add_many([rec(1, id="v1")])
+    pg.put_vectors("m", [(P, "v1", vec)])
+    (stored,) = pg._read("SELECT embedding::real[] FROM vectors WHERE model = 'm'")
+    assert np.asarray(stored[0], dtype=np.float32).tobytes() == vec.tobytes()
+    # The query vector too: compared in the server with the stored one, it is the same.
+    (same,) = pg._reading(
+        lambda conn: (
+            _binary(conn.cursor())
+            .execute("SELECT %s::vector = embedding FROM vectors WHERE model = 'm'", (Vector(vec),))
+            .fetchone()
+        )
+    )
+    assert same
+    if np.any(vec):
+        assert [h.record.id for h in pg.vector_search(P, "ann", vec, 1, "m")] == ["v1"]

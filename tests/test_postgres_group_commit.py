@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
+import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -114,6 +117,72 @@ def test_a_group_of_single_adds_is_one_insert_and_counts_each_write(pg: Postgres
     assert pg.version("other") == 1
     assert [r.id for r in pg.query(Query(P, None, tag="t", limit=10))] == ["b"]
     assert [r.id for r in pg.query(Query(P, None, addressed_to="bob", limit=10))] == ["a"]
+
+
+MESSAGE = re.compile(r"^[^\t\n]+\t([FB])\t\d+\t(\w+)(.*?)(?=^[^\t\n]+\t[FB]\t|\Z)", re.M | re.S)
+
+
+@contextmanager
+def waits(store: PostgresStore) -> Iterator[list[list[str]]]:
+    """The statements sent before each wait for the server, on a store of one connection: libpq
+    writes the protocol messages to a file, and each turn from the client's messages to the
+    server's is one round trip (a pipeline's Flush is one as much as a Sync)."""
+    fd, path = tempfile.mkstemp(suffix=".pqtrace")
+    turns: list[list[str]] = []
+    try:
+        with store._pool.connection() as conn:
+            conn.pgconn.trace(fd)
+        try:
+            yield turns
+        finally:
+            with store._pool.connection() as conn:
+                conn.pgconn.untrace()
+        sent: list[str] = []
+        with open(path) as f:
+            # One message a line, but a statement's text may run over several.
+            for side, kind, rest in MESSAGE.findall(f.read()):
+                if side == "F" and kind == "Parse":
+                    sent.append(rest.split('"', 3)[3].split()[0].rstrip('"'))  # its first word
+                elif side == "B" and sent:
+                    turns.append(sent)
+                    sent = []
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
+def test_a_group_is_two_round_trips_with_the_version_bump_last(pg_url: str) -> None:
+    """BEGIN with the insert, then the version bump with COMMIT: the project's row of
+    project_versions, which every write to the project updates, stays locked (and another
+    process's write waits) for one round trip on the server, not while this process reads the
+    insert's answer (four round trips, the lock held over two of them)."""
+    store = PostgresStore(pg_url, min_size=1, max_size=1)
+    try:
+        store.add_many([rec("first", "stored before")])
+        batches = [[rec(f"g{n}", f"grouped {n}")] for n in range(4)]
+        with waits(store) as turns:
+            results = grouped(store, batches)
+        assert [r[0][0] for r in results] == ["g0", "g1", "g2", "g3"]
+        assert turns == [
+            ["BEGIN", "WITH"],  # the insert
+            ["INSERT", "COMMIT"],  # the bump of project_versions
+        ], turns
+        assert store.version(P) == 5
+    finally:
+        store.close()
+
+
+def test_a_large_group_is_copied_and_counts_each_write(pg: PostgresStore) -> None:
+    """A group of COPY_FROM records or more is staged with COPY, outside a pipeline, in the
+    same transaction as its version bump."""
+    batches = [[rec(f"c{n}-{k}", f"copied {n} {k}") for k in range(30)] for n in range(3)]
+    batches.append([rec("c0-0", "copied 0 0")])  # stored by the first: no bump
+    groups = pg._grouped
+    results = grouped(pg, batches)
+    assert [len(r) for r in results] == [30, 30, 30, 1]
+    assert pg._grouped == groups + 1
+    assert pg.count(P) == 90
+    assert pg.version(P) == 3
 
 
 def test_a_lone_record_changed_is_refused_and_changes_nothing(pg: PostgresStore) -> None:

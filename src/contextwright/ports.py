@@ -349,3 +349,21 @@ class NearestHere(Protocol):
     def vector_nearest(
         self, project: str, agent: str | None, vector: Any, limit: int, model: str
     ) -> list[tuple[str, float]]: ...
+
+
+@runtime_checkable
+class PutsDocs(Protocol):
+    """Stores many documents of one collection in one transaction: each `(id, project, data, at,
+    key)` as `put_doc` stores it. `durable=False`: the store may answer before they are on disk
+    (PostgreSQL: `synchronous_commit` off for that transaction only), so that a crash of the
+    database server can lose the last moment's documents, never a record nor anything written
+    durably; traces/writer.py writes traces so, without waiting for a flush of the write-ahead
+    log that adds wait for."""
+
+    def put_docs(
+        self,
+        collection: str,
+        docs: Sequence[tuple[str, str, dict[str, Any], float, str | None]],
+        *,
+        durable: bool = True,
+    ) -> None: ...

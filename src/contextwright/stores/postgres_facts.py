@@ -14,6 +14,7 @@ from .sql import docs_sql, edges_sql
 class PostgresFacts:
     _read: Callable[..., list[Any]]
     _run: Callable[[str, Any], list[Any]]
+    _piped: Callable[..., Any]
 
     def set_status(
         self, project: str, record_id: str, status: str, by: str, at: float, note: str = ""
@@ -84,6 +85,28 @@ class PostgresFacts:
     ) -> None:  # fmt: skip
         payload = json.dumps(data, separators=(",", ":"), default=str)
         self._run(PUT_DOC, (collection, doc_id, project, key, at, payload))
+
+    def put_docs(
+        self,
+        collection: str,
+        docs: Sequence[tuple[str, str, dict[str, Any], float, str | None]],
+        *,
+        durable: bool = True,
+    ) -> None:
+        """`put_doc` of each, in one transaction sent in one round trip (ports.PutsDocs)."""
+        rows = [
+            (collection, doc_id, project, key, at,
+             json.dumps(data, separators=(",", ":"), default=str))
+            for doc_id, project, data, at, key in docs
+        ]  # fmt: skip
+        if not rows:
+            return
+
+        def write(conn: Any) -> None:
+            with conn.cursor() as cur:
+                cur.executemany(PUT_DOC, rows)
+
+        self._piped(write, durable=durable)
 
     def get_doc(self, collection: str, project: str, doc_id: str) -> dict[str, Any] | None:
         rows = self._read(

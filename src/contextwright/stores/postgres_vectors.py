@@ -9,6 +9,8 @@ same records for the same data. A project with millions of vectors would want an
 
 from __future__ import annotations
 
+import functools
+import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,17 +35,47 @@ _MISSING = (
 )
 
 
-def vector_literal(vec: Any) -> str:
-    """pgvector's text form. Nine significant digits keep float32 exact (no loss before search)."""
-    v = np.asarray(vec, dtype=np.float32).ravel()
-    return "[" + ",".join(f"{x:.9g}" for x in v.tolist()) + "]"
+class Vector:
+    """A vector as pgvector's binary form (its `vector_recv`: the dimension and a zero as 16-bit
+    integers, then each float32, all big-endian), sent as a binary parameter: the server decodes
+    it without parsing text. Writing the text form took 0.3-0.65 ms of Python
+    per 384-float vector (nine significant digits each, to keep float32 exact), holding the GIL:
+    each embedded record and each assemble's query vector."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, vec: Any) -> None:
+        v = np.asarray(vec, dtype=">f4").ravel()
+        self.data = struct.pack(">hh", v.size, 0) + v.tobytes()
+
+
+@functools.cache
+def _vector_dumper() -> type:
+    from psycopg.adapt import Dumper  # the postgres extra: imported when a store uses it
+    from psycopg.pq import Format
+
+    class VectorDumper(Dumper):
+        format = Format.BINARY
+
+        def dump(self, obj: Any) -> bytes:
+            return bytes(obj.data)
+
+    return VectorDumper
+
+
+def _binary_vectors(cur: Any) -> Any:
+    """`cur`, sending `Vector` parameters in binary. The dumper names no type (oid 0): the
+    server takes it from the statement's `::vector` cast, so no per-database oid is looked up."""
+    cur.adapters.register_dumper(Vector, _vector_dumper())
+    return cur
 
 
 class PostgresVectors:
     """Mixed into PostgresStore, which supplies the reads and the write transaction."""
 
     _read: Callable[..., list[Any]]
-    _write: Callable[[Callable[[Any], Any]], Any]
+    _reading: Callable[[Callable[[Any], Any]], Any]
+    _piped: Callable[..., Any]
     _select: str
     _cols: str
     _visible: str
@@ -58,12 +90,12 @@ class PostgresVectors:
 
     def put_vectors(self, model: str, rows: Sequence[tuple[str, str, Any]]) -> None:
         # One statement per vector, sent as one pipelined batch; ids that are gone match nothing.
-        params = [(model, vector_literal(vec), project, rid) for project, rid, vec in rows]
+        params = [(model, Vector(vec), project, rid) for project, rid, vec in rows]
         if not params:
             return
 
         def write(conn: Any) -> None:
-            with conn.cursor() as cur:
+            with _binary_vectors(conn.cursor()) as cur:
                 cur.executemany(
                     "INSERT INTO vectors (rid, model, project, embedding) "
                     "SELECT rid, %s, project, %s::vector FROM records WHERE project = %s AND id = %s "
@@ -71,7 +103,10 @@ class PostgresVectors:
                     params,
                 )
 
-        self._write(write)
+        # One round trip, and a commit that waits for no flush of the write-ahead log: vectors
+        # are derived, and a crash of the database server that loses the last ones leaves their
+        # records without one, which the embedding worker reads (`unembedded`) and embeds again.
+        self._piped(write, durable=False)
 
     def vector_search(
         self, project: str, agent: str | None, vector: Any, limit: int, model: str
@@ -86,10 +121,15 @@ class PostgresVectors:
             "ORDER BY v.embedding <=> %(vec)s::vector, r.rid LIMIT %(limit)s"
         )
         params = {
-            "vec": vector_literal(vector),
+            "vec": Vector(vector),
             "project": project,
             "model": model,
             "agent": agent,
             "limit": limit,
         }
-        return [Hit(row_to_record(row[:-1]), float(row[-1])) for row in self._read(sql, params)]
+
+        def read(conn: Any) -> list[Any]:
+            with _binary_vectors(conn.cursor()) as cur:
+                return list(cur.execute(sql, params).fetchall())
+
+        return [Hit(row_to_record(row[:-1]), float(row[-1])) for row in self._reading(read)]

@@ -18,23 +18,40 @@ from ..errors import StoreError, ValidationError
 from ..records import Record
 from .batches import RecordId, by_project, plan_batch
 from .groups import Groups, Job
-from .postgres_schema import COPY_STAGE, INSERT_RECORDS, INSERT_STAGED, STAGE, SUPERSEDE
+from .postgres_schema import _BUMP, COPY_STAGE, INSERT_RECORDS, INSERT_STAGED, STAGE, SUPERSEDE
 from .rows import record_to_row
 
 # From this many records on, a batch is copied into a staging table (COPY_STAGE) instead of sent
 # as parameter arrays: two more round trips, and a fraction of the client's work per record.
 COPY_FROM = 64
 
-# The batches of a group stored by one statement have bumped each project's version once; a
-# project's version counts the writes that stored something in it, as without the group.
-BUMP_MORE = """
-    UPDATE project_versions v SET version = v.version + x.n
-    FROM unnest(%s::text[], %s::int[]) AS x(project, n) WHERE v.project = x.project
+# A group's version bump, the last statement before its COMMIT and sent with it: each project's
+# version counts the writes that stored something in it, as without the group. The group's insert
+# bumps nothing (INSERT_GROUP): the row of project_versions that every write to the project
+# updates is locked from its update until the commit, and another process's write waits for it;
+# here the lock is taken and released by the server within one round trip, where the insert's
+# own bump had held it while the client read the insert's answer and waited for the GIL.
+BUMP_GROUP = """
+    INSERT INTO project_versions (project, version)
+    SELECT x.project, x.n FROM unnest(%s::text[], %s::int[]) AS x(project, n) ORDER BY x.project
+    ON CONFLICT (project) DO UPDATE SET version = project_versions.version + excluded.version
 """
+
+
+def _unbumped(insert: str) -> str:
+    """`insert` (postgres_schema's statement over a batch) without its version bump."""
+    bump = f"), bump AS ({_BUMP.format(src='ins')})"
+    if bump not in insert:
+        raise AssertionError("the insert's version bump has changed: update _unbumped")
+    return insert.replace(bump, ")")
+
+
+INSERT_GROUP, INSERT_GROUP_STAGED = _unbumped(INSERT_RECORDS), _unbumped(INSERT_STAGED)
 
 
 class PostgresWrites:
     _write: Callable[..., Any]
+    _piped: Callable[..., Any]
     _error: Callable[[str, BaseException], StoreError | ValidationError]
     _ours: Callable[[BaseException], bool]
     _get_many: Callable[[Any, str, Sequence[str]], list[Record]]
@@ -91,21 +108,23 @@ class PostgresWrites:
         if any(r.supersedes for job in jobs for r in job.records):
             return False
 
+        records = [r for job in jobs for r in job.records]
+
         def write(conn: Any) -> list[Record]:
-            out, fresh = self._insert(conn, [r for job in jobs for r in job.records])
+            # BEGIN with the insert in one round trip, the bump with COMMIT in the next.
+            out, fresh = self._insert(conn, records, False)
             stored: Counter[str] = Counter()
             seen: set[RecordId] = set()
             for job in jobs:
                 keys = {(r.project, r.id) for r in job.records} - seen
                 seen |= keys
                 stored.update({project for project, rid in keys & fresh})
-            more = {project: n - 1 for project, n in stored.items() if n > 1}
-            if more:
-                conn.execute(BUMP_MORE, (list(more), list(more.values())))
+            if stored:
+                conn.execute(BUMP_GROUP, (list(stored), list(stored.values())))
             return out
 
         try:
-            out: list[Record] = self._write(write)
+            out: list[Record] = self._piped(write, pipeline=len(records) < COPY_FROM)
         except ValidationError:
             # A batch refused (a changed repeat, text the server cannot store). Not a StoreError:
             # a commit whose answer was lost may have stored the group, and then every caller
@@ -130,20 +149,23 @@ class PostgresWrites:
                     job.error = self._error(f"cannot write {self.url}", exc)
         self._grouped += 1
 
-    def _insert(self, conn: Any, records: Sequence[Record]) -> tuple[list[Record], set[RecordId]]:
+    def _insert(
+        self, conn: Any, records: Sequence[Record], bump: bool = True
+    ) -> tuple[list[Record], set[RecordId]]:
         """Store `records` on `conn`: the answer, one record per record given, and the
-        (project, id)s this insert stored (the others were stored before)."""
+        (project, id)s this insert stored (the others were stored before). `bump`: False when
+        the caller bumps the projects' versions itself (BUMP_GROUP)."""
         _, unique = plan_batch(records, {})  # the first of each (project, id), in batch order
         rows = [record_to_row(r) for r in unique]
         if len(rows) < COPY_FROM:
             params = [list(col) for col in zip(*rows, strict=True)]
-            inserted = conn.execute(INSERT_RECORDS, params).fetchall()
+            inserted = conn.execute(INSERT_RECORDS if bump else INSERT_GROUP, params).fetchall()
         else:
             conn.execute(STAGE)
             with conn.cursor() as cur, cur.copy(COPY_STAGE) as copy:
                 for n, row in enumerate(rows, 1):
                     copy.write_row((n, *row))
-            inserted = conn.execute(INSERT_STAGED).fetchall()
+            inserted = conn.execute(INSERT_STAGED if bump else INSERT_GROUP_STAGED).fetchall()
         fresh: set[RecordId] = {(p, i) for p, i, _ in inserted}
         self._rid_written = max(self._rid_written, *(rid for *_, rid in inserted), 0)
         old = by_project((r.project, r.id) for r in unique if (r.project, r.id) not in fresh)
