@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -90,3 +91,25 @@ def pg(pg_url: str) -> Iterator[PostgresStore]:
 def _with_db(uri: str, name: str) -> str:
     base, _, query = uri.partition("?")
     return base.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
+
+
+@contextmanager
+def pq_traced(store: PostgresStore) -> Iterator[list[str]]:
+    """libpq's protocol trace of a store of one connection while the block runs: one message a
+    line (a statement's text may run over several), the file's text in the list after the block
+    (untrace flushes libpq's buffer)."""
+    fd, path = tempfile.mkstemp(suffix=".pqtrace")
+    text: list[str] = []
+    try:
+        with store._pool.connection() as conn:
+            conn.pgconn.trace(fd)
+        try:
+            yield text
+        finally:
+            with store._pool.connection() as conn:
+                conn.pgconn.untrace()
+        with open(path) as f:
+            text.append(f.read())
+    finally:
+        os.close(fd)
+        os.unlink(path)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import os
 import re
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -25,6 +24,7 @@ from contextwright.records import Record, build_record
 from contextwright.stores.batches import plan_batch
 from contextwright.stores.postgres import PostgresStore
 from contextwright.stores.sqlite import SQLiteStore
+from pg import pq_traced
 from test_group_commit import queued
 
 pytestmark = pytest.mark.postgres
@@ -124,31 +124,19 @@ MESSAGE = re.compile(r"^[^\t\n]+\t([FB])\t\d+\t(\w+)(.*?)(?=^[^\t\n]+\t[FB]\t|\Z
 
 @contextmanager
 def waits(store: PostgresStore) -> Iterator[list[list[str]]]:
-    """The statements sent before each wait for the server, on a store of one connection: libpq
-    writes the protocol messages to a file, and each turn from the client's messages to the
-    server's is one round trip (a pipeline's Flush is one as much as a Sync)."""
-    fd, path = tempfile.mkstemp(suffix=".pqtrace")
+    """The statements sent before each wait for the server, on a store of one connection: each
+    turn from the client's messages to the server's is one round trip (a pipeline's Flush is one
+    as much as a Sync)."""
     turns: list[list[str]] = []
-    try:
-        with store._pool.connection() as conn:
-            conn.pgconn.trace(fd)
-        try:
-            yield turns
-        finally:
-            with store._pool.connection() as conn:
-                conn.pgconn.untrace()
-        sent: list[str] = []
-        with open(path) as f:
-            # One message a line, but a statement's text may run over several.
-            for side, kind, rest in MESSAGE.findall(f.read()):
-                if side == "F" and kind == "Parse":
-                    sent.append(rest.split('"', 3)[3].split()[0].rstrip('"'))  # its first word
-                elif side == "B" and sent:
-                    turns.append(sent)
-                    sent = []
-    finally:
-        os.close(fd)
-        os.unlink(path)
+    with pq_traced(store) as text:
+        yield turns
+    sent: list[str] = []
+    for side, kind, rest in MESSAGE.findall(text[0]):
+        if side == "F" and kind == "Parse":
+            sent.append(rest.split('"', 3)[3].split()[0].rstrip('"'))  # its first word
+        elif side == "B" and sent:
+            turns.append(sent)
+            sent = []
 
 
 def test_a_group_is_two_round_trips_with_the_version_bump_last(pg_url: str) -> None:

@@ -4,8 +4,6 @@ each query alone gives, and the reads cost one round trip instead of one each.""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,6 +18,7 @@ from contextwright.ports import Query, ReadsMany, Store, capable
 from contextwright.roles import profile_for
 from contextwright.stores.postgres import PostgresStore
 from contextwright.tokens.counter import default_counter
+from pg import pq_traced
 
 P = "pf"
 T0 = 1_750_000_000.0
@@ -114,24 +113,15 @@ def test_the_window_is_the_one_without_prefetch(
 
 @contextmanager
 def round_trips(store: PostgresStore) -> Iterator[list[int]]:
-    """Counts the round trips of a store of one connection while the block runs: libpq writes the
-    protocol messages to a file, and each Sync or simple Query is answered by one ReadyForQuery.
-    The count is in the list after the block (untrace flushes libpq's buffer)."""
-    fd, path = tempfile.mkstemp(suffix=".pqtrace")
+    """Counts the round trips of a store of one connection while the block runs (libpq's trace):
+    each Sync or simple Query is answered by one ReadyForQuery. The count is in the list after
+    the block."""
     counted: list[int] = []
-    try:
-        with store._pool.connection() as conn:
-            conn.pgconn.trace(fd)
-        try:
-            yield counted
-        finally:
-            with store._pool.connection() as conn:
-                conn.pgconn.untrace()
-        with open(path) as f:
-            counted.append(sum(1 for line in f if "\tB\t" in line and "ReadyForQuery" in line))
-    finally:
-        os.close(fd)
-        os.unlink(path)
+    with pq_traced(store) as text:
+        yield counted
+    counted.append(
+        sum(1 for line in text[0].splitlines() if "\tB\t" in line and "ReadyForQuery" in line)
+    )
 
 
 @pytest.fixture
