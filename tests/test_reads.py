@@ -318,3 +318,24 @@ def test_a_record_replying_to_none_of_them_leaves_the_replies_as_they_were(
     if not may_change(Replies(P, agent, questions), r):
         assert [x.id for x in store.replies_to(P, questions, agent)] == before
     store.close()
+
+
+def test_a_write_checks_only_the_reads_asked_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Carried lazily: a write records its step and checks no kept read; a read asked at the
+    # newer version is checked against the records written since, across several writes.
+    import contextwright.assembly.reads as reads
+
+    checked: list[str] = []
+    real = reads.may_change
+    monkeypatch.setattr(reads, "may_change", lambda key, r: checked.append(r.id) or real(key, r))
+    cache = ReadCache(ttl_s=30)
+    kept = [Query(P, "bob", kinds=("constraint",), limit=n) for n in range(50)]
+    for q in kept:
+        cache.put(q, 1, [])
+    cache.carry(P, 1, 2, [_record("m1", kind="message")])
+    cache.carry(P, 2, 3, [_record("m2", kind="message")])
+    assert checked == []
+    assert cache.get(kept[0], 3) == []  # neither message may enter a read of constraints
+    assert checked == ["m2", "m1"] or checked == ["m1", "m2"]
+    cache.carry(P, 3, 4, [_record("c1", kind="constraint")])
+    assert cache.get(kept[1], 4) is None  # a constraint written since may enter it
