@@ -28,7 +28,7 @@ from .postgres_url import password_of, redact, take_pool_option
 from .postgres_vectors import PostgresVectors
 from .postgres_writes import PostgresWrites
 from .rows import COLUMNS, row_to_record
-from .sql import AUTHORS_SQL
+from .sql import AUTHORS_SQL, refuse_newer
 
 # The connections one process's engine may want at once: every assemble call the gate lets run
 # (gate.default_limit: four per core on a store like this one), each with a read on its own
@@ -101,14 +101,14 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
             extra["connect_timeout"] = connect_timeout
         try:
             with psycopg.connect(conninfo, **extra) as conn:
-                self._migrate(conn)
+                self._migrate(conn, self.url)
             self._pool = ConnectionPool(
                 conninfo, min_size=min_size, max_size=max_size, kwargs=extra, open=True,
                 timeout=15, name="contextwright",
             )  # fmt: skip
             self._pool.wait(timeout=15)
-        except StoreError as exc:
-            raise StoreError(f"cannot open {self.url}: {exc}") from None
+        except StoreError:
+            raise
         except Exception as exc:
             err = self._error(f"cannot open {self.url}", exc)
             if self._secret and self._secret in str(exc):
@@ -118,17 +118,12 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
     # -- plumbing -------------------------------------------------------------------------------
 
     @staticmethod
-    def _migrate(conn: Any) -> None:
+    def _migrate(conn: Any, url: str) -> None:
         names = [name for name, _ in MIGRATIONS]
         # The common case, a worker starting against a migrated database: one read, no lock.
         if conn.execute("SELECT to_regclass('migrations') IS NOT NULL").fetchone()[0]:
             done = {r[0] for r in conn.execute("SELECT name FROM migrations")}
-            newer = sorted(done - set(names))
-            if newer:  # its writes would miss what those migrations changed (m009's word rows)
-                raise StoreError(
-                    f"a newer contextwright migrated this database ({', '.join(newer)} unknown "
-                    "here); upgrade contextwright to use it"
-                )
+            refuse_newer(url, done, names)
             if done >= set(names):
                 return
         with conn.transaction():

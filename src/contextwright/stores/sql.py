@@ -1,8 +1,11 @@
-"""SQL text shared by the SQL stores: edges, documents, a project's authors."""
+"""SQL text shared by the SQL stores: edges, documents, a project's authors; their migrations' check."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+from ..errors import StoreError
 
 
 def edges_sql(
@@ -40,3 +43,15 @@ AUTHORS_SQL = (
     "FROM a WHERE a.author IS NOT NULL) "
     "SELECT author FROM a WHERE author IS NOT NULL"
 )
+
+
+def refuse_newer(url: str, applied: Iterable[str], known: Iterable[str]) -> None:
+    """A store that a newer version migrated (a migration this code does not know) is refused:
+    its writes would miss what the migration changed (SQLite's m007 triggers, PostgreSQL's m009
+    word rows)."""
+    newer = sorted(set(applied) - set(known))
+    if newer:
+        raise StoreError(
+            f"cannot open {url}: a newer contextwright migrated it ({', '.join(newer)} unknown "
+            "here); upgrade contextwright to use it"
+        )

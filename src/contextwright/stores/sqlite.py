@@ -23,7 +23,7 @@ from ..records import Record
 from .fulltext import COMMON_DF, LARGE_WINDOW
 from .groups import Groups, Job
 from .rows import COLUMNS, KEYS, RecordCache, RecordKey
-from .sql import AUTHORS_SQL
+from .sql import AUTHORS_SQL, refuse_newer
 from .sqlite_checkpoint import NET_PAGES, Checkpointer
 from .sqlite_docs import (
     PUT,
@@ -141,12 +141,7 @@ class SQLiteStore(SQLiteInserts, SQLiteText, SQLiteVectors, SQLiteFacts):
                 "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
             )
             done = {row[0] for row in conn.execute("SELECT name FROM migrations")}
-            newer = sorted(done - {name for name, _ in (*MIGRATIONS, *migrations)})
-            if newer:  # its writes would miss what those migrations changed (m007's triggers)
-                raise StoreError(
-                    f"cannot open {self.url}: a newer contextwright migrated it ({', '.join(newer)}"
-                    " unknown here); upgrade contextwright to write it"
-                )
+            refuse_newer(self.url, done, (name for name, _ in (*MIGRATIONS, *migrations)))
             for name, script in migrations:
                 if name in done:
                     continue
