@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from contextwright import ValidationError
 from contextwright.ports import Query
 from contextwright.records import Record, build_record
-from contextwright.stores.sqlite import ROWS, SQLiteStore
+from contextwright.stores.sqlite import SQLiteStore
+from contextwright.stores.sqlite_inserts import ROWS
 from contextwright.stores.sqlite_schema import MIGRATIONS
 from contextwright.tokens.counter import default_counter
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from ..records import Record, changed_write, same_write
 
@@ -36,3 +36,15 @@ def by_project(pairs: Iterable[RecordId]) -> dict[str, list[str]]:
     for project, rid in pairs:
         out.setdefault(project, {})[rid] = None
     return {p: list(ids) for p, ids in out.items()}
+
+
+def stored_of(
+    get_many: Callable[[str, Sequence[str]], list[Record]], keys: Iterable[RecordId]
+) -> dict[RecordId, Record]:
+    """The stored records of `keys`, read per project by `get_many(project, ids)`: what
+    `plan_batch` is given."""
+    return {
+        (r.project, r.id): r
+        for project, ids in by_project(keys).items()
+        for r in get_many(project, ids)
+    }

@@ -65,8 +65,10 @@ def row_to_record(row: Any) -> Record:
     ))  # fmt: skip
 
 
-# Phase one of a cached read: the key columns of each row, in the read's order.
+# Phase one of a cached read: the key columns of each row, in the read's order (reads select
+# them only, then decode the rows they have not seen: phase two).
 KEYS = "r.rid, r.id, r.current_status"
+KEYED = f"SELECT {KEYS} FROM records r"
 RecordKey = tuple[int, str, str | None]
 
 

@@ -22,7 +22,7 @@ from ..ports import Query, Written
 from ..records import Record
 from .fulltext import COMMON_DF, LARGE_WINDOW
 from .groups import Groups, Job
-from .rows import COLUMNS, KEYS, RecordCache, RecordKey
+from .rows import COLUMNS, KEYED, KEYS, RecordCache, RecordKey
 from .sql import AUTHORS_SQL, refuse_newer
 from .sqlite_checkpoint import NET_PAGES, Checkpointer
 from .sqlite_docs import (
@@ -37,7 +37,7 @@ from .sqlite_docs import (
     traces_path,
 )
 from .sqlite_facts import SQLiteFacts
-from .sqlite_inserts import ROWS, SQLiteInserts
+from .sqlite_inserts import SQLiteInserts, rows_per_insert
 from .sqlite_jobs import answer, write_group
 from .sqlite_schema import MIGRATIONS, Migration
 from .sqlite_text import VISIBLE, SQLiteText
@@ -56,8 +56,6 @@ __all__ = [
 ]
 
 SELECT = "SELECT " + ", ".join(f"r.{c.strip()}" for c in COLUMNS.split(",")) + " FROM records r"
-# Reads select the key columns only (phase one) and decode the rows they have not seen (phase two).
-KEYED = f"SELECT {KEYS} FROM records r"
 BY_RID = (
     SELECT.replace(" FROM", ", r.rid FROM") + " WHERE r.rid IN (SELECT value FROM json_each(?))"
 )
@@ -116,8 +114,7 @@ class SQLiteStore(SQLiteInserts, SQLiteText, SQLiteVectors, SQLiteFacts):
             conn = self._conn()
             conn.execute("PRAGMA journal_mode=WAL")
             self._migrate(conn, migrations)
-            variables = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-            self._rows = max(1, min(ROWS, variables // 20))  # records per INSERT
+            self._rows = rows_per_insert(conn)
             # m007's trigger writes each record's full-text, addressing and tag rows.
             self._triggered = bool(
                 conn.execute(

@@ -12,17 +12,23 @@ from collections.abc import Callable, Iterable, Sequence
 
 from ..ports import Written
 from ..records import Record
-from .batches import by_project, plan_batch
-from .rows import COLUMNS, record_to_row
-from .sqlite_jobs import steps, versions
+from .batches import by_project, plan_batch, stored_of
+from .rows import COLUMNS, KEYED, RecordKey, record_to_row
+from .sqlite_jobs import steps
 
 # Rows per INSERT at most: a batch of 1,000 (bench/assemble.py's fill) is one statement, as many
-# as the library's variable limit allows (twenty a row; 999 variables before SQLite 3.32). FTS5
+# as the library's variable limit allows (WIDTH a row; 999 variables before SQLite 3.32). FTS5
 # writes its pending rows out at the start of every statement that writes to it (its savepoint),
 # so the trigger's full-text rows cost a new small segment per INSERT: with 49 rows an INSERT,
 # ingest made 0.6-0.7x the records per CPU second of one INSERT a batch.
 ROWS = 1000
-_ROW = "(" + ", ".join("?" * 20) + ")"
+WIDTH = len(COLUMNS.split(","))  # a record's columns: its variables in an INSERT
+_ROW = "(" + ", ".join("?" * WIDTH) + ")"
+
+
+def rows_per_insert(conn: sqlite3.Connection) -> int:
+    """Records per INSERT on `conn`: ROWS, or fewer where the library allows fewer variables."""
+    return max(1, min(ROWS, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // WIDTH))
 
 
 @functools.lru_cache(maxsize=64)
@@ -43,7 +49,7 @@ def _insert_by_hand(conn: sqlite3.Connection, fresh: Sequence[Record]) -> None:
     rids = range(base + 1, base + 1 + len(fresh))
     pairs = list(zip(rids, fresh, strict=True))
     many = conn.executemany
-    many(f"INSERT INTO records (rid, {COLUMNS}) VALUES (?{', ?' * 20})",
+    many(f"INSERT INTO records (rid, {COLUMNS}) VALUES (?{', ?' * WIDTH})",
          [(rid, *record_to_row(r)) for rid, r in pairs])  # fmt: skip
     many("INSERT INTO records_fts(rowid, content) VALUES (?, ?)",
          [(rid, r.content) for rid, r in pairs])  # fmt: skip
@@ -66,61 +72,41 @@ class SQLiteInserts:
     _bump: Callable[[sqlite3.Connection, Iterable[str]], dict[str, int]]
     _status: Callable[..., None]
     _get_many: Callable[[sqlite3.Connection, str, Sequence[str]], list[Record]]
+    _resolve: Callable[[sqlite3.Connection, Sequence[RecordKey]], list[Record]]
 
     def _add_batch(
         self, conn: sqlite3.Connection, records: Sequence[Record]
     ) -> tuple[list[Record], tuple[Written, ...]]:
-        def write(conn: sqlite3.Connection) -> tuple[list[Record], tuple[Written, ...]]:
-            # Before the batch: its own bump's versions less one, or, where a superseded record's
-            # status change bumps too, read first (each statement in the lock is a GIL turn).
-            before = None
-            if any(r.supersedes for r in records):
-                before = versions(conn, {r.project for r in records})
-            if self._triggered:
-                out, fresh = self._insert_new(conn, records)
-            else:
-                out, fresh = self._plan(conn, records)  # may refuse: the transaction rolls back
-                if fresh:
-                    _insert_by_hand(conn, fresh)
-            if not fresh:
-                return out, ()
-            projects = {r.project for r in fresh}
-            if before is not None:
-                before = {p: before[p] for p in projects}
-            # After the whole batch, so that a record may supersede one later in the same batch.
-            for r in fresh:
-                if r.supersedes:
-                    self._status(
-                        conn,
-                        r.project,
-                        r.supersedes,
-                        "superseded",
-                        r.author,
-                        r.created_at,
-                        f"by {r.id}",
-                    )
-                    conn.execute(
-                        "INSERT OR IGNORE INTO edges VALUES (?, ?, ?, 'supersedes')",
-                        (r.project, r.id, r.supersedes),
-                    )
-            after = self._bump(conn, projects)
-            if before is None:
-                before = {p: v - 1 for p, v in after.items()}
-            return out, steps(before, after, fresh)
-
-        return write(conn)
+        if self._triggered:
+            out, fresh = self._insert_new(conn, records)
+        else:
+            out, fresh = self._plan(conn, records)  # may refuse: the transaction rolls back
+            if fresh:
+                _insert_by_hand(conn, fresh)
+        if not fresh:
+            return out, ()
+        # After the whole batch, so that a record may supersede one later in the same batch.
+        for r in fresh:
+            if r.supersedes:
+                self._status(
+                    conn, r.project, r.supersedes, "superseded", r.author, r.created_at,
+                    f"by {r.id}",
+                )  # fmt: skip
+                conn.execute(
+                    "INSERT OR IGNORE INTO edges VALUES (?, ?, ?, 'supersedes')",
+                    (r.project, r.id, r.supersedes),
+                )
+        # The batch's one bump is the only step of its projects' versions (a status change
+        # bumps nothing here), so each version before it is the one after, less one.
+        after = self._bump(conn, {r.project for r in fresh})
+        return out, steps({p: v - 1 for p, v in after.items()}, after, fresh)
 
     def _plan(
         self, conn: sqlite3.Connection, records: Sequence[Record]
     ) -> tuple[list[Record], list[Record]]:
         """plan_batch over the records of the batch's ids stored already."""
-        wanted = by_project((r.project, r.id) for r in records)
-        stored = {
-            (r.project, r.id): r
-            for project, ids in wanted.items()
-            for r in self._get_many(conn, project, ids)
-        }
-        return plan_batch(records, stored)
+        keys = ((r.project, r.id) for r in records)
+        return plan_batch(records, stored_of(lambda p, ids: self._get_many(conn, p, ids), keys))
 
     def _insert_new(
         self, conn: sqlite3.Connection, records: Sequence[Record]
@@ -140,19 +126,12 @@ class SQLiteInserts:
         if sum(map(len, inserted)) == len(records):
             return list(records), list(records)
         ours: set[int] = {rid for rids in inserted for rid in rids}
-        rids: dict[tuple[str, str], int] = {}
-        for project, ids in by_project((r.project, r.id) for r in records).items():
-            rows = conn.execute(
-                "SELECT rid, id FROM records WHERE project = ? AND id IN "
-                "(SELECT value FROM json_each(?))",
-                (project, json.dumps(ids)),
-            )
-            rids.update(((project, rid_id), rid) for rid, rid_id in rows)
         # What stood before the batch, as plan_batch is given it: the rows the batch did not write.
-        old = {key for key, rid in rids.items() if rid not in ours}
-        stored = {
-            (r.project, r.id): r
-            for project, ids in by_project(old).items()
-            for r in self._get_many(conn, project, ids)
-        }
-        return plan_batch(records, stored)
+        stored: list[Record] = []
+        for project, ids in by_project((r.project, r.id) for r in records).items():
+            keys = conn.execute(
+                f"{KEYED} WHERE r.project = ? AND r.id IN (SELECT value FROM json_each(?))",
+                (project, json.dumps(ids)),
+            ).fetchall()
+            stored.extend(self._resolve(conn, [k for k in keys if k[0] not in ours]))
+        return plan_batch(records, {(r.project, r.id): r for r in stored})

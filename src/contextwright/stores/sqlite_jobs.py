@@ -4,9 +4,8 @@ its own; each caller gets its own answer or its own error."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..errors import StoreError, ValidationError
 from ..ports import Written
@@ -74,18 +73,6 @@ def _together(conn: sqlite3.Connection, jobs: Sequence[Job], add_batch: AddBatch
         job.out, start = out[start : start + len(job.records)], start + len(job.records)
         job.written = written
     return True
-
-
-def versions(conn: sqlite3.Connection, projects: Iterable[str]) -> dict[str, int]:
-    """The store versions of `projects` as the open transaction sees them (0: none yet)."""
-    out = dict.fromkeys(projects, 0)
-    rows = conn.execute(
-        "SELECT project, version FROM project_versions WHERE project IN "
-        "(SELECT value FROM json_each(?))",
-        (json.dumps(list(out)),),
-    )
-    out.update(rows)
-    return out
 
 
 def steps(
