@@ -251,13 +251,9 @@ class MemoryStore(MemoryVectors):
             found = self._docs.get((collection, doc_id))
             if found is not None and found[0] != project:
                 return  # another project's document: as the SQL stores, change nothing
-            # A trace is kept as its JSON reads back, as the SQL stores keep every document: the
-            # trace writer hands over tuples where a trace read back has lists.
-            kept = (
-                json.loads(json.dumps(data, default=str))
-                if collection == "traces"
-                else copy.deepcopy(data)
-            )
+            # Kept as its JSON reads back, as the SQL stores keep every document (the trace
+            # writer hands over tuples where a trace read back has lists).
+            kept = json.loads(json.dumps(data, default=str))
             self._docs[(collection, doc_id)] = (project, key, at, kept)
 
     def get_doc(self, collection: str, project: str, doc_id: str) -> dict[str, Any] | None:
