@@ -32,6 +32,27 @@ class Query:
     limit: int = 50
     newest_first: bool = True
 
+    def admits(self, r: Record, status: str | None = None) -> bool:
+        """Do the read's filters (visibility and limit aside) let `r` in, with `status` (its
+        current status; by default the one it was stored with)?"""
+        return (
+            r.project == self.project
+            and (self.kinds is None or r.kind in self.kinds)
+            and (self.statuses is None or (status or r.status) in self.statuses)
+            and (self.session is None or r.session == self.session)
+            and (self.author is None or r.author == self.author)
+            and (self.milestone is None or r.milestone == self.milestone)
+            and (self.pinned is None or r.pinned == self.pinned)
+            and (self.since is None or r.created_at >= self.since)
+            and (self.before is None or r.created_at < self.before)
+            and (
+                self.addressed_to is None
+                or self.addressed_to in r.to
+                or self.addressed_to in r.mentions
+            )
+            and (self.tag is None or self.tag in r.tags)
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Hit:

@@ -72,29 +72,7 @@ def may_enter(q: Query, r: Record) -> bool:
     """Could the read `q` return `r`? False only where one of `q`'s filters leaves `r` out
     whatever else is stored (visibility aside: a record the agent may not see counts as one it
     might)."""
-    if r.project != q.project:
-        return False
-    if q.kinds is not None and r.kind not in q.kinds:
-        return False
-    if q.pinned is not None and r.pinned != q.pinned:
-        return False
-    if q.statuses is not None and r.status not in q.statuses:
-        return False
-    for name in ("session", "author", "milestone"):
-        want = getattr(q, name)
-        if want is not None and getattr(r, name) != want:
-            return False
-    if (
-        q.addressed_to is not None
-        and q.addressed_to not in r.to
-        and q.addressed_to not in r.mentions
-    ):
-        return False
-    if q.tag is not None and q.tag not in r.tags:
-        return False
-    if q.since is not None and r.created_at < q.since:
-        return False
-    return q.before is None or r.created_at < q.before
+    return q.admits(r)
 
 
 class ReadCache:

@@ -74,24 +74,9 @@ class MemoryStore(MemoryVectors):
             return [self._current(r) for r in found if r is not None]
 
     def _matches(self, r: Record, q: Query) -> bool:
-        if r.project != q.project:
-            return False
         if q.agent is not None and not r.visible_to(q.agent):
             return False
-        status = self._status.get((r.project, r.id), r.status)
-        checks = (
-            q.kinds is None or r.kind in q.kinds,
-            q.statuses is None or status in q.statuses,
-            q.session is None or r.session == q.session,
-            q.author is None or r.author == q.author,
-            q.milestone is None or r.milestone == q.milestone,
-            q.pinned is None or r.pinned == q.pinned,
-            q.since is None or r.created_at >= q.since,
-            q.before is None or r.created_at < q.before,
-            q.addressed_to is None or q.addressed_to in r.to or q.addressed_to in r.mentions,
-            q.tag is None or q.tag in r.tags,
-        )
-        return all(checks)
+        return q.admits(r, self._status.get((r.project, r.id), r.status))
 
     def query(self, q: Query) -> list[Record]:
         with self._lock:
