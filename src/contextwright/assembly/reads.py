@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -109,50 +109,53 @@ class ReadCache:
     def get(self, q: Key, version: int) -> Any:
         """What the read `q` returned at `version`, or None."""
         with self._lock:
-            found = self._groups.get((q.project, version))
-            entry = found.get(q) if found is not None else None
-            if found is None or entry is None:
+            group = self._groups.get((q.project, version))
+            entry = group.get(q) if group is not None else None
+            if entry is None:
                 entry = self._carried(q, version)
-                if entry is None:
-                    return None
-                found = self._group(q.project, version)
-                found[q] = entry
-            group: Group = found
-            if self.clock() >= entry[0]:
-                del group[q]
+            if entry is None:
                 return None
-            group.move_to_end(q)
-            while len(group) > self.per_group:
-                group.popitem(last=False)
+            if self.clock() >= entry[0]:
+                if group is not None:
+                    group.pop(q, None)
+                return None
+            self._keep(self._group(q.project, version), q, entry)
         return entry[1]
+
+    def put(self, q: Key, version: int, found: Any) -> None:
+        if self.ttl_s <= 0:
+            return
+        with self._lock:
+            self._keep(self._group(q.project, version), q, (self.clock() + self.ttl_s, found))
+
+    def _keep(self, group: Group, q: Key, entry: tuple[float, Any]) -> None:
+        group[q] = entry
+        group.move_to_end(q)
+        while len(group) > self.per_group:
+            group.popitem(last=False)
+
+    def _back(self, project: str, version: int) -> Iterator[tuple[int, tuple[Record, ...]]]:
+        """The steps own writes took to `version`, newest first: each older version and the
+        records written since it was the newest (at most STEPS)."""
+        v = version
+        for _ in range(self.STEPS):
+            step = self._steps.get((project, v))
+            if step is None:
+                return
+            v = step[0]
+            yield step
 
     def _carried(self, q: Key, version: int) -> tuple[float, Any] | None:
         """The entry of `q` at an older version that own writes link to `version`, if none of
         the records written since may change it."""
         written: list[Record] = []
-        v = version
-        for _ in range(self.STEPS):
-            step = self._steps.get((q.project, v))
-            if step is None:
-                return None
-            v = step[0]
-            written.extend(step[1])
+        for v, records in self._back(q.project, version):
+            written.extend(records)
             group = self._groups.get((q.project, v))
             entry = group.get(q) if group is not None else None
             if entry is not None:
                 return None if any(may_change(q, r) for r in written) else entry
         return None
-
-    def _linked(self, project: str, version: int) -> set[int]:
-        """The versions own writes link to `version` (itself included)."""
-        out, v = {version}, version
-        for _ in range(self.STEPS):
-            step = self._steps.get((project, v))
-            if step is None:
-                break
-            v = step[0]
-            out.add(v)
-        return out
 
     def _group(self, project: str, version: int) -> Group:
         key = (project, version)
@@ -160,7 +163,7 @@ class ReadCache:
         if group is None:
             # A project's older versions are read by no call to come (its version only grows),
             # but a call still running, and the ones own writes link to this one (`_carried`).
-            linked = self._linked(project, version)
+            linked = {v for v, _ in self._back(project, version)}
             for old in [k for k in self._groups if k[0] == project and k[1] < version]:
                 if old[1] not in linked:
                     del self._groups[old]
@@ -168,16 +171,6 @@ class ReadCache:
             while len(self._groups) > self.groups:
                 self._groups.popitem(last=False)
         return group
-
-    def put(self, q: Key, version: int, found: Any) -> None:
-        if self.ttl_s <= 0:
-            return
-        with self._lock:
-            group = self._group(q.project, version)
-            group[q] = (self.clock() + self.ttl_s, found)
-            group.move_to_end(q)
-            while len(group) > self.per_group:
-                group.popitem(last=False)
 
     def carry(self, project: str, before: int, after: int, written: Sequence[Record]) -> None:
         """A write of `written` took `project` from `before` to `after`: the reads at `before`
