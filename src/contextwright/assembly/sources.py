@@ -125,20 +125,26 @@ class SourceContext:
 
     def prefetch(self, queries: Sequence[Query]) -> None:
         """Read `queries` not read yet into `reads` with one `query_many`, where the store answers
-        many in one round trip (`ReadsMany`); elsewhere `query` reads each when asked."""
+        many in one round trip (`ReadsMany`); elsewhere `query` reads each when asked (and looks
+        for what earlier calls read at this version)."""
         store = self.store
+        if not capable(store, ReadsMany):
+            return
         shared, version = self.shared, self.version
-        for q in queries:  # what earlier calls read at this version
-            hit = None if shared is None or version is None else shared.get(q, version)
-            if hit is not None and q not in self.reads:
-                self.reads[q] = hit
         wanted = list(dict.fromkeys(q for q in queries if q not in self.reads))
-        if wanted and capable(store, ReadsMany):
-            found = cast(ReadsMany, store).query_many(wanted)
-            self.reads.update(zip(wanted, found, strict=True))
+        if shared is not None and version is not None:
+            for q in wanted:  # what earlier calls read at this version
+                hit = shared.get(q, version)
+                if hit is not None:
+                    self.reads[q] = hit
+            wanted = [q for q in wanted if q not in self.reads]
+        if not wanted:
+            return
+        found = cast(ReadsMany, store).query_many(wanted)
+        self.reads.update(zip(wanted, found, strict=True))
+        if shared is not None and version is not None:
             for q, rows in zip(wanted, found, strict=True):
-                if shared is not None and version is not None:
-                    shared.put(q, version, rows)
+                shared.put(q, version, rows)
 
 
 class Source(Protocol):
