@@ -265,12 +265,12 @@ def pack(
             if cap is not None:
                 room = min(room, cap - used_here)
             room_src = min(room, src_left) if src_left is not None and not c.pinned else room
+            # Only an oversized item is cut to fit; any other is kept whole or dropped.
+            oversized = not items or c.pinned or name == "state"
             if (
-                room_src < c.tokens + MOST_LEAST  # else it may well fit: no bound to compute
+                not oversized
+                and room_src < c.tokens + MOST_LEAST  # else it may well fit: no bound to compute
                 and room_src < least_cost(c, name, dated, fmt)
-                and items
-                and not c.pinned
-                and name != "state"
             ):
                 # It cannot fit, and only an oversized item is cut: its cost and reason are
                 # counted off the call (Packed.settle). Once the budget is nearly spent, this is
@@ -288,7 +288,6 @@ def pack(
             else:
                 if day is not None:  # a line that is cut keeps its own date
                     cost = unit_cost(c, fmt, agent, counter, stored_counts)
-                oversized = not sections[name] or c.pinned or name == "state"
                 overhead = cost - c.tokens
                 # The task is never cut: a window without the whole task is a budget error.
                 if oversized and c.key != "task" and room_src - overhead >= MIN_TRUNCATE:
