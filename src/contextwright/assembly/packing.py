@@ -331,7 +331,7 @@ def drop_last(packed: Packed, reason: str) -> bool:
             if items[i].candidate.key == "task":
                 continue
             item = items.pop(i)
-            for d in packed.decisions:
+            for d in packed.pending:  # a kept item's decision is priced already
                 if d.candidate is item.candidate:
                     d.kept, d.reason = False, reason
             return True
