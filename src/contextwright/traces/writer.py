@@ -135,7 +135,12 @@ class TraceWriter:
                 except Exception as exc:  # a closed or broken store: keep the call alive
                     self.errors.append(f"trace {trace.id}: {type(exc).__name__}: {exc}")
                     break
-            with self._cv:
+            self._done([trace])
+
+    def _done(self, written: list[Trace]) -> None:
+        """No longer pending (unless put again meanwhile)."""
+        with self._cv:
+            for trace in written:
                 if self._pending.get(trace.id) is trace:
                     del self._pending[trace.id]
 
@@ -144,18 +149,15 @@ class TraceWriter:
         PostgreSQL each trace had been a commit of its own, ~100 KB of write-ahead log flushed
         while the adds' commits queued behind it. False if a trace changed while it was encoded:
         then each is written alone, with its retries."""
-        store = cast(PutsDocs, self.store)
         try:
             docs = [(t.id, t.project, t.to_json_dict(), t.created_at, t.agent) for t in batch]
-            store.put_docs("traces", docs, durable=False)
         except RuntimeError:
             return False
+        try:
+            cast(PutsDocs, self.store).put_docs("traces", docs, durable=False)
         except Exception as exc:  # a closed or broken store: keep the calls alive
             self.errors.extend(f"trace {t.id}: {type(exc).__name__}: {exc}" for t in batch)
-        with self._cv:
-            for trace in batch:
-                if self._pending.get(trace.id) is trace:
-                    del self._pending[trace.id]
+        self._done(batch)
         return True
 
 
