@@ -36,7 +36,6 @@ class RecordBook:
         clock: Callable[[], float],
         counts: StoredCounts,
         on_write: Callable[[], None] = lambda: None,
-        on_written: Callable[[Sequence[Written], Sequence[Record]], None] = lambda s, r: None,
     ) -> None:
         self.store = store
         self.counter = counter
@@ -45,8 +44,8 @@ class RecordBook:
         self.on_write = on_write  # the vector worker's wake-up
         # Told the version steps of each write where the store reports them (ReportsWrites), with
         # the records it stored: the assembler's caches keyed by the version follow its own
-        # writes (run.Assembler).
-        self.on_written = on_written
+        # writes (the engine sets it to run.Assembler.written).
+        self.on_written: Callable[[Sequence[Written], Sequence[Record]], None] = lambda s, r: None
 
     def add(self, **fields: Any) -> Record:
         now = self.clock()  # the write's time, for the record (unless given) and the note

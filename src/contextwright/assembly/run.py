@@ -82,7 +82,7 @@ class Assembler:
             hit = self._people[project] = (version, frozenset(self.store.agents(project)))
         return hit[1]
 
-    def written(self, steps: Sequence[Written], records: Sequence[Record] = ()) -> None:
+    def written(self, steps: Sequence[Written], records: Sequence[Record]) -> None:
         """A write of `records` made through this engine (RecordBook): the project's authors and
         token-count note read at a step's `before` version hold at its `after` (with the
         written records' authors added), and so do the sources' reads that none of the records
