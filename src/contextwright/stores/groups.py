@@ -59,7 +59,9 @@ class Groups:
         lock: AbstractContextManager[Any],
         store: Callable[[list[Job]], None],
     ) -> None:
-        """Queue `job`; back once it is stored (by this caller, holding `lock`, or another)."""
+        """Queue `job`; back once it is stored (by this caller, holding `lock`, or another).
+        `store` sets each job's answer or error; if it raises, every job it was given gets
+        that error."""
         with self._lock:
             self.pending.append(job)
             lead = not self.writing
@@ -77,7 +79,13 @@ class Groups:
             with lock:
                 with self._lock:
                     jobs, self.pending = self.pending, []
-                store(jobs)
+                try:
+                    store(jobs)
+                except BaseException as exc:  # the transaction failed: nothing of any is stored
+                    for queued in jobs:
+                        queued.error, queued.out = exc, None
+                for queued in jobs:
+                    queued.done = True
         finally:
             with self._lock:
                 if not jobs:  # interrupted before it wrote: its caller raises

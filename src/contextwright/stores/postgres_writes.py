@@ -75,16 +75,10 @@ class PostgresWrites:
         return job.result()
 
     def _store_jobs(self, jobs: list[Job]) -> None:
-        try:
-            if len(jobs) == 1:
-                jobs[0].out = self._alone(jobs[0].records)
-            elif not self._together(jobs):
-                self._write(lambda conn: self._one_by_one(conn, jobs))
-        except BaseException as exc:  # the transaction failed: nothing of any batch is stored
-            for job in jobs:
-                job.error, job.out = exc, None
-        for job in jobs:
-            job.done = True
+        if len(jobs) == 1:
+            jobs[0].out = self._alone(jobs[0].records)
+        elif not self._together(jobs):
+            self._write(lambda conn: self._one_by_one(conn, jobs))
         self._grow_words()
 
     def _alone(self, records: Sequence[Record]) -> list[Record]:
