@@ -98,9 +98,10 @@ class PostgresText:
         """Make the partition of `record_words` that holds the newest rid written, the next one,
         and any that rows in the DEFAULT partition belong to, if they are not there: a search
         above a floor reads the newest partitions' GIN postings only, where a row in the DEFAULT
-        partition is read by every search. Called by the writer after its commit; a partition is
-        made once per WORDS_SPAN rids. Never fails a write: the rows go to the DEFAULT partition
-        until it succeeds, and are moved from there into their partition when it does."""
+        partition is read by every search. Called by each add once its batch is stored, outside
+        the group commit's lock (PostgresWrites.add_many); a partition is made once per
+        WORDS_SPAN rids. Never fails a write: the rows go to the DEFAULT partition until it
+        succeeds, and are moved from there into their partition when it does."""
         k = self._rid_written // WORDS_SPAN
         if k + 1 <= self._words_made or time.monotonic() < self._words_retry:
             return

@@ -72,6 +72,10 @@ class PostgresWrites:
         plan_batch(records, {})  # a batch that contradicts itself is refused before it queues
         job = Job(records)
         self._groups.write(job, self._write_lock, self._store_jobs)
+        # Outside the group's lock: a partition made under its lock wait would hold up every
+        # queued add. Every caller checks (a comparison unless a partition is due); the making
+        # is idempotent under its advisory lock.
+        self._grow_words()
         return job.result()
 
     def _store_jobs(self, jobs: list[Job]) -> None:
@@ -79,7 +83,6 @@ class PostgresWrites:
             jobs[0].out = self._alone(jobs[0].records)
         elif not self._together(jobs):
             self._write(lambda conn: self._one_by_one(conn, jobs))
-        self._grow_words()
 
     def _alone(self, records: Sequence[Record]) -> list[Record]:
         # One record: the insert stores it or, stored already, nothing, and a changed repeat is
