@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import StoreError, ValidationError
 from ..records import Record
 from .batches import RecordId, by_project, plan_batch
-from .groups import Groups, Job
+from .groups import Groups, Job, joinable, share
 from .postgres_schema import _BUMP, COPY_STAGE, INSERT_RECORDS, INSERT_STAGED, STAGE, SUPERSEDE
 from .rows import record_to_row
 
@@ -98,11 +98,10 @@ class PostgresWrites:
 
     def _together(self, jobs: Sequence[Job]) -> bool:
         """All the batches as one, if storing them one after another would store the same: one
-        insert for the whole group. Not when a record supersedes another (one batch would mark
-        a record queued after the one superseding it, which alone would not have been there
-        yet), nor when any batch is refused: then the transaction is rolled back, and False.
+        insert for the whole group. Not when a record supersedes another (groups.joinable), nor
+        when any batch is refused: then the transaction is rolled back, and False.
         A record repeated in a later batch answers with the earlier one, as one batch answers."""
-        if any(r.supersedes for job in jobs for r in job.records):
+        if not joinable(jobs):
             return False
 
         records = [r for job in jobs for r in job.records]
@@ -127,9 +126,7 @@ class PostgresWrites:
             # a commit whose answer was lost may have stored the group, and then every caller
             # gets the error, as a lone write would, rather than a second try.
             return False
-        start = 0
-        for job in jobs:
-            job.out, start = out[start : start + len(job.records)], start + len(job.records)
+        share(jobs, out)
         self._grouped += 1
         return True
 
