@@ -69,7 +69,10 @@ class PostgresWrites:
     def add_many(self, records: Sequence[Record]) -> list[Record]:
         if not records:
             return []
-        plan_batch(records, {})  # a batch that contradicts itself is refused before it queues
+        # A batch that contradicts itself is refused before it queues, with no SQL sent: queued,
+        # it would fail its group's joint insert, and the group would be stored again batch by
+        # batch; alone, its transaction's BEGIN would be sent before _insert refused it.
+        plan_batch(records, {})
         job = Job(records)
         self._groups.write(job, self._write_lock, self._store_jobs)
         # Outside the group's lock: a partition made under its lock wait would hold up every
@@ -89,8 +92,7 @@ class PostgresWrites:
         # refused after an insert that did nothing: one atomic statement in autocommit, one round
         # trip where BEGIN, the insert and COMMIT were three. Else in a transaction: a repeated id
         # with other content refuses the batch after the insert.
-        _, unique = plan_batch(records, {})
-        one = len(unique) == 1 and not unique[0].supersedes
+        one = len(records) == 1 and not records[0].supersedes
         out: list[Record] = self._write(
             lambda conn: self._insert(conn, records)[0], transaction=not one
         )
