@@ -18,7 +18,15 @@ from ..errors import StoreError, ValidationError
 from ..records import Record
 from .batches import RecordId, by_project, plan_batch
 from .groups import Groups, Job, joinable, share
-from .postgres_schema import _BUMP, COPY_STAGE, INSERT_RECORDS, INSERT_STAGED, STAGE, SUPERSEDE
+from .postgres_schema import (
+    COPY_STAGE,
+    INSERT_GROUP,
+    INSERT_GROUP_STAGED,
+    INSERT_RECORDS,
+    INSERT_STAGED,
+    STAGE,
+    SUPERSEDE,
+)
 from .rows import record_to_row
 
 # From this many records on, a batch is copied into a staging table (COPY_STAGE) instead of sent
@@ -36,17 +44,6 @@ BUMP_GROUP = """
     SELECT x.project, x.n FROM unnest(%s::text[], %s::int[]) AS x(project, n) ORDER BY x.project
     ON CONFLICT (project) DO UPDATE SET version = project_versions.version + excluded.version
 """
-
-
-def _unbumped(insert: str) -> str:
-    """`insert` (postgres_schema's statement over a batch) without its version bump."""
-    bump = f"), bump AS ({_BUMP.format(src='ins')})"
-    if bump not in insert:
-        raise AssertionError("the insert's version bump has changed: update _unbumped")
-    return insert.replace(bump, ")")
-
-
-INSERT_GROUP, INSERT_GROUP_STAGED = _unbumped(INSERT_RECORDS), _unbumped(INSERT_STAGED)
 
 
 class PostgresWrites:
