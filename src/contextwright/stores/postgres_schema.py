@@ -7,8 +7,17 @@ The statements of a write that needs more than one run inside a transaction.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .postgres_vectors import M003_VECTORS
 from .rows import COLUMNS
+
+
+def set_local(conn: Any, name: str, value: str) -> None:
+    """Set `name` to `value` for the transaction open on `conn` only (SET LOCAL, which takes no
+    parameters): in a pipeline, its statements up to its Sync are that transaction."""
+    conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+
 
 # The rids of one partition of `record_words` (m009): partition k holds [k * WORDS_SPAN,
 # (k + 1) * WORDS_SPAN) and is named record_words_k. 2^17: a search above a floor reads one or two

@@ -30,7 +30,7 @@ from ..errors import StoreError, ValidationError
 from ..ports import Hit
 from ..text import query_terms
 from .fulltext import COMMON_DF, LARGE_WINDOW
-from .postgres_schema import GROW_WORDS, WORDS_SPAN
+from .postgres_schema import GROW_WORDS, WORDS_SPAN, set_local
 from .rows import row_to_record
 
 K1, B = 1.2, 0.75
@@ -107,10 +107,8 @@ class PostgresText:
             return
 
         def grow(conn: Any) -> None:
-            conn.execute(
-                "SELECT set_config('lock_timeout', %s, true), pg_advisory_xact_lock(%s)",
-                (WORDS_LOCK_WAIT, WORDS_LOCK),
-            )
+            set_local(conn, "lock_timeout", WORDS_LOCK_WAIT)
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WORDS_LOCK,))
             # And those of rows the DEFAULT partition took while no partition could be made,
             # which would otherwise stay there after the writer's rids had moved past them.
             stray = conn.execute(f"SELECT DISTINCT rid / {WORDS_SPAN} FROM record_words_default")
