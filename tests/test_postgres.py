@@ -32,7 +32,6 @@ from contextwright.stores.postgres import MIGRATIONS, PostgresStore
 from contextwright.stores.postgres_schema import WORDS_SPAN
 from contextwright.stores.postgres_url import redact
 from contextwright.stores.postgres_vectors import Vector
-from contextwright.stores.postgres_vectors import _binary_vectors as _binary
 from contextwright.stores.sqlite import SQLiteStore
 from test_postgres_group_commit import waits
 
@@ -962,12 +961,8 @@ def test_vectors_reach_the_server_bit_for_bit(pg: PostgresStore, values: list[fl
     (stored,) = pg._read("SELECT embedding::real[] FROM vectors WHERE model = 'm'")
     assert np.asarray(stored[0], dtype=np.float32).tobytes() == vec.tobytes()
     # The query vector too: compared in the server with the stored one, it is the same.
-    (same,) = pg._reading(
-        lambda conn: (
-            _binary(conn.cursor())
-            .execute("SELECT %s::vector = embedding FROM vectors WHERE model = 'm'", (Vector(vec),))
-            .fetchone()
-        )
+    ((same,),) = pg._read(
+        "SELECT %s::vector = embedding FROM vectors WHERE model = 'm'", (Vector(vec),)
     )
     assert same
     if np.any(vec):

@@ -25,7 +25,7 @@ from .postgres_links import PostgresLinks
 from .postgres_schema import MIGRATIONS, set_local
 from .postgres_text import PostgresText
 from .postgres_url import password_of, redact, take_pool_option
-from .postgres_vectors import PostgresVectors
+from .postgres_vectors import PostgresVectors, binary_vectors
 from .postgres_writes import PostgresWrites
 from .rows import COLUMNS, row_to_record
 from .sql import AUTHORS_SQL
@@ -98,7 +98,7 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
                 self._migrate(conn)
             self._pool = ConnectionPool(
                 conninfo, min_size=min_size, max_size=max_size, kwargs=extra, open=True,
-                timeout=15, name="contextwright",
+                timeout=15, name="contextwright", configure=binary_vectors,
             )  # fmt: skip
             self._pool.wait(timeout=15)
         except StoreError as exc:
