@@ -198,7 +198,8 @@ class PostgresText:
         params.update(total=total, common=COMMON_SURE, cap=COMMON_DF + 1, words=words)
         newest = self._top[1] // WORDS_SPAN
         # Two more than MCE_PARTITIONS: the newest may be too new to have been analyzed yet.
-        params["parts"] = [f"record_words_{k}" for k in range(newest, newest - 4, -1) if k >= 0]
+        oldest = newest - MCE_PARTITIONS - 1
+        params["parts"] = [f"record_words_{k}" for k in range(newest, oldest - 1, -1) if k >= 0]
         # A CASE runs its subquery only when that branch is taken: a word whose estimate says
         # common is never counted. Estimates are negative, so that they are told from counts.
         # `SELECT FROM`: with no column to read, the count reads no row of a page that VACUUM
