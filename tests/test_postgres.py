@@ -655,7 +655,9 @@ def test_replies_and_replacements_are_both_reads_in_one_round_trip(pg: PostgresS
         "r00002", "r00003"
     ]  # fmt: skip
     assert pg.replies_and_replacements(P, "ann", [], ["r00004"]) == ([], {"r00004": "r00005"})
-    assert reads == [2, 2, 2, 1, 1]
+    assert reads == [2, 2, 2, 2, 2]  # an empty list is still sent: no branch for it
+    assert pg.replies_and_replacements(P, "ann", [], []) == ([], {})
+    assert reads == [2, 2, 2, 2, 2]  # nothing to read: nothing sent
     assert pg.replies_and_replacements("other", "ann", ["r00001"], ["r00004"]) == ([], {})
 
 
