@@ -32,7 +32,6 @@ from contextwright.stores.postgres import MIGRATIONS, PostgresStore
 from contextwright.stores.postgres_schema import WORDS_SPAN
 from contextwright.stores.postgres_url import redact
 from contextwright.stores.postgres_vectors import Vector
-from contextwright.stores.postgres_vectors import _binary_vectors as _binary
 from contextwright.stores.sqlite import SQLiteStore
 from test_postgres_group_commit import waits
 
@@ -656,7 +655,9 @@ def test_replies_and_replacements_are_both_reads_in_one_round_trip(pg: PostgresS
         "r00002", "r00003"
     ]  # fmt: skip
     assert pg.replies_and_replacements(P, "ann", [], ["r00004"]) == ([], {"r00004": "r00005"})
-    assert reads == [2, 2, 2, 1, 1]
+    assert reads == [2, 2, 2, 2, 2]  # an empty list is still sent: no branch for it
+    assert pg.replies_and_replacements(P, "ann", [], []) == ([], {})
+    assert reads == [2, 2, 2, 2, 2]  # nothing to read: nothing sent
     assert pg.replies_and_replacements("other", "ann", ["r00001"], ["r00004"]) == ([], {})
 
 
@@ -962,12 +963,8 @@ def test_vectors_reach_the_server_bit_for_bit(pg: PostgresStore, values: list[fl
     (stored,) = pg._read("SELECT embedding::real[] FROM vectors WHERE model = 'm'")
     assert np.asarray(stored[0], dtype=np.float32).tobytes() == vec.tobytes()
     # The query vector too: compared in the server with the stored one, it is the same.
-    (same,) = pg._reading(
-        lambda conn: (
-            _binary(conn.cursor())
-            .execute("SELECT %s::vector = embedding FROM vectors WHERE model = 'm'", (Vector(vec),))
-            .fetchone()
-        )
+    ((same,),) = pg._read(
+        "SELECT %s::vector = embedding FROM vectors WHERE model = 'm'", (Vector(vec),)
     )
     assert same
     if np.any(vec):

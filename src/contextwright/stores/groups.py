@@ -40,6 +40,22 @@ class Job:
         return self.out
 
 
+def joinable(jobs: Sequence[Job]) -> bool:
+    """Whether the batches stored as one batch would store what they store one after another:
+    not when a record supersedes another (one batch would mark a record queued after the one
+    superseding it, which alone would not have been there yet)."""
+    return not any(r.supersedes for job in jobs for r in job.records)
+
+
+def share(jobs: Sequence[Job], out: list[Record], written: tuple[Written, ...] = ()) -> None:
+    """Give each job its slice of `out`, the answer of their records stored as one batch (one
+    record per record given, in the jobs' order), and the write's version steps."""
+    start = 0
+    for job in jobs:
+        job.out, start = out[start : start + len(job.records)], start + len(job.records)
+        job.written = written
+
+
 class Groups:
     """The batches waiting to be written, and whose turn it is to write them. A caller that comes
     while a group is written waits on its batch's `turn`, not on the write lock: waiting for the
@@ -59,7 +75,9 @@ class Groups:
         lock: AbstractContextManager[Any],
         store: Callable[[list[Job]], None],
     ) -> None:
-        """Queue `job`; back once it is stored (by this caller, holding `lock`, or another)."""
+        """Queue `job`; back once it is stored (by this caller, holding `lock`, or another).
+        `store` sets each job's answer or error; if it raises, every job it was given gets
+        that error."""
         with self._lock:
             self.pending.append(job)
             lead = not self.writing
@@ -77,7 +95,13 @@ class Groups:
             with lock:
                 with self._lock:
                     jobs, self.pending = self.pending, []
-                store(jobs)
+                try:
+                    store(jobs)
+                except BaseException as exc:  # the transaction failed: nothing of any is stored
+                    for queued in jobs:
+                        queued.error, queued.out = exc, None
+                for queued in jobs:
+                    queued.done = True
         finally:
             with self._lock:
                 if not jobs:  # interrupted before it wrote: its caller raises

@@ -83,8 +83,8 @@ class PostgresFacts:
         self, collection: str, doc_id: str, project: str, data: dict[str, Any], at: float,
         key: str | None = None,
     ) -> None:  # fmt: skip
-        payload = json.dumps(data, separators=(",", ":"), default=str)
-        self._run(PUT_DOC, (collection, doc_id, project, key, at, payload))
+        # One statement in autocommit, where put_docs would wrap it in BEGIN and COMMIT.
+        self._run(PUT_DOC, (collection, doc_id, project, key, at, _payload(data)))
 
     def put_docs(
         self,
@@ -95,10 +95,9 @@ class PostgresFacts:
     ) -> None:
         """`put_doc` of each, in one transaction sent in one round trip (ports.PutsDocs)."""
         rows = [
-            (collection, doc_id, project, key, at,
-             json.dumps(data, separators=(",", ":"), default=str))
+            (collection, doc_id, project, key, at, _payload(data))
             for doc_id, project, data, at, key in docs
-        ]  # fmt: skip
+        ]
         if not rows:
             return
 
@@ -120,3 +119,8 @@ class PostgresFacts:
     ) -> list[dict[str, Any]]:
         rows = self._read(*docs_sql(collection, project, key, limit, "%s"))
         return [dict(json.loads(r[0])) for r in rows]
+
+
+def _payload(data: dict[str, Any]) -> str:
+    """A document as stored in `docs.data`: compact JSON, values it cannot hold as their str."""
+    return json.dumps(data, separators=(",", ":"), default=str)

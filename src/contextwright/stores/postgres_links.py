@@ -39,10 +39,11 @@ class PostgresLinks:
         self, project: str, agent: str | None, replied: Sequence[str], replaced: Sequence[str]
     ) -> tuple[list[Record], dict[str, str]]:
         """`replies_to(project, replied, agent)` and `superseded_by(project, replaced)`, sent
-        together and answered together (one round trip)."""
-        wanted = [(bool(replied), self._replies_sql(project, replied, agent)),
-                  (bool(replaced), self._replaced_sql(project, replaced))]  # fmt: skip
-        found = iter(self._read_many([sql for needed, sql in wanted if needed]))
-        replies = [row_to_record(row) for row in next(found)] if replied else []
-        by = {old: new for old, new in next(found)} if replaced else {}
-        return replies, by
+        together and answered together (one round trip). Its caller (chains.read_links) asks
+        for both or calls neither; an empty list is a read that finds nothing, in the same trip."""
+        if not replied and not replaced:
+            return [], {}
+        rows, pairs = self._read_many(
+            [self._replies_sql(project, replied, agent), self._replaced_sql(project, replaced)]
+        )
+        return [row_to_record(row) for row in rows], {old: new for old, new in pairs}

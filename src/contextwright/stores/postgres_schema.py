@@ -7,8 +7,17 @@ The statements of a write that needs more than one run inside a transaction.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .postgres_vectors import M003_VECTORS
 from .rows import COLUMNS
+
+
+def set_local(conn: Any, name: str, value: str) -> None:
+    """Set `name` to `value` for the transaction open on `conn` only (SET LOCAL, which takes no
+    parameters): in a pipeline, its statements up to its Sync are that transaction."""
+    conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+
 
 # The rids of one partition of `record_words` (m009): partition k holds [k * WORDS_SPAN,
 # (k + 1) * WORDS_SPAN) and is named record_words_k. 2^17: a search above a floor reads one or two
@@ -283,14 +292,17 @@ _INSERT_FROM = f"""
         FROM ins CROSS JOIN LATERAL jsonb_array_elements_text(ins.tags::jsonb) AS t(tag)
         WHERE ins.tags <> '[]'
         ON CONFLICT DO NOTHING
-    ), bump AS ({_BUMP.format(src="ins")})
+    ){{bump}}
     SELECT project, id, rid FROM ins
 """
+_INSERT_BUMP = f", bump AS ({_BUMP.format(src='ins')})"
 
-# A small batch (a single add above all) as parameter arrays: one round trip.
-INSERT_RECORDS = _INSERT_FROM.format(
-    src=f"unnest({', '.join(f'%s::{t}[]' for t in _TYPES)}) WITH ORDINALITY AS s({COLUMNS}, n)"
-)
+# A small batch (a single add above all) as parameter arrays: one round trip. INSERT_GROUP and
+# INSERT_GROUP_STAGED bump no version: a group commit bumps the versions in its own last statement
+# (postgres_writes.BUMP_GROUP).
+_ARRAYS = f"unnest({', '.join(f'%s::{t}[]' for t in _TYPES)}) WITH ORDINALITY AS s({COLUMNS}, n)"
+INSERT_RECORDS = _INSERT_FROM.format(src=_ARRAYS, bump=_INSERT_BUMP)
+INSERT_GROUP = _INSERT_FROM.format(src=_ARRAYS, bump="")
 
 # A large batch is copied into this table first (COPY is several times cheaper for the client
 # than the parameter arrays, which psycopg builds in Python), then inserted by one statement.
@@ -302,7 +314,8 @@ STAGE = f"""
     ) ON COMMIT DELETE ROWS
 """
 COPY_STAGE = f"COPY cw_stage (n, {COLUMNS}) FROM STDIN"
-INSERT_STAGED = _INSERT_FROM.format(src="cw_stage")
+INSERT_STAGED = _INSERT_FROM.format(src="cw_stage", bump=_INSERT_BUMP)
+INSERT_GROUP_STAGED = _INSERT_FROM.format(src="cw_stage", bump="")
 
 # A supersedes link: the old record's status fact (only if it exists in the writer's project, as
 # in SQLite) and the edge. A separate statement, after the batch: a CTE does not see rows inserted

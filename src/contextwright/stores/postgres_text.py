@@ -30,7 +30,7 @@ from ..errors import StoreError, ValidationError
 from ..ports import Hit
 from ..text import query_terms
 from .fulltext import COMMON_DF, LARGE_WINDOW
-from .postgres_schema import GROW_WORDS, WORDS_SPAN
+from .postgres_schema import GROW_WORDS, WORDS_SPAN, set_local
 from .rows import row_to_record
 
 K1, B = 1.2, 0.75
@@ -98,18 +98,17 @@ class PostgresText:
         """Make the partition of `record_words` that holds the newest rid written, the next one,
         and any that rows in the DEFAULT partition belong to, if they are not there: a search
         above a floor reads the newest partitions' GIN postings only, where a row in the DEFAULT
-        partition is read by every search. Called by the writer after its commit; a partition is
-        made once per WORDS_SPAN rids. Never fails a write: the rows go to the DEFAULT partition
-        until it succeeds, and are moved from there into their partition when it does."""
+        partition is read by every search. Called by each add once its batch is stored, outside
+        the group commit's lock (PostgresWrites.add_many); a partition is made once per
+        WORDS_SPAN rids. Never fails a write: the rows go to the DEFAULT partition until it
+        succeeds, and are moved from there into their partition when it does."""
         k = self._rid_written // WORDS_SPAN
         if k + 1 <= self._words_made or time.monotonic() < self._words_retry:
             return
 
         def grow(conn: Any) -> None:
-            conn.execute(
-                "SELECT set_config('lock_timeout', %s, true), pg_advisory_xact_lock(%s)",
-                (WORDS_LOCK_WAIT, WORDS_LOCK),
-            )
+            set_local(conn, "lock_timeout", WORDS_LOCK_WAIT)
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WORDS_LOCK,))
             # And those of rows the DEFAULT partition took while no partition could be made,
             # which would otherwise stay there after the writer's rids had moved past them.
             stray = conn.execute(f"SELECT DISTINCT rid / {WORDS_SPAN} FROM record_words_default")
@@ -199,7 +198,8 @@ class PostgresText:
         params.update(total=total, common=COMMON_SURE, cap=COMMON_DF + 1, words=words)
         newest = self._top[1] // WORDS_SPAN
         # Two more than MCE_PARTITIONS: the newest may be too new to have been analyzed yet.
-        params["parts"] = [f"record_words_{k}" for k in range(newest, newest - 4, -1) if k >= 0]
+        oldest = newest - MCE_PARTITIONS - 1
+        params["parts"] = [f"record_words_{k}" for k in range(newest, oldest - 1, -1) if k >= 0]
         # A CASE runs its subquery only when that branch is taken: a word whose estimate says
         # common is never counted. Estimates are negative, so that they are told from counts.
         # `SELECT FROM`: with no column to read, the count reads no row of a page that VACUUM

@@ -58,23 +58,24 @@ def _vector_dumper() -> type:
         format = Format.BINARY
 
         def dump(self, obj: Any) -> bytes:
-            return bytes(obj.data)
+            data: bytes = obj.data
+            return data
 
     return VectorDumper
 
 
-def _binary_vectors(cur: Any) -> Any:
-    """`cur`, sending `Vector` parameters in binary. The dumper names no type (oid 0): the
-    server takes it from the statement's `::vector` cast, so no per-database oid is looked up."""
-    cur.adapters.register_dumper(Vector, _vector_dumper())
-    return cur
+def binary_vectors(conn: Any) -> None:
+    """Have `conn` send `Vector` parameters in binary: once per connection (the pool's
+    `configure`), so that no read or write registers it again. The dumper names no type (oid
+    0): the server takes it from the statement's `::vector` cast, so no per-database oid is
+    looked up."""
+    conn.adapters.register_dumper(Vector, _vector_dumper())
 
 
 class PostgresVectors:
     """Mixed into PostgresStore, which supplies the reads and the write transaction."""
 
     _read: Callable[..., list[Any]]
-    _reading: Callable[[Callable[[Any], Any]], Any]
     _piped: Callable[..., Any]
     _select: str
     _cols: str
@@ -95,7 +96,7 @@ class PostgresVectors:
             return
 
         def write(conn: Any) -> None:
-            with _binary_vectors(conn.cursor()) as cur:
+            with conn.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO vectors (rid, model, project, embedding) "
                     "SELECT rid, %s, project, %s::vector FROM records WHERE project = %s AND id = %s "
@@ -127,9 +128,4 @@ class PostgresVectors:
             "agent": agent,
             "limit": limit,
         }
-
-        def read(conn: Any) -> list[Any]:
-            with _binary_vectors(conn.cursor()) as cur:
-                return list(cur.execute(sql, params).fetchall())
-
-        return [Hit(row_to_record(row[:-1]), float(row[-1])) for row in self._reading(read)]
+        return [Hit(row_to_record(row[:-1]), float(row[-1])) for row in self._read(sql, params)]

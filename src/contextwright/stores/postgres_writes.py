@@ -17,8 +17,16 @@ from typing import Any
 from ..errors import StoreError, ValidationError
 from ..records import Record
 from .batches import RecordId, by_project, plan_batch
-from .groups import Groups, Job
-from .postgres_schema import _BUMP, COPY_STAGE, INSERT_RECORDS, INSERT_STAGED, STAGE, SUPERSEDE
+from .groups import Groups, Job, joinable, share
+from .postgres_schema import (
+    COPY_STAGE,
+    INSERT_GROUP,
+    INSERT_GROUP_STAGED,
+    INSERT_RECORDS,
+    INSERT_STAGED,
+    STAGE,
+    SUPERSEDE,
+)
 from .rows import record_to_row
 
 # From this many records on, a batch is copied into a staging table (COPY_STAGE) instead of sent
@@ -36,17 +44,6 @@ BUMP_GROUP = """
     SELECT x.project, x.n FROM unnest(%s::text[], %s::int[]) AS x(project, n) ORDER BY x.project
     ON CONFLICT (project) DO UPDATE SET version = project_versions.version + excluded.version
 """
-
-
-def _unbumped(insert: str) -> str:
-    """`insert` (postgres_schema's statement over a batch) without its version bump."""
-    bump = f"), bump AS ({_BUMP.format(src='ins')})"
-    if bump not in insert:
-        raise AssertionError("the insert's version bump has changed: update _unbumped")
-    return insert.replace(bump, ")")
-
-
-INSERT_GROUP, INSERT_GROUP_STAGED = _unbumped(INSERT_RECORDS), _unbumped(INSERT_STAGED)
 
 
 class PostgresWrites:
@@ -69,31 +66,30 @@ class PostgresWrites:
     def add_many(self, records: Sequence[Record]) -> list[Record]:
         if not records:
             return []
-        plan_batch(records, {})  # a batch that contradicts itself is refused before it queues
+        # A batch that contradicts itself is refused before it queues, with no SQL sent: queued,
+        # it would fail its group's joint insert, and the group would be stored again batch by
+        # batch; alone, its transaction's BEGIN would be sent before _insert refused it.
+        plan_batch(records, {})
         job = Job(records)
         self._groups.write(job, self._write_lock, self._store_jobs)
+        # Outside the group's lock: a partition made under its lock wait would hold up every
+        # queued add. Every caller checks (a comparison unless a partition is due); the making
+        # is idempotent under its advisory lock.
+        self._grow_words()
         return job.result()
 
     def _store_jobs(self, jobs: list[Job]) -> None:
-        try:
-            if len(jobs) == 1:
-                jobs[0].out = self._alone(jobs[0].records)
-            elif not self._together(jobs):
-                self._write(lambda conn: self._one_by_one(conn, jobs))
-        except BaseException as exc:  # the transaction failed: nothing of any batch is stored
-            for job in jobs:
-                job.error, job.out = exc, None
-        for job in jobs:
-            job.done = True
-        self._grow_words()
+        if len(jobs) == 1:
+            jobs[0].out = self._alone(jobs[0].records)
+        elif not self._together(jobs):
+            self._write(lambda conn: self._one_by_one(conn, jobs))
 
     def _alone(self, records: Sequence[Record]) -> list[Record]:
         # One record: the insert stores it or, stored already, nothing, and a changed repeat is
         # refused after an insert that did nothing: one atomic statement in autocommit, one round
         # trip where BEGIN, the insert and COMMIT were three. Else in a transaction: a repeated id
         # with other content refuses the batch after the insert.
-        _, unique = plan_batch(records, {})
-        one = len(unique) == 1 and not unique[0].supersedes
+        one = len(records) == 1 and not records[0].supersedes
         out: list[Record] = self._write(
             lambda conn: self._insert(conn, records)[0], transaction=not one
         )
@@ -101,11 +97,10 @@ class PostgresWrites:
 
     def _together(self, jobs: Sequence[Job]) -> bool:
         """All the batches as one, if storing them one after another would store the same: one
-        insert for the whole group. Not when a record supersedes another (one batch would mark
-        a record queued after the one superseding it, which alone would not have been there
-        yet), nor when any batch is refused: then the transaction is rolled back, and False.
+        insert for the whole group. Not when a record supersedes another (groups.joinable), nor
+        when any batch is refused: then the transaction is rolled back, and False.
         A record repeated in a later batch answers with the earlier one, as one batch answers."""
-        if any(r.supersedes for job in jobs for r in job.records):
+        if not joinable(jobs):
             return False
 
         records = [r for job in jobs for r in job.records]
@@ -130,9 +125,7 @@ class PostgresWrites:
             # a commit whose answer was lost may have stored the group, and then every caller
             # gets the error, as a lone write would, rather than a second try.
             return False
-        start = 0
-        for job in jobs:
-            job.out, start = out[start : start + len(job.records)], start + len(job.records)
+        share(jobs, out)
         self._grouped += 1
         return True
 

@@ -224,21 +224,11 @@ class SQLiteStore(SQLiteInserts, SQLiteText, SQLiteVectors, SQLiteFacts):
 
     def _store_jobs(self, jobs: list[Job]) -> None:
         if len(jobs) == 1:  # alone: exactly the one transaction of before
-            try:
-                jobs[0].out, jobs[0].written = self._write(
-                    lambda conn: self._add_batch(conn, jobs[0].records)
-                )
-            except BaseException as exc:
-                jobs[0].error = exc
-            jobs[0].done = True
-            return
-        try:
+            jobs[0].out, jobs[0].written = self._write(
+                lambda conn: self._add_batch(conn, jobs[0].records)
+            )
+        else:
             self._write(lambda conn: write_group(conn, jobs, self._add_batch))
-        except BaseException as exc:  # the commit failed: nothing of any batch is stored
-            for job in jobs:
-                job.error, job.out = exc, None
-        for job in jobs:
-            job.done = True
 
     def _resolve(self, conn: sqlite3.Connection, keys: Sequence[RecordKey]) -> list[Record]:
         """The records of rows read by their key columns (KEYS), in order, through the cache."""

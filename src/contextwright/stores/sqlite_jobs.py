@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..errors import StoreError, ValidationError
 from ..ports import Written
 from ..records import Record
-from .groups import Job
+from .groups import Job, joinable, share
 
 
 def answer(job: Job, url: str) -> list[Record]:
@@ -56,9 +56,8 @@ def _together(conn: sqlite3.Connection, jobs: Sequence[Job], add_batch: AddBatch
     8 of them), so a savepoint and nine statements per batch held the write lock, and every
     writer queued behind it, for tens of ms. One batch answers as the batches one after another
     would: a record repeated in a later batch answers with the earlier one. Not when any record
-    supersedes another (one batch would mark a record queued after the one superseding it,
-    which alone would not have been there yet), nor when a batch is refused."""
-    if any(r.supersedes for job in jobs for r in job.records):
+    supersedes another (groups.joinable), nor when a batch is refused."""
+    if not joinable(jobs):
         return False
     conn.execute("SAVEPOINT together")
     try:
@@ -68,10 +67,7 @@ def _together(conn: sqlite3.Connection, jobs: Sequence[Job], add_batch: AddBatch
         conn.execute("RELEASE together")
         return False
     conn.execute("RELEASE together")
-    start = 0
-    for job in jobs:
-        job.out, start = out[start : start + len(job.records)], start + len(job.records)
-        job.written = written
+    share(jobs, out, written)
     return True
 
 
