@@ -27,7 +27,8 @@ from assemble import BUDGET, PROJECT, _requests
 from postgres import start_postgres, warm_buffers
 
 from contextwright import Engine
-from contextwright.stores.postgres import PostgresStore, set_planner
+from contextwright.stores.postgres import PostgresStore
+from contextwright.stores.postgres_schema import set_planner
 from contextwright.stores.postgres_url import take_pool_option
 
 # One round trip: (start ms in the call, ms waited, thread, [(sql, params)], planner setting).

@@ -19,6 +19,13 @@ def set_local(conn: Any, name: str, value: str) -> None:
     conn.execute("SELECT set_config(%s, %s, true)", (name, value))
 
 
+def set_planner(conn: Any, planner: str) -> None:
+    """A read's planner setting (`name=value`, e.g. `enable_indexscan=off`) for its transaction
+    only: what the store's reads and bench/postgres_plans.py's EXPLAIN both set."""
+    name, _, value = planner.partition("=")
+    set_local(conn, name.strip(), value.strip())
+
+
 # The rids of one partition of `record_words` (m009): partition k holds [k * WORDS_SPAN,
 # (k + 1) * WORDS_SPAN) and is named record_words_k. 2^17: a search above a floor reads one or two
 # partitions' postings at 1M records (the floor is within 20,000-100,000 rids of the newest).
