@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import StoreError, ValidationError
 from ..records import Record
-from .batches import RecordId, by_project, plan_batch
+from .batches import RecordId, plan_batch, stored_of
 from .groups import Groups, Job, joinable, share
 from .postgres_schema import (
     COPY_STAGE,
@@ -161,12 +161,8 @@ class PostgresWrites:
             inserted = conn.execute(INSERT_STAGED if bump else INSERT_GROUP_STAGED).fetchall()
         fresh: set[RecordId] = {(p, i) for p, i, _ in inserted}
         self._rid_written = max(self._rid_written, *(rid for *_, rid in inserted), 0)
-        old = by_project((r.project, r.id) for r in unique if (r.project, r.id) not in fresh)
-        stored = {
-            (r.project, r.id): r
-            for project, ids in old.items()
-            for r in self._get_many(conn, project, ids)
-        }
+        old = ((r.project, r.id) for r in unique if (r.project, r.id) not in fresh)
+        stored = stored_of(lambda p, ids: self._get_many(conn, p, ids), old)
         # Refused (the transaction rolls back) if a repeated (project, id) says otherwise.
         out, _ = plan_batch(records, stored)
         # After the whole batch, so that a record may supersede one later in the same batch.
