@@ -27,7 +27,8 @@ from contextwright.assembly.render import (
     unit_cost,
 )
 from contextwright.records import Record, build_record
-from contextwright.tokens.counter import default_counter
+from contextwright.tokens.counter import TokenCounter, default_counter
+from exact import UNCACHED
 
 C = default_counter()
 T0 = 1_750_000_000.0
@@ -410,3 +411,53 @@ def test_window_structure_is_the_engines_whatever_the_content(fmt: str, content:
         talk = [(m["role"], m.get("name")) for m in r.messages[1:]]
         assert talk == [("assistant", None) if a == "bob" else ("user", a) for a in authors]
     assert all(x.startswith("- ") for x in rest[:n_items])
+
+
+# Record contents as windows meet them: words, punctuation endings, several lines, other line
+# breaks, non-ASCII, a line that starts with the chain mark.
+CONTENTS = st.lists(
+    st.sampled_from(
+        ["ok", "Went running!", "why?", "done...", "a\nb", " lead", "x\r\ny", "naïve", "↳ no",
+         "42", "end.)", "tab\there", "résumé café", "see: https://x.io/a?b=1", "a\n\nb", "- x\n  ## y"]
+    ),
+    min_size=1,
+    max_size=3,
+).map(" ".join)  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["state", "constraints", "knowledge", "suggestions", "warnings"]),
+            CONTENTS,
+            st.integers(0, 3),  # the day
+            st.booleans(),  # truncated
+        ),
+        min_size=0,
+        max_size=8,
+    ),
+    st.sampled_from(["openai", "anthropic"]),
+)
+def test_a_window_counted_from_its_lines_is_counted_exactly(
+    rows: list[tuple[str, str, int, bool]], fmt: str
+) -> None:
+    """render with stored counts counts the system text from its lines as it builds them
+    (`counted_system`): the count of the whole text, whatever the lines hold."""
+    sections: dict[str, list[Item]] = {name: [] for name in SECTIONS}
+    for i, (section, content, day, truncated) in enumerate(rows):
+        r = record(id=f"r{i}", content=content, created_at=T0 + day * 86_400 + i)
+        text = f"- alice (1 Jan 2025): {content}"
+        c = Candidate(key=r.id, section=section, source="s", text=text, records=(r,),
+                      tokens=C.count(text), created_at=r.created_at)  # fmt: skip
+        dated = section in ("knowledge", "suggestions")
+        item_day = f"{day + 1} Jan 2025" if dated else None
+        sections[section].append(
+            Item(c, text, C.count(text) + 1, truncated=truncated, day=item_day)
+        )
+    out = render(sections, "bob", fmt, TokenCounter(), stored_counts=True)
+    if fmt == "openai":
+        assert out.tokens == count_openai(out.messages, UNCACHED)
+    else:
+        assert out.tokens == count_anthropic(out.system, out.messages, UNCACHED)
+    assert out.tokens == render(sections, "bob", fmt, TokenCounter()).tokens

@@ -22,7 +22,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import ValidationError
 from ..ports import Tokenizer
@@ -119,7 +119,12 @@ def day_heading(day: str) -> str:
 def dated_lines(items: Sequence[Item]) -> list[str]:
     """The lines of a dated section: items without a day first (folded chains, values), in
     packing order; then each day's line and its records' lines, in time order."""
-    out = [item_text(i) + "\n" for i in items if i.day is None]
+    return [line for line, _ in dated_parts(items)]
+
+
+def dated_parts(items: Sequence[Item]) -> list[tuple[str, Item | None]]:
+    """`dated_lines`, each with its item (None for a day's line)."""
+    out: list[tuple[str, Item | None]] = [(item_text(i) + "\n", i) for i in items if i.day is None]
     shown = None
     for i in sorted(
         (i for i in items if i.day is not None),
@@ -127,8 +132,8 @@ def dated_lines(items: Sequence[Item]) -> list[str]:
     ):
         if i.day is not None and i.day != shown:
             shown = i.day
-            out.append(day_heading(i.day))
-        out.append(item_text(i) + "\n")
+            out.append((day_heading(i.day), None))
+        out.append((item_text(i) + "\n", i))
     return out
 
 
@@ -267,19 +272,70 @@ def count_anthropic(system: str, messages: Sequence[Mapping[str, Any]], counter:
 def system_text(
     agent: str, sections: Mapping[str, Sequence[Item]], *, include_history: bool
 ) -> str:
-    parts = [header(agent)]
+    return "".join(part for part, _ in system_parts(agent, sections, include_history))
+
+
+def system_parts(
+    agent: str, sections: Mapping[str, Sequence[Item]], include_history: bool
+) -> list[tuple[str, Item | None]]:
+    """The pieces of `system_text`, each line of an item with its item."""
+    parts: list[tuple[str, Item | None]] = [(header(agent), None)]
     for name in SECTIONS:
         items = sections.get(name) or []
         if not items or (name == "history" and not include_history):
             continue
-        parts.append(section_heading(name))
+        parts.append((section_heading(name), None))
         if name == "history":
-            parts.extend(markdown_history_line(i, agent) + "\n" for i in items)
+            parts.extend((markdown_history_line(i, agent) + "\n", None) for i in items)
         elif name in DATED_SECTIONS:
-            parts.extend(dated_lines(items))
+            parts.extend(dated_parts(items))
         else:
-            parts.extend(item_text(i) + "\n" for i in items)
-    return "".join(parts)
+            parts.extend((item_text(i) + "\n", i) for i in items)
+    return parts
+
+
+class LineCounter(Protocol):
+    def __call__(self, line: str, head: str, content: str, tokens: int) -> int: ...
+
+
+def counted_system(
+    agent: str, sections: Mapping[str, Sequence[Item]], counter: Tokenizer, line_count: LineCounter
+) -> tuple[str, int]:
+    """`system_text` (without history) and its exact count, counted from its lines as they are
+    built: a record's line from the record's stored count (`TokenCounter.line_count`), the
+    rest through the counter. The text is cut only where `split_lines` cuts it (after a newline,
+    before a visible ASCII character), where the counts of the pieces add up to the count of
+    the whole; so the sum is `counter.count(system)`, without cutting the window into lines
+    again and looking each up."""
+    parts = system_parts(agent, sections, False)
+    total = 0
+    piece = ""
+    known: int | None = None  # the count of `piece`, where it is one record's line
+    for text, item in parts:
+        if piece:
+            if piece[-1] != "\n" or not "!" <= text[:1] <= "~":  # no cut here: one piece
+                piece += text
+                known = None
+                continue
+            total += counter.count(piece) if known is None else known
+        piece, known = text, None if item is None else _line_tokens(item, text, line_count)
+    if piece:
+        total += counter.count(piece) if known is None else known
+    return "".join(part for part, _ in parts), total
+
+
+def _line_tokens(item: Item, line: str, line_count: LineCounter) -> int | None:
+    """The count of `line`, `item`'s line (`item.text` and a newline), from its record's
+    stored count; None where the line is not a record's prefix and one-line content."""
+    recs = item.candidate.records
+    if item.truncated or len(recs) != 1:
+        return None
+    text = item.text
+    if not text.isprintable():  # further lines, indented (`quoted`): counted as they are
+        return None
+    r = recs[0]
+    head = record_head(text, r)
+    return None if head is None else line_count(line, head, r.content, r.tokens)
 
 
 def markdown_history_line(item: Item, agent: str) -> str:
@@ -328,20 +384,23 @@ def _anthropic_messages(items: Sequence[Item], agent: str) -> list[dict[str, Any
     return messages
 
 
-def remember_counts(sections: Mapping[str, Sequence[Item]], fmt: str, counter: Tokenizer) -> None:
+def remember_counts(
+    sections: Mapping[str, Sequence[Item]], fmt: str, counter: Tokenizer, lines: bool = True
+) -> None:
     """Give the counter the counts that the records carry, before the window is counted: a
     record's content is counted when it is stored (`Record.tokens`), so a history message that
     is a record's content needs no count, and a line `prefix content` is counted from it
     (`tokens.count_line`). A cold call's window is mostly lines no earlier window showed: this
-    spares counting each of their words. A counter without `remember` counts everything."""
+    spares counting each of their words. A counter without `remember` counts everything.
+    `lines=False`: history only (the other lines are counted as they are built: `counted_system`)."""
     remember = getattr(counter, "remember", None)
     remember_line = getattr(counter, "remember_line", None)
     if remember is None or remember_line is None:
         return
     for name, items in sections.items():
         history = name == "history"
-        if history and fmt == "markdown":
-            continue  # its lines are not the records' contents
+        if (history and fmt == "markdown") or not (history or lines):
+            continue  # its lines are not the records' contents, or counted elsewhere
         for item in items:
             recs = item.candidate.records
             if not recs or item.truncated:
@@ -367,8 +426,9 @@ def render(
 ) -> Rendered:
     """The window in `fmt`, counted exactly. `stored_counts`: the records' stored counts are
     this counter's (stored_counts.py), so their lines are counted from them."""
+    line_count = getattr(counter, "line_count", None) if stored_counts else None
     if stored_counts:
-        remember_counts(sections, fmt, counter)
+        remember_counts(sections, fmt, counter, lines=line_count is None or fmt == "markdown")
     history = list(sections.get("history") or [])
     if fmt == "markdown":
         text = system_text(agent, sections, include_history=True)
@@ -379,19 +439,31 @@ def render(
             tokens=counter.count(text),
             payload=text,
         )
-    system = system_text(agent, sections, include_history=False)
+    if line_count is not None:
+        system, system_tokens = counted_system(agent, sections, counter, line_count)
+    else:
+        system, system_tokens = system_text(agent, sections, include_history=False), None
     if fmt == "openai":
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
         for item in history:
             messages.extend(_history_messages_openai(item, agent))
-        return Rendered(
-            fmt, messages, system=system, tokens=count_openai(messages, counter), payload=messages
-        )
+        if system_tokens is None:
+            tokens = count_openai(messages, counter)
+        else:  # count_openai's, with the system message's content counted already
+            tokens = (
+                count_openai(messages[1:], counter)
+                + PER_MESSAGE
+                + counter.count("system")
+                + system_tokens
+            )
+        return Rendered(fmt, messages, system=system, tokens=tokens, payload=messages)
     anth = _anthropic_messages(history, agent)
     payload = {"system": system, "messages": anth}
-    return Rendered(
-        fmt, anth, system=system, tokens=count_anthropic(system, anth, counter), payload=payload
-    )
+    if system_tokens is None:
+        tokens = count_anthropic(system, anth, counter)
+    else:
+        tokens = system_tokens + count_anthropic("", anth, counter)
+    return Rendered(fmt, anth, system=system, tokens=tokens, payload=payload)
 
 
 def record_head(text: str, r: Record) -> str | None:

@@ -39,6 +39,11 @@ DAY = 86_400.0
 FUSIONS = ("sum", "rrf", "max")
 # Components that multiply the score instead of adding to it.
 MULTIPLIERS = ("role_source",)
+# Components finish_all sets: where one of them was set before (chains' `resolved`), the
+# candidate's score is summed over its components afterwards, in their order, as `score` does.
+OWN = frozenset(
+    ("recency", "role", "addressed", "resolved", "open", "scope", "substance", *MULTIPLIERS)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,48 +270,73 @@ def finish_all(
     kinds: dict[str, float] = {}  # the role's weight per kind, looked up once a call
     sources: dict[str, float] = {}
     wget = config.weights.get
+    w_recency, w_role, w_addressed = wget("recency", 1.0), wget("role", 1.0), wget("addressed", 1.0)
+    w_resolved, w_open, w_scope = wget("resolved", 1.0), wget("open", 1.0), wget("scope", 1.0)
+    w_substance = wget("substance", 1.0)
     for c in candidates:
         comps = c.components
+        # The score is the sum of the components in their order (`score`): those set before
+        # this step, then the ones it adds, in the order it adds them. Where it sets one that
+        # was there already (its place is then the old one), the sum is taken over all at the end.
+        total = 0.0
+        fresh = True
+        for name, value in comps.items():
+            if name in OWN:
+                fresh = False
+                break
+            total += wget(name, 1.0) * value
         if c.records:
             r = c.records[0]  # `recency`, inline
-            comps["recency"] = round(exp(-LN2 * max(now - r.created_at, 0.0) / span), 6)
+            v = comps["recency"] = round(exp(-LN2 * max(now - r.created_at, 0.0) / span), 6)
+            total += w_recency * v
             kind = r.kind
             w = kinds.get(kind)
             if w is None:
                 w = kinds[kind] = role.kind_weight(kind)
             comps["role"] = w
+            total += w_role * w
             if agent in r.to or agent in r.mentions:
                 comps["addressed"] = 1.0
+                total += w_addressed * 1.0
             status = r.status
             if status is not None:
                 answered = comps.get("resolved", 0.0) > 0
                 if status == "resolved" and kind == "question":
                     comps["resolved"] = 1.0
+                    total += w_resolved * 1.0
                     answered = True
                 if status == "open" and not answered:
                     comps["open"] = 1.0
+                    total += w_open * 1.0
             if session and r.session == session:  # scope_component, inline
                 comps["scope"] = 1.0
+                total += w_scope * 1.0
             elif milestone:
-                comps["scope"] = (
+                v = comps["scope"] = (
                     1.0 if r.milestone == milestone else 0.5 if r.milestone is None else 0.0
                 )
+                total += w_scope * v
             if c.section in RELEVANCE_SECTIONS:
                 t = r.tokens
-                comps["substance"] = 1.0 if t >= SUBSTANTIAL_TOKENS else _SUBSTANCE6[max(t, 0)]
+                v = comps["substance"] = 1.0 if t >= SUBSTANTIAL_TOKENS else _SUBSTANCE6[max(t, 0)]
+                total += w_substance * v
         src = c.source
         sw = sources.get(src)
         if sw is None:
             sw = sources[src] = role.source_weight(src)
         if sw != 1.0:
             comps["role_source"] = sw
-        total = 0.0  # as `score` adds them: in the components' order
-        for name, value in comps.items():
-            if name not in MULTIPLIERS:
-                total += wget(name, 1.0) * value
-        for name in MULTIPLIERS:
-            if name in comps:
-                total *= comps[name]
+        if fresh:
+            if sw != 1.0:
+                total *= sw
+        else:
+            total = 0.0
+            for name, value in comps.items():
+                if name not in MULTIPLIERS:
+                    total += wget(name, 1.0) * value
+            for name in MULTIPLIERS:
+                if name in comps:
+                    total *= comps[name]
         c.score = total
 
 

@@ -318,6 +318,20 @@ class TokenCounter:
         if n is not None:
             cache.put(line, n)
 
+    def line_count(self, line: str, head: str, content: str, tokens: int) -> int:
+        """The count of `line`, which is `head + " " + content + "\n"` with `content` on one
+        line (a record's line in a window): cached, or taken from `tokens`, the content's own
+        count (`count_line`) and kept, or counted."""
+        cache = self._cache_for(len(line))
+        hit = None if cache is None else cache.get(line)
+        if hit is None:
+            hit = count_line(self.count, head, content, tokens)
+            if hit is None:
+                return self.count(line)
+            if cache is not None:
+                cache.put(line, hit)
+        return hit
+
     def count_shown(
         self, shown: str, head: str, content: str, tokens: int, indent: str = "  "
     ) -> int | None:
