@@ -339,3 +339,47 @@ def test_a_write_checks_only_the_reads_asked_after_it(monkeypatch: pytest.Monkey
     assert checked == ["m2", "m1"] or checked == ["m1", "m2"]
     cache.carry(P, 3, 4, [_record("c1", kind="constraint")])
     assert cache.get(kept[1], 4) is None  # a constraint written since may enter it
+
+
+class CountedReplies(SQLiteStore):
+    """A real SQLite store that counts `replies_to` calls."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.replies = 0
+
+    def replies_to(self, project: str, ids: Any, agent: str | None) -> list[Record]:
+        self.replies += 1
+        return super().replies_to(project, ids, agent)
+
+
+def test_the_results_of_a_sessions_calls_are_read_once_per_version(tmp_path: Path) -> None:
+    """History looks for the results of its unanswered tool calls outside the window; an agent's
+    loop asks again on every turn. The read is kept across the engine's own writes that cannot
+    answer them, and read again after one that does."""
+    path = str(tmp_path / "t.db")
+    store = CountedReplies(path)
+    engine = Engine(store, clock=lambda: NOW, workers=1)
+    fresh = Engine(SQLiteStore(path), clock=lambda: NOW, workers=1, cache_ttl_s=0)
+    _fill(engine)
+    call = engine.add(
+        project=P, author="bob", kind="tool_call", content="grep login", session="s",
+        meta={"name": "grep", "arguments": "{}"},
+    )  # fmt: skip
+    first = _window(engine, "bob", "why is the login slow")
+    reads = store.replies  # the call's results, and the replies to the question (chains.py)
+    engine.add(project=P, author="bob", content="still looking", session="s")
+    assert _window(engine, "bob", "why is the login slow") == _window(
+        fresh, "bob", "why is the login slow"
+    )
+    assert store.replies == reads  # the reply answers no call: the reads are kept
+    engine.add(
+        project=P, author="bob", kind="tool_result", content="login.py:12", session="other",
+        reply_to=call.id,
+    )  # fmt: skip
+    after = _window(engine, "bob", "why is the login slow")
+    assert store.replies == reads + 1  # the call's results only
+    assert "login.py:12" in str(after[0]) and after != first
+    assert after == _window(fresh, "bob", "why is the login slow")
+    engine.close()
+    fresh.close()

@@ -18,7 +18,7 @@ from ..ports import Hit, Query, RanksHere, ReadsMany, Store, Tokenizer, WarmHere
 from ..records import Record
 from ..roles import RoleProfile
 from .candidates import Candidate, one
-from .reads import ReadCache, kept_read
+from .reads import ReadCache, Replies, kept_read
 from .scoring import item_prefix
 
 T = TypeVar("T")
@@ -285,7 +285,14 @@ def pair_tool_calls(records: list[Record], ctx: SourceContext, source: str) -> l
     unanswered = [cid for cid in calls if cid not in results]
     if unanswered:
         # A result outside the window (another session or author) still travels with its call.
-        for r in ctx.store.replies_to(ctx.project, unanswered, ctx.agent):
+        # Kept for the calls after this one at its store version (reads.py): an agent's loop
+        # asks again for its session's calls on every turn.
+        key = Replies(ctx.project, ctx.agent, tuple(unanswered))
+        read = ctx.store.replies_to
+        found = kept_read(
+            ctx.shared, ctx.version, key, lambda: read(ctx.project, unanswered, ctx.agent)
+        )
+        for r in found:
             if r.kind == "tool_result" and r.project == ctx.project and r.reply_to:
                 results.setdefault(r.reply_to, r)
     n = len(records)
