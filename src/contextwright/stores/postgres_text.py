@@ -69,7 +69,9 @@ _COMMON_LEXEMES = (
     # unnest pads the lexemes with NULLs beside the frequencies' three trailing statistics.
     "m AS (SELECT u.e, sum(u.f * p.n) / (SELECT sum(n) FROM p) AS f "
     "FROM p CROSS JOIN LATERAL unnest(p.e, p.f) u(e, f) WHERE u.e IS NOT NULL GROUP BY u.e) "
-    "SELECT m.e, round(m.f * %(total)s) FROM m WHERE m.f * %(total)s > %(common)s"
+    # In a fixed order: the same statistics make the same statement text, which each connection
+    # keeps prepared (its generic plan over every partition is planned once, not once a minute).
+    "SELECT m.e, round(m.f * %(total)s) FROM m WHERE m.f * %(total)s > %(common)s ORDER BY m.e"
 )
 # Each word's count, in the order of %(words)s: its estimate (negative, so that it is told from a
 # count) if every one of its lexemes is common (the least of their estimates: that of the rarest),
