@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from contextwright.ports import Query
 from contextwright.records import Record, build_record
-from contextwright.stores import postgres
+from contextwright.stores import postgres, postgres_text
 from contextwright.stores.fulltext import COMMON_DF, LARGE_WINDOW
 from contextwright.stores.postgres import PostgresStore
 from contextwright.stores.postgres_schema import WORDS_SPAN
-from contextwright.stores.postgres_text import COMMON_SURE, K1, B
+from contextwright.stores.postgres_text import COMMON_SURE, K1, B, _array
 from contextwright.text import query_terms
 
 pytestmark = pytest.mark.postgres
@@ -180,17 +180,65 @@ def test_capped_counts_are_completed_in_the_same_read_only_when_every_word_is_co
     # omega by the statistics' estimate (4,000 > COMMON_SURE), kappa capped, then in full.
     assert pg._count_words(["omega", "kappa"], 4_000) == {"omega": 4_000, "kappa": 2_500}
     assert pg._count_words(["kappa", "rho"], 4_000) == {"kappa": COMMON_DF + 1, "rho": 10}
-    assert len(reads) == 2
-    # The full counts are the statement's own init plans (the first counts are the CTE's): only
-    # kappa's runs, and only in the first read.
-    for (sql, params), want in zip(reads, ([False, True], [False, False]), strict=True):
+    counts = [(sql, params) for sql, params in reads if sql.startswith("WITH f AS")]
+    assert len(counts) == 2
+    # The capped counts and the full counts are subplans, in that order: the full count runs
+    # only in the first read (omega's estimate is no count, kappa's capped count runs in both).
+    for (sql, params), want in zip(counts, ([True, True], [True, False]), strict=True):
         lines = [r[0] for r in read(f"EXPLAIN ANALYZE {sql}", params)]
         ran = [
             "never executed" not in lines[k + 1]
             for k, line in enumerate(lines)
-            if line.startswith("  InitPlan")
+            if line.strip().startswith("SubPlan")
         ]
         assert ran == want, "\n".join(lines)
+
+
+def test_the_statistics_are_read_once_for_many_counts(pg: PostgresStore) -> None:
+    """ANALYZE's common lexemes are read once and kept (MCE_TTL), not on every word count, and
+    read again once that time has passed or the store's size moved: a later ANALYZE's figures
+    then count."""
+    _common_words(pg)
+    stats: list[str] = []
+    read = pg._read
+
+    def spy(sql: str, params: Any = None, **kw: Any) -> Any:
+        if "pg_stats" in sql:
+            stats.append(sql)
+        return read(sql, params, **kw)
+
+    pg._read = spy  # type: ignore[method-assign]
+    for words in (["omega"], ["omega", "rho"], ["kappa", "omega", "rho"], ["absent"]):
+        pg._count_words(words, 1_000_000)
+    assert len(stats) == 1
+    assert pg._count_words(["omega"], 1_000_000) == {"omega": 1_000_000}
+    # Read again with the statistics unchanged: the same statement text, still prepared.
+    at, key, sql = pg._mce
+    pg._mce = (at - postgres_text.MCE_TTL - 1, key, sql)
+    assert pg._count_words(["omega"], 1_000_000) == {"omega": 1_000_000}
+    assert len(stats) == 2 and pg._mce[2] == sql
+    # omega now in a quarter of the rows, by a new ANALYZE: not seen until the figures expire.
+    pg.add_many([rec(10_000 + i, "sigma") for i in range(12_000)])
+    pg._run("ANALYZE record_words", None)
+    assert pg._count_words(["omega"], 1_000_000) == {"omega": 1_000_000}
+    at, key, sql = pg._mce
+    pg._mce = (at - postgres_text.MCE_TTL - 1, key, sql)
+    assert pg._count_words(["omega"], 1_000_000) == {"omega": 250_000}
+    assert pg._count_words(["omega"], 2_000_000) == {"omega": 500_000}  # another size: read
+    assert len(stats) == 4
+
+
+def test_the_common_lexemes_go_into_the_statement_as_they_are(pg_url: str) -> None:
+    """Lexemes with quotes, backslashes, percent signs and braces survive their trip into the
+    counts' statement text as array constants."""
+    import psycopg
+
+    odd = ["it's", 'say "hi"', "back\\slash", "50%", "{brace}", "a,b", "", "naïve"]
+    assert _array(odd, "text").count("%%") == 1
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        sql = f"SELECT {_array(odd, 'text')}, {_array(['1.5', '-2.0'], 'float8')}"
+        got = conn.execute(sql, {}).fetchone()
+    assert got == (odd, [1.5, -2.0])
 
 
 def test_the_statistics_of_the_newest_two_partitions_estimate_a_words_share(pg_url: str) -> None:
@@ -238,13 +286,14 @@ def test_the_statistics_of_the_newest_two_partitions_estimate_a_words_share(pg_u
 def test_word_counts_keep_one_generic_plan_with_the_same_counts(
     pg: PostgresStore, pg_url: str
 ) -> None:
-    """The word counts of a large store are planned once per connection (psycopg prepares them
-    at their fifth run, the server keeps a generic plan: planning them over every partition cost
-    more than running them), and count what a plan made for the words counts."""
+    """The word counts of a large store are planned once per connection, whatever the number of
+    words (one statement text, prepared on its first run; the server keeps a generic plan:
+    planning them over every partition cost more than running them), and count what a plan made
+    for the words counts."""
     _common_words(pg)
     one = PostgresStore(pg_url, max_size=1)
     try:
-        pairs = [["omega", "rho"], ["kappa", "rho"], ["omega", "kappa"], ["rho", "absent"]] * 2
+        pairs = [["omega", "rho"], ["kappa"], ["omega", "kappa", "rho"], ["rho", "absent"]] * 2
         read = one._read
 
         def replanned(sql: str, params: Any = None, **kw: Any) -> list[Any]:
@@ -259,9 +308,9 @@ def test_word_counts_keep_one_generic_plan_with_the_same_counts(
         assert all(planned)
         plans = one._read(
             "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-            "WHERE statement LIKE 'WITH mce AS%%'"
+            "WHERE statement LIKE 'WITH f AS%%'"
         )
-        assert len(plans) == 1 and plans[0][0] >= 2 and plans[0][1] == 0
+        assert plans == [(len(pairs), 0)]
     finally:
         one.close()
 

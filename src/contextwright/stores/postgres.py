@@ -158,7 +158,13 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
         )
 
     def _read(
-        self, sql: str, params: Any = None, *, planner: str | None = None, replan: bool = False
+        self,
+        sql: str,
+        params: Any = None,
+        *,
+        planner: str | None = None,
+        replan: bool = False,
+        prepare: bool | None = None,
     ) -> list[Any]:
         """The rows of one read. `planner`: a planner setting ("name = value") for this read
         only, where its cost model is known to choose badly: set with `set_config(..., true)` in
@@ -168,8 +174,10 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
         prepares a statement run 5 times on a connection, and from the sixth run on the server
         may keep one generic plan for all values, blind to them: for the full-text reads, whose
         best plan depends on the words' tsquery, the generic plan it kept was 1.8x slower (search
-        9.7 ms against 5.5, word counts 4.3 against 2.1, at 100k records)."""
-        prepare = False if replan else None
+        9.7 ms against 5.5, word counts 4.3 against 2.1, at 100k records). `prepare=True`:
+        prepared on its first run on a connection (psycopg's own choice is its fifth), for a read
+        that must keep one generic plan from the start."""
+        prepare = False if replan else prepare
 
         def read(conn: Any) -> list[Any]:
             if planner is None:

@@ -52,22 +52,50 @@ COMMON_SURE = COMMON_DF * 3 // 2
 # one of them does not list counts as in none of its rows: an estimate too low is safe (the word
 # is counted). `%(parts)s`: the newest partitions' names, newest first.
 MCE_PARTITIONS = 2
-_MCE = (
+# The lexemes common by those statistics (their estimate over COMMON_SURE at the store's size
+# `%(total)s`), each with that estimate: what a word's estimate needs of them. Read once per
+# MCE_TTL seconds and kept by the process (`_common_lexemes`): reading `pg_stats` (its arrays cast
+# from `anyarray` through text) was 0.85 ms of every word count at 1M records, more than half of
+# it, for statistics that change when ANALYZE runs, every few minutes at most. The share and the
+# estimate are computed as each count computed them from `pg_stats` (`real` arithmetic, rounded
+# in SQL), so the counts are those of a read of the statistics at the time they were cached.
+MCE_TTL = 60.0
+_COMMON_LEXEMES = (
     "WITH p AS (SELECT s.most_common_elems::text::text[] AS e, s.most_common_elem_freqs AS f, "
     "c.reltuples AS n FROM pg_stats s JOIN pg_class c ON c.relname = s.tablename "
     "AND c.relnamespace = current_schema()::regnamespace WHERE s.schemaname = current_schema() "
     "AND s.tablename = ANY(%(parts)s) AND s.attname = 'tsv' AND c.reltuples > 0 "
-    f"ORDER BY array_position(%(parts)s, s.tablename::text) LIMIT {MCE_PARTITIONS}) "
-    "SELECT l.e, sum(p.f[array_position(p.e, l.e)] * p.n) / (SELECT sum(n) FROM p) AS f "
-    "FROM (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', w))) AS e "
-    "FROM unnest(%(words)s::text[]) w) l CROSS JOIN p "
-    "WHERE array_position(p.e, l.e) IS NOT NULL GROUP BY l.e"
+    f"ORDER BY array_position(%(parts)s, s.tablename::text) LIMIT {MCE_PARTITIONS}), "
+    # unnest pads the lexemes with NULLs beside the frequencies' three trailing statistics.
+    "m AS (SELECT u.e, sum(u.f * p.n) / (SELECT sum(n) FROM p) AS f "
+    "FROM p CROSS JOIN LATERAL unnest(p.e, p.f) u(e, f) WHERE u.e IS NOT NULL GROUP BY u.e) "
+    # In a fixed order: the same statistics make the same statement text, which each connection
+    # keeps prepared (its generic plan over every partition is planned once, not once a minute).
+    "SELECT m.e, round(m.f * %(total)s) FROM m WHERE m.f * %(total)s > %(common)s ORDER BY m.e"
 )
-# A word's share of rows by those statistics, if they know all of its lexemes (else NULL).
-_ESTIMATE = (
-    "SELECT CASE WHEN count(m.e) = cardinality(l.a) AND count(m.e) > 0 THEN min(m.f) END AS f "
-    "FROM (SELECT tsvector_to_array(to_tsvector('english', %(t{i})s)) AS a) l "
-    "LEFT JOIN mce m ON m.e = ANY(l.a) GROUP BY l.a"
+# Each word's count, in the order of %(words)s: its estimate (negative, so that it is told from a
+# count) if every one of its lexemes is common (the least of their estimates: that of the rarest),
+# else its records counted up to %(cap)s; and, as a second column, its count in full where it was
+# capped and every word is common (past %(df)s, by estimate or capped count: the rarest is ranked),
+# run only then. One text for any number of words: one prepared statement and generic plan per
+# connection, planned once (planning a count over every partition cost more than running it); a
+# text per number of words was planned for its values on its first five runs on each connection,
+# most of a benchmark's counts. The common lexemes and their estimates are in the text, as array
+# constants (`{lex}`, `{est}`: `_array`), changed only when they are read again: sent as
+# parameters, the 910 of a 1M-record store cost 1.2 ms a count to send (psycopg's dumping of the
+# lists), where a prepared statement's text is sent once per connection. `SELECT FROM`: with no column to read, the count reads no row of
+# a page that VACUUM marked all-visible (990 pages read for a word in 993 records with `SELECT 1`).
+_COUNTS = (
+    "WITH f AS MATERIALIZED (SELECT w.i, w.word, CASE WHEN e.est IS NOT NULL THEN -e.est "
+    "ELSE (SELECT count(*) FROM (SELECT FROM record_words "
+    "WHERE tsv @@ plainto_tsquery('english', w.word) LIMIT %(cap)s) c) END AS c "
+    "FROM unnest(%(words)s::text[]) WITH ORDINALITY w(word, i) CROSS JOIN LATERAL ("
+    "SELECT CASE WHEN count(x.est) = count(*) AND count(*) > 0 THEN min(x.est) END AS est "
+    "FROM (SELECT ({est})[array_position({lex}, l.e)] AS est "
+    "FROM unnest(tsvector_to_array(to_tsvector('english', w.word))) l(e)) x) e) "
+    "SELECT f.c, CASE WHEN f.c = %(cap)s AND (SELECT bool_and(abs(c) > %(df)s) FROM f) "
+    "THEN (SELECT count(*) FROM record_words "
+    "WHERE tsv @@ plainto_tsquery('english', f.word)) END FROM f ORDER BY f.i"
 )
 # A word's count: (records with it, max rid when counted).
 _Count = tuple[int, int]
@@ -93,6 +121,8 @@ class PostgresText:
     _rid_written = 0  # the highest rid this process has written (PostgresWrites._insert)
     _words_made = -1  # the newest partition of `record_words` this process made or found
     _words_retry = 0.0  # monotonic time before which no partition is tried again
+    # (when read, (partitions, total), the counts' statement): `_counts_sql`.
+    _mce: tuple[float, tuple[tuple[str, ...], int], str] = (0.0, ((), -1), "")
 
     def _grow_words(self) -> None:
         """Make the partition of `record_words` that holds the newest rid written, the next one,
@@ -194,54 +224,43 @@ class PostgresText:
                 f"SELECT {counts}", {f"t{i}": t for i, t in enumerate(words)}, replan=True
             )[0]
             return {t: int(c) for t, c in zip(words, row, strict=True)}
-        params: dict[str, Any] = {f"t{i}": t for i, t in enumerate(words)}
-        params.update(total=total, common=COMMON_SURE, cap=COMMON_DF + 1, words=words)
+        # One generic plan, kept by the connection (prepared on its first run), not one planned
+        # for the words on every run: every count is planned over every partition of
+        # `record_words`, and planning took longer than running (3 ms of 5.5 for four words at 1M
+        # records, 10 partitions). The plan does not depend on the words: a count is a GIN bitmap
+        # scan per partition whatever the word, and a common word is not counted.
+        rows = self._read(
+            self._counts_sql(total),
+            {"words": words, "cap": COMMON_DF + 1, "df": COMMON_DF},
+            planner="plan_cache_mode = force_generic_plan",
+            prepare=True,
+        )
+        return {
+            t: int(full) if full is not None else abs(int(first))
+            for t, (first, full) in zip(words, rows, strict=True)
+        }
+
+    def _counts_sql(self, total: int) -> str:
+        """`_COUNTS` with the lexemes ANALYZE's statistics put in more than COMMON_SURE of `total`
+        records, and each one's estimated count (`_COMMON_LEXEMES`), read once per MCE_TTL
+        seconds or when the newest partition or `total` changes."""
         newest = self._top[1] // WORDS_SPAN
         # Two more than MCE_PARTITIONS: the newest may be too new to have been analyzed yet.
         oldest = newest - MCE_PARTITIONS - 1
-        params["parts"] = [f"record_words_{k}" for k in range(newest, oldest - 1, -1) if k >= 0]
-        # A CASE runs its subquery only when that branch is taken: a word whose estimate says
-        # common is never counted. Estimates are negative, so that they are told from counts.
-        # `SELECT FROM`: with no column to read, the count reads no row of a page that VACUUM
-        # marked all-visible (990 pages read for a word in 993 records with `SELECT 1`).
-        n = len(words)
-        firsts = ", ".join(
-            f"(SELECT CASE WHEN e.f * %(total)s > %(common)s THEN -round(e.f * %(total)s) "
-            f"ELSE (SELECT count(*) FROM (SELECT FROM record_words WHERE tsv @@ {_TSQ.format(i=i)} "
-            f"LIMIT %(cap)s) c) END FROM ({_ESTIMATE.format(i=i)}) e) AS c{i}"
-            for i in range(n)
-        )
-        # Every word common (past the cutoff, by estimate or capped count), so the rarest is
-        # ranked: the words counted up to the cap only are counted in full, which the statistics
-        # bound (they are not common enough to be in them, or their estimate is under
-        # COMMON_SURE). In the same statement, as a second column each, run only then (the
-        # uncorrelated subquery is an init plan, run when its CASE branch is first taken): a
-        # second round trip after the first otherwise, on most searches of a large store.
-        common = " AND ".join(f"abs(f.c{i}) > %(df)s" for i in range(n))
-        fulls = ", ".join(
-            f"CASE WHEN f.c{i} = %(cap)s AND {common} THEN "
-            f"(SELECT count(*) FROM record_words WHERE tsv @@ {_TSQ.format(i=i)}) END"
-            for i in range(n)
-        )
-        params["df"] = COMMON_DF
-        # MATERIALIZED: each first count is referenced several times, and must run once.
-        # One generic plan, kept by the connection once psycopg prepares the statement (its fifth
-        # run there), not one planned for the words on every run: every count is planned over
-        # every partition of `record_words` (2n Appends of them), and planning took longer than
-        # running (3 ms of 5.5 for four words at 1M records, 10 partitions). The plan does not
-        # depend on the words: a count is a GIN bitmap scan per partition whatever the word, and
-        # a common word is not counted. Median of 30 requests' counts at 1M, 5.5-6.5 ms generic
-        # against 14.6-15.3 ms planned each time (a loaded machine, one run).
-        row = self._read(
-            f"WITH mce AS ({_MCE}), f AS MATERIALIZED (SELECT {firsts}) "
-            f"SELECT {', '.join(f'f.c{i}' for i in range(n))}, {fulls} FROM f",
-            params,
-            planner="plan_cache_mode = force_generic_plan",
-        )[0]
-        return {
-            t: int(full) if full is not None else abs(int(first))
-            for t, first, full in zip(words, row[:n], row[n:], strict=True)
-        }
+        parts = [f"record_words_{k}" for k in range(newest, oldest - 1, -1) if k >= 0]
+        key = (tuple(parts), total)
+        now = time.monotonic()
+        at, cached_key, common = self._mce
+        if cached_key != key or now - at > MCE_TTL:
+            rows = self._read(
+                _COMMON_LEXEMES, {"parts": parts, "total": total, "common": COMMON_SURE}
+            )
+            common = _COUNTS.format(
+                lex=_array([str(r[0]) for r in rows], "text"),
+                est=_array([repr(float(r[1])) for r in rows], "float8"),
+            )
+            self._mce = (now, key, common)
+        return common
 
     def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
         terms = query_terms(text)
@@ -306,6 +325,14 @@ class PostgresText:
         if floor and (not rows or rows[0][-1] < params["window"]):
             rows = self._read(sql, {**params, "floor": 0}, replan=True)
         return [Hit(row_to_record(row[:-2]), float(row[-2])) for row in rows]
+
+
+def _array(values: list[str], kind: str) -> str:
+    """`values` as an SQL array constant of `kind`, for a statement's text that psycopg will
+    still read for its `%(name)s` placeholders (so `%` is doubled)."""
+    items = ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
+    literal = "'{" + items.replace("'", "''").replace("%", "%%") + "}'"
+    return f"{literal}::{kind}[]"
 
 
 # A record's BM25 length discount; `n` is its length in lexemes.
