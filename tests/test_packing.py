@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from contextwright import SECTIONS, BudgetError, Candidate
+from contextwright.assembly.costs import fixed_cost, heading_cost
 from contextwright.assembly.packing import MIN_TRUNCATE, marker, pack, truncate_text
-from contextwright.assembly.render import fixed_cost, heading_cost, render
+from contextwright.assembly.render import render
 from contextwright.tokens.counter import default_counter
 
 C = default_counter()

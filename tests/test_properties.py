@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from contextwright import Assembly, Budget, BudgetError, Engine
 from contextwright.assembly.candidates import SECTION_RANK
-from contextwright.assembly.render import heading_cost, tool_id
+from contextwright.assembly.costs import heading_cost
+from contextwright.assembly.render import tool_id
 from contextwright.records import build_record
 from contextwright.stores import open_store
 from contextwright.tokens.counter import default_counter

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from contextwright import Candidate, Engine, ValidationError
 from contextwright.assembly.candidates import SECTIONS, Item
+from contextwright.assembly.costs import fixed_cost, unit_cost
 from contextwright.assembly.render import (
     DATA_NOTE,
     FORMATS,
@@ -21,10 +22,8 @@ from contextwright.assembly.render import (
     check_format,
     count_anthropic,
     count_openai,
-    fixed_cost,
     quoted,
     render,
-    unit_cost,
 )
 from contextwright.records import Record, build_record
 from contextwright.tokens.counter import TokenCounter, default_counter

@@ -122,7 +122,7 @@ def test_windows_counted_from_stored_counts_are_exact(store: Store) -> None:
 
 class CountsEveryLine(TokenCounter):
     """cl100k, but every line of several is counted word by word, as before stored counts were
-    taken for them (render.shown_count falls back to counting)."""
+    taken for them (costs.shown_count falls back to counting)."""
 
     count_shown = None
 

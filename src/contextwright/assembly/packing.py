@@ -17,17 +17,8 @@ from ..errors import BudgetError
 from ..ports import Tokenizer
 from .candidates import SECTIONS, Candidate, Item
 from .caps import charged_source
-from .render import (
-    DATED_SECTIONS,
-    PER_MESSAGE,
-    TOOL_CALL_OVERHEAD,
-    day_heading,
-    fixed_cost,
-    heading_cost,
-    quoted,
-    shown_count,
-    unit_cost,
-)
+from .costs import fixed_cost, heading_cost, shown_count, unit_cost
+from .render import DATED_SECTIONS, PER_MESSAGE, TOOL_CALL_OVERHEAD, day_heading, quoted
 from .scoring import day_label, item_prefix
 
 MIN_TRUNCATE = 24

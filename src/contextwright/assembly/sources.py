@@ -284,15 +284,11 @@ def pair_tool_calls(records: list[Record], ctx: SourceContext, source: str) -> l
         )
     unanswered = [cid for cid in calls if cid not in results]
     if unanswered:
-        # A result outside the window (another session or author) still travels with its call.
-        # Kept for the calls after this one at its store version (reads.py): an agent's loop
-        # asks again for its session's calls on every turn.
-        key = Replies(ctx.project, ctx.agent, tuple(unanswered))
-        read = ctx.store.replies_to
-        found = kept_read(
+        # A result outside the window still travels with its call (read once a store version).
+        key, read = Replies(ctx.project, ctx.agent, tuple(unanswered)), ctx.store.replies_to
+        for r in kept_read(
             ctx.shared, ctx.version, key, lambda: read(ctx.project, unanswered, ctx.agent)
-        )
-        for r in found:
+        ):
             if r.kind == "tool_result" and r.project == ctx.project and r.reply_to:
                 results.setdefault(r.reply_to, r)
     n = len(records)

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..assembly.render import NO_RESULT, fixed_cost, heading_cost
+from ..assembly.costs import fixed_cost, heading_cost
+from ..assembly.render import NO_RESULT
 from ..budget import Budget
 from ..errors import ContextOverflow, MissingExtra, ValidationError
 from ..ports import Query

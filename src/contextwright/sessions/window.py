@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ..assembly.render import fixed_cost, heading_cost, unit_cost
+from ..assembly.costs import fixed_cost, heading_cost, unit_cost
 from ..assembly.request import AssembleRequest
 from ..assembly.result import Assembly
 from ..budget import Budget
