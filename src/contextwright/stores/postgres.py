@@ -315,13 +315,21 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
         return [row_to_record(row) for row in self._read(*self._replies_sql(project, ids, agent))]
 
     def neighbours(
-        self, project: str, agent: str, anchors: Sequence[tuple[str, float]]
+        self, project: str, agent: str, anchors: Sequence[tuple[str | None, float]]
     ) -> list[tuple[list[Record], list[Record]]]:
         """For each (session, time): the newest record of that session said before it, and the
         two oldest said at or after it, that `agent` may see. One statement for all anchors
         (two LATERAL index scans each) instead of two round trips per anchor."""
         if not anchors:
             return []
+        return self._neighbour_sides(
+            self._read(*self._neighbours_sql(project, agent, anchors)), len(anchors)
+        )
+
+    @staticmethod
+    def _neighbours_sql(
+        project: str, agent: str, anchors: Sequence[tuple[str | None, float]]
+    ) -> tuple[str, Any]:
         sql = (
             f"SELECT a.n, n.side, {', '.join('n.' + c.strip() for c in COLUMNS.split(','))} "
             "FROM unnest(%(s)s::text[], %(t)s::float8[]) WITH ORDINALITY AS a(session, at, n) "
@@ -339,8 +347,12 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
             "s": [s for s, _ in anchors],
             "t": [float(t) for _, t in anchors],
         }
-        out: list[tuple[list[Record], list[Record]]] = [([], []) for _ in anchors]
-        for row in self._read(sql, params):
+        return sql, params
+
+    @staticmethod
+    def _neighbour_sides(rows: Sequence[Any], n: int) -> list[tuple[list[Record], list[Record]]]:
+        out: list[tuple[list[Record], list[Record]]] = [([], []) for _ in range(n)]
+        for row in rows:
             out[row[0] - 1][row[1]].append(row_to_record(row[2:]))
         return out
 
