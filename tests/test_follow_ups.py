@@ -18,6 +18,7 @@ from contextwright.assembly.locality import (
     LocalityConfig,
     _anchors,
     _copy,
+    _fused,
     _picked,
     _ranked,
     _relevance,
@@ -75,6 +76,44 @@ def test_likely_anchors_hold_the_calls_own_whichever_answers_are_dropped(
     if not droppable:  # exactly the call's own, in its order: the read cache's key
         assert set(likely) == _own_anchors(current, cfg)
     assert all(not c.components.get("relevance") for c in current)  # scored on copies only
+
+
+_signals = st.fixed_dictionaries(
+    {},
+    optional={
+        "bm25": st.floats(0, 1),
+        "vector": st.floats(0, 1),
+        "relevance": st.floats(0, 1),  # set by a source itself
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(_signals, st.sampled_from(["knowledge", "suggestions", "history"]))),
+    st.sampled_from(["sum", "max", "rrf"]),
+)
+def test_the_likely_ranking_is_fuse_relevances(
+    specs: list[tuple[dict[str, float], str]], fusion: str
+) -> None:
+    """`likely_anchors` ranks by the relevance `fuse_relevance` would give, without setting it."""
+    config = ScoringConfig(fusion=fusion)
+    current = [
+        Candidate(f"r{i}", section, "x", "t", (_record(i),), components=dict(comps))
+        for i, (comps, section) in enumerate(specs)
+    ]
+    before = [dict(c.components) for c in current]
+    fused = _fused(current, config)
+    assert [c.components for c in current] == before
+    fuse_relevance(current, config)
+    assert fused == _relevance(current)
+
+
+def _record(i: int) -> Record:
+    return Record(
+        id=f"r{i}", project="p", author="a", kind="message", content="c", created_at=NOW + i,
+        tokens=1, content_hash=str(i), session="s",
+    )  # fmt: skip
 
 
 def _conversation(eng: Engine) -> None:

@@ -344,10 +344,11 @@ class ReadsMany(Protocol):
 @runtime_checkable
 class ReadsDocWithVersion(Protocol):
     """Reads a document and the project's store version in one round trip (PostgreSQL): what an
-    assemble call reads first, its agent's document and the version its caches key on."""
+    assemble call reads first, its agent's document and the version its caches key on. `words`:
+    the task's, whose full-text counts the store may read in the same round trip."""
 
     def doc_with_version(
-        self, collection: str, project: str, doc_id: str
+        self, collection: str, project: str, doc_id: str, words: Sequence[str] = ()
     ) -> tuple[dict[str, Any] | None, int]: ...
 
 

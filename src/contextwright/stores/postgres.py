@@ -23,7 +23,7 @@ from ..records import Record
 from .postgres_facts import PostgresFacts
 from .postgres_links import PostgresLinks
 from .postgres_schema import MIGRATIONS, set_local, set_planner
-from .postgres_text import PostgresText
+from .postgres_text import COUNTS_PLANNER, PostgresText
 from .postgres_url import password_of, redact, take_pool_option
 from .postgres_vectors import PostgresVectors, binary_vectors
 from .postgres_writes import PostgresWrites
@@ -366,14 +366,37 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
         return int(rows[0][0]) if rows else 0
 
     def doc_with_version(
-        self, collection: str, project: str, doc_id: str
+        self, collection: str, project: str, doc_id: str, words: Sequence[str] = ()
     ) -> tuple[dict[str, Any] | None, int]:
-        """`get_doc` and `version` in one statement: an assemble call's first two reads."""
-        (data, version), = self._read(
+        """`get_doc` and `version` in one statement: an assemble call's first two reads. With
+        `words` (the task's), the word counts its full-text search would read next go in the same
+        round trip, where they are all it would read (`counts_read`); the search then finds
+        them counted."""
+        sql = (
             "SELECT (SELECT data FROM docs WHERE collection = %(c)s AND id = %(id)s AND "
-            "project = %(p)s), (SELECT version FROM project_versions WHERE project = %(p)s)",
-            {"c": collection, "id": doc_id, "p": project},
-        )  # fmt: skip
+            "project = %(p)s), (SELECT version FROM project_versions WHERE project = %(p)s)"
+        )
+        params = {"c": collection, "id": doc_id, "p": project}
+        counts = self.counts_read(words) if words else None
+        if counts is None:
+            ((data, version),) = self._read(sql, params)
+        else:
+            counts_sql, counts_params, keep = counts
+
+            def read(conn: Any) -> tuple[list[Any], list[Any]]:
+                with conn.pipeline():
+                    doc = conn.execute(sql, params)
+                    # After the document's read: the setting lasts until the pipeline's Sync.
+                    set_planner(conn, COUNTS_PLANNER)
+                    counted = conn.execute(counts_sql, counts_params, prepare=True)
+                return list(doc.fetchall()), list(counted.fetchall())
+
+            try:
+                ((data, version),), rows = self._reading(read)
+            except StoreError:  # the search counts them itself, and reports its failure
+                ((data, version),) = self._read(sql, params)
+            else:
+                keep(rows)
         return (None if data is None else dict(json.loads(data))), int(version or 0)
 
     def projects(self) -> list[str]:
