@@ -382,22 +382,30 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
             ((data, version),) = self._read(sql, params)
         else:
             counts_sql, counts_params, keep = counts
-
-            def read(conn: Any) -> tuple[list[Any], list[Any]]:
-                with conn.pipeline():
-                    doc = conn.execute(sql, params)
-                    # After the document's read: the setting lasts until the pipeline's Sync.
-                    set_planner(conn, COUNTS_PLANNER)
-                    counted = conn.execute(counts_sql, counts_params, prepare=True)
-                return list(doc.fetchall()), list(counted.fetchall())
-
             try:
-                ((data, version),), rows = self._reading(read)
+                ((data, version),), rows = self._read_with_counts(
+                    sql, params, counts_sql, counts_params
+                )
             except StoreError:  # the search counts them itself, and reports its failure
                 ((data, version),) = self._read(sql, params)
             else:
                 keep(rows)
         return (None if data is None else dict(json.loads(data))), int(version or 0)
+
+    def _read_with_counts(
+        self, sql: str, params: Any, counts_sql: str, counts_params: Any
+    ) -> tuple[list[Any], list[Any]]:
+        """The rows of a read and of the word counts (`counts_read`), in one round trip."""
+
+        def read(conn: Any) -> tuple[list[Any], list[Any]]:
+            with conn.pipeline():
+                first = conn.execute(sql, params)
+                # After the first read: the setting is the counts' alone, until the Sync.
+                set_planner(conn, COUNTS_PLANNER)
+                counted = conn.execute(counts_sql, counts_params, prepare=True)
+            return list(first.fetchall()), list(counted.fetchall())
+
+        return self._reading(read)
 
     def projects(self) -> list[str]:
         return [r[0] for r in self._read("SELECT project FROM project_versions ORDER BY project")]
