@@ -25,7 +25,7 @@ from contextwright.assembly.locality import (
     likely_anchors,
 )
 from contextwright.assembly.scoring import ScoringConfig, fuse_relevance
-from contextwright.ports import Query, ReadsFollowUps, Store, capable
+from contextwright.ports import BatchNeighbours, Query, ReadsFollowUps, Store, capable
 from contextwright.records import Record
 
 NOW = 1_800_000_000.0
@@ -131,8 +131,8 @@ def _conversation(eng: Engine) -> None:
     for s in range(3):
         for i, (author, content) in enumerate(turns):
             eng.add(
-                project="p", author=author, kind="message", content=f"{content} ({s})",
-                session=f"s{s}", created_at=NOW - 36_000 + 100 * s + i,
+                project="p", author=author, kind="question" if "?" in content else "message",
+                content=f"{content} ({s})", session=f"s{s}", created_at=NOW - 36_000 + 100 * s + i,
             )  # fmt: skip
     for s in range(3):  # each answer also as a reply, so the chains fold it into its question
         question = eng.store.query(Query("p", None, session=f"s{s}", newest_first=False, limit=1))[
@@ -169,10 +169,13 @@ def _windows(eng: Engine) -> list[tuple[Any, ...]]:
     return out
 
 
+@pytest.mark.parametrize("fusion", ["sum", "rrf"])
 def test_the_window_is_the_one_read_one_by_one(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, monkeypatch: pytest.MonkeyPatch, fusion: str
 ) -> None:
-    eng = Engine(store, clock=lambda: NOW, cache_ttl_s=0)
+    """With `rrf` (a fusion that ranks the whole set) the likely anchors may miss one: `spread`
+    then reads its own, and the window is still the one read step by step."""
+    eng = Engine(store, clock=lambda: NOW, cache_ttl_s=0, scoring=ScoringConfig(fusion=fusion))
     _conversation(eng)
     calls: list[str] = []
     cls = type(store)
@@ -183,11 +186,41 @@ def test_the_window_is_the_one_read_one_by_one(
                 cls, name, lambda *a, __n=name, __f=own, **k: calls.append(__n) or __f(*a, **k)
             )
     together = _windows(eng)
-    if capable(store, ReadsFollowUps):
+    if capable(store, ReadsFollowUps) and fusion == "sum":
         # Every follow-up read of every call in the one round trip: none read on its own.
         assert set(calls) == {"follow_ups"}
-    assert any("sane" in text for text, _ in together)  # answers folded, neighbours read
+    assert any("sane" in text for text, _ in together)
+    # Answers folded beside their questions: the chains dropped candidates after the reads.
+    assert any(
+        reason.startswith("shown beside question")
+        for _, items in together
+        for *_, reason, _ in items
+    )
     calls.clear()
     monkeypatch.setattr(selection, "read_links", lambda *a: None)
     assert _windows(eng) == together
     assert "follow_ups" not in calls
+
+
+def test_neighbours_read_before_are_used_only_when_they_hold_every_anchor(store: Store) -> None:
+    from contextwright.assembly import locality
+    from contextwright.assembly.sources import SourceContext
+    from contextwright.roles import profile_for
+    from contextwright.tokens.counter import default_counter
+
+    if not capable(store, BatchNeighbours):
+        pytest.skip("reads each match's neighbours with its own queries")
+    eng = Engine(store, clock=lambda: NOW)
+    _conversation(eng)
+    ctx = SourceContext(
+        store=store, counter=default_counter(), project="p", agent="assistant",
+        role=profile_for("default"), task="t", session=None, now=NOW,
+    )  # fmt: skip
+    a, b = store.query(Query("p", None, session="s1", newest_first=False, limit=2))
+    fake = (a.session, a.created_at)
+    own = locality._all_neighbours([a, b], ctx)
+    # Every anchor read before: those are used (here a made-up answer, to tell them apart).
+    before = {fake: ([], [b]), (b.session, b.created_at): ([], [])}
+    assert locality._all_neighbours([a, b], ctx, before) == {a.id: [b], b.id: []}
+    # One missing: the store is read, and what was read before is not used.
+    assert locality._all_neighbours([a, b], ctx, {fake: ([], [])}) == own
