@@ -163,8 +163,8 @@ def likely_anchors(
 def _fused(candidates: Sequence[Candidate], config: ScoringConfig) -> dict[str, float]:
     """`_relevance` of the candidates as `fuse_relevance` would leave them, without setting it.
     The `sum` and `max` fusions give each candidate its value from its own signals, computed
-    here as there; `rrf` ranks the whole set, so it is fused on copies (a third of a
-    millisecond for a call's ~200 candidates, which the others do not pay)."""
+    here as there; `rrf` ranks the whole set, so it is fused on copies (on the benchmark's calls
+    at 100k records, copies for every fusion cost 1.0 ms a call against 0.2 ms this way)."""
     if config.fusion == "rrf":
         copies = [_copy(c) for c in candidates]
         fuse_relevance(copies, config)
