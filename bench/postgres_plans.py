@@ -8,7 +8,7 @@ DIR is a `bench/postgres.py --dir DIR` whose store holds `--records` records (th
 it); its records and requests are bench/assemble.py's, and the calls are its first requests after
 ten that warm the caches. `--plans` prints each statement's whole plan, not only its time.
 A round trip is a pooled read (`PostgresStore._reading`): one statement, or several sent in one
-pipeline (`query_many`, `replies_and_replacements`).
+pipeline (`query_many`, `follow_ups`, `doc_with_version` with the word counts).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from postgres import start_postgres, warm_buffers
 from contextwright import Engine
 from contextwright.stores.postgres import PostgresStore
 from contextwright.stores.postgres_schema import set_planner
+from contextwright.stores.postgres_text import COUNTS_PLANNER
 from contextwright.stores.postgres_url import take_pool_option
 
 # One round trip: (start ms in the call, ms waited, thread, [(sql, params)], planner setting).
@@ -49,8 +50,18 @@ class Recorder:
         def many(statements: Any) -> list[list[Any]]:
             return self._timed(list(statements), None, lambda: read_many(statements))
 
+        with_counts = store._read_with_counts
+
+        def counted(sql: str, params: Any, counts_sql: str, counts_params: Any) -> Any:
+            return self._timed(
+                [(sql, params), (counts_sql, counts_params)],
+                COUNTS_PLANNER,
+                lambda: with_counts(sql, params, counts_sql, counts_params),
+            )
+
         store._read = one  # type: ignore[method-assign]
         store._read_many = many  # type: ignore[method-assign]
+        store._read_with_counts = counted  # type: ignore[method-assign]
 
     def _timed(self, stmts: list[tuple[str, Any]], planner: str | None, fn: Any) -> Any:
         t = time.perf_counter()

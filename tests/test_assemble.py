@@ -445,9 +445,10 @@ def test_replies_and_replacements_are_read_together_with_the_same_window(
     team: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A stale decision and a question among the candidates: where the store can, their two
-    follow-up reads are one (chains.read_links), and the window is the one read one by one."""
+    follow-up reads are one (chains.read_links), with the neighbours of the likely strong matches
+    (locality.py), and the window is the one read one by one."""
     import contextwright.assembly.selection as selection
-    from contextwright.ports import ReadsLinks, capable
+    from contextwright.ports import ReadsFollowUps, capable
 
     task = "where do sessions live: MySQL? does the login bug affect SSO users?"
 
@@ -464,14 +465,14 @@ def test_replies_and_replacements_are_read_together_with_the_same_window(
         own = getattr(cls, name)
         return lambda *a, **k: calls.append(name) or own(*a, **k)
 
-    for name in ("replies_to", "superseded_by", "replies_and_replacements"):
+    for name in ("replies_to", "superseded_by", "neighbours", "follow_ups"):
         if hasattr(cls, name):
             monkeypatch.setattr(cls, name, spying(name))
     together = window()
-    if capable(team.store, ReadsLinks):
-        assert calls == ["replies_and_replacements"]
+    if capable(team.store, ReadsFollowUps):
+        assert calls == ["follow_ups"]
     else:
-        assert sorted(calls) == ["replies_to", "superseded_by"]
+        assert sorted(c for c in calls if c != "neighbours") == ["replies_to", "superseded_by"]
     monkeypatch.setattr(selection, "read_links", lambda *a: None)
     assert window() == together
     assert any(i[0] == ["dec0"] and i[2] == "superseded by dec1" for i in together[1:])

@@ -63,7 +63,7 @@ def test_one_version_read_per_call(store: Store, monkeypatch: pytest.MonkeyPatch
     with_doc = getattr(store, "doc_with_version", None)
     if with_doc is not None:  # PostgreSQL reads it with the agent's document (one round trip)
         monkeypatch.setattr(
-            store, "doc_with_version", lambda c, p, i: reads.append(p) or with_doc(c, p, i)
+            store, "doc_with_version", lambda c, p, *a: reads.append(p) or with_doc(c, p, *a)
         )
     for _ in range(2):
         engine.assemble("p", "bob", "payment webhook retries", budget=2000)

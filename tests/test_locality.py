@@ -9,7 +9,7 @@ import pytest
 
 from contextwright import Engine
 from contextwright.assembly.locality import LocalityConfig, asks_something
-from contextwright.ports import BatchNeighbours, Store, capable
+from contextwright.ports import BatchNeighbours, ReadsFollowUps, Store, capable
 
 NOW = 1_800_000_000.0
 
@@ -159,7 +159,7 @@ def test_the_weaker_questions_neighbours_are_read_with_the_strong_matches(
 ) -> None:
     """One batched neighbours read per call, for the strongest matches and the weaker questions
     together: both are known before either is read, and on PostgreSQL each read is a round
-    trip."""
+    trip (there, with the other follow-up reads: `follow_ups`, chains.read_links)."""
     if not capable(store, BatchNeighbours):
         pytest.skip("reads each match's neighbours with its own queries")
     reads: list[list[tuple[str | None, float]]] = []
@@ -170,6 +170,17 @@ def test_the_weaker_questions_neighbours_are_read_with_the_strong_matches(
         return own(self, project, agent, anchors)
 
     monkeypatch.setattr(type(store), "neighbours", spy)
+    if capable(store, ReadsFollowUps):  # read there with the other follow-up reads
+        follow = type(store).follow_ups  # type: ignore[attr-defined]
+
+        def spy_all(
+            self: Any, project: str, agent: str, replied: Any, replaced: Any, anchors: Any
+        ) -> Any:
+            if anchors:
+                reads.append(list(anchors))
+            return follow(self, project, agent, replied, replaced, anchors)
+
+        monkeypatch.setattr(type(store), "follow_ups", spy_all)
     eng = _weaker_question(store)
     top = LocalityConfig().top
     result = eng.assemble("p", "assistant", "bob marathon running", 4000)

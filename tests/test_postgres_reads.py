@@ -446,3 +446,33 @@ def test_full_text_reads_are_planned_for_their_words_every_time(pg_url: str) -> 
         assert store._read("SELECT count(*) FROM pg_prepared_statements")[0][0] > 0
     finally:
         store.close()
+
+
+def test_the_tasks_word_counts_are_read_with_the_agent(pg: PostgresStore) -> None:
+    """On a large store, the counts a search would read next go in the round trip of the call's
+    first read (`doc_with_version` with the task's words): the search then reads no count, and
+    finds the counts it would have read itself."""
+    _common_words(pg)
+    pg.put_doc("agents", f"{P}/ann", P, {"id": "ann"}, T0)
+    pg.search_text(P, None, "omega", 10)  # the store's size, lengths and common lexemes known
+    assert pg._text_state()[1].get("kappa") is None
+    counted: list[str] = []
+    count = pg._count_words
+
+    def spy(words: list[str], total: int) -> dict[str, int]:
+        counted.extend(words)
+        return count(words, total)
+
+    pg._count_words = spy  # type: ignore[method-assign]
+    doc, version = pg.doc_with_version("agents", P, f"{P}/ann", ["kappa", "rho", "omega"])
+    assert doc == {"id": "ann"} and version == pg.version(P)
+    cache = pg._text_state()[1]
+    with_agent = {t: cache[t][0] for t in ("kappa", "rho")}
+    hits = pg.search_text(P, None, "kappa rho", 10)
+    assert counted == [] and hits  # no count read by the search
+    assert with_agent == count(["kappa", "rho"], 4_000) == {"kappa": COMMON_DF + 1, "rho": 10}
+    # The counts fail: the agent and the version are still read, and the search counts.
+    pg._text_state()[1].clear()
+    pg._mce = (pg._mce[0], pg._mce[1], "SELECT no_such_column")
+    assert pg.doc_with_version("agents", P, f"{P}/ann", ["kappa"]) == (doc, version)
+    assert pg._text_state()[1].get("kappa") is None

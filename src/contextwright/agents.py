@@ -4,7 +4,7 @@ registration is seen; parsed again only when the document changed."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from .errors import NotFound, ValidationError
@@ -61,16 +61,19 @@ class AgentDirectory:
             project, agent, self.store.get_doc("agents", project, f"{project}/{agent}")
         )
 
-    def get_at_version(self, project: str, agent: str) -> tuple[Agent, int | None]:
+    def get_at_version(
+        self, project: str, agent: str, words: Sequence[str] = ()
+    ) -> tuple[Agent, int | None]:
         """`get`, and the project's store version read in the same round trip where the store
-        can (`ReadsDocWithVersion`: PostgreSQL); None where it cannot."""
+        can (`ReadsDocWithVersion`: PostgreSQL); None where it cannot. `words`: the task's,
+        whose counts for full text the store may read in that round trip too."""
         store = self.store
         if not capable(store, ReadsDocWithVersion):
             return self.get(project, agent), None
         check_identifier("project", project)
         check_name("agent", agent)
         doc, version = cast(ReadsDocWithVersion, store).doc_with_version(
-            "agents", project, f"{project}/{agent}"
+            "agents", project, f"{project}/{agent}", words
         )
         return self._agent(project, agent, doc), version
 

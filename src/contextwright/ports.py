@@ -315,6 +315,24 @@ class ReadsLinks(Protocol):
 
 
 @runtime_checkable
+class ReadsFollowUps(Protocol):
+    """Reads the replies to some records, the replacements of others and the records said around
+    some (session, time) anchors in one round trip (PostgreSQL): what `replies_to`,
+    `superseded_by` and `BatchNeighbours.neighbours` would give, an empty list being a read not
+    made. The follow-up reads of an assemble call, known together once the sources have answered
+    (assembly/chains.py `read_links`)."""
+
+    def follow_ups(
+        self,
+        project: str,
+        agent: str,
+        replied: Sequence[str],
+        replaced: Sequence[str],
+        anchors: Sequence[tuple[str | None, float]],
+    ) -> tuple[list[Record], dict[str, str], list[tuple[list[Record], list[Record]]]]: ...
+
+
+@runtime_checkable
 class ReadsMany(Protocol):
     """Answers many queries in one round trip (PostgreSQL's pipeline mode): each list as
     `query(q)` would give it, in the queries' order. The pipeline asks it for the reads of the
@@ -326,10 +344,11 @@ class ReadsMany(Protocol):
 @runtime_checkable
 class ReadsDocWithVersion(Protocol):
     """Reads a document and the project's store version in one round trip (PostgreSQL): what an
-    assemble call reads first, its agent's document and the version its caches key on."""
+    assemble call reads first, its agent's document and the version its caches key on. `words`:
+    the task's, whose full-text counts the store may read in the same round trip."""
 
     def doc_with_version(
-        self, collection: str, project: str, doc_id: str
+        self, collection: str, project: str, doc_id: str, words: Sequence[str] = ()
     ) -> tuple[dict[str, Any] | None, int]: ...
 
 

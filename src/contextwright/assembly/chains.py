@@ -13,16 +13,17 @@ replacements only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
-from ..ports import ReadsLinks, Store, Tokenizer, capable
+from ..ports import ReadsFollowUps, Store, Tokenizer, capable
 from ..records import Record
 from .candidates import Candidate
+from .locality import Anchor, Sides, likely_anchors
 from .packing import Decision
-from .reads import Replies, kept_read
+from .reads import Near, Replies, kept_read
 from .render import CHAIN_MARK, quoted
-from .scoring import item_prefix
+from .scoring import ScoringConfig, item_prefix
 from .sources import SourceContext, record_candidate
 
 MAX_ANSWERS = 3
@@ -51,13 +52,16 @@ def _visible(r: Record, ctx: SourceContext) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Links:
-    """What `link_superseded` and `link_replies` would read, read beforehand in one round trip:
-    the replies to `replied` and the replacements of `replaced` (ids)."""
+    """What `link_superseded`, `link_replies` and locality.py's `spread` would read, read
+    beforehand in one round trip: the replies to `replied`, the replacements of `replaced` (ids),
+    and the records said around the likely strong matches (`near`, by anchor). An empty tuple is
+    a read not made (nothing to read, or kept from an earlier call, reads.py)."""
 
     replied: tuple[str, ...]
     replies: list[Record]
     replaced: tuple[str, ...]
     replacements: dict[str, str]
+    near: dict[Anchor, Sides] = field(default_factory=dict)
 
 
 def _stale(candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -72,23 +76,54 @@ def _questions(candidates: Sequence[Candidate]) -> dict[str, Candidate]:
     }
 
 
-def read_links(candidates: list[Candidate], ctx: SourceContext, include: bool) -> Links | None:
-    """Both reads of `link_superseded` and `link_replies` in one round trip, where the store can
-    (`ReadsLinks`) and both are known before either runs: when superseded records are left out,
-    the questions whose replies are read are those of the records in force, known at once. On
+def read_links(
+    candidates: list[Candidate],
+    ctx: SourceContext,
+    include: bool,
+    scoring: ScoringConfig | None = None,
+) -> Links | None:
+    """The reads of `link_superseded`, `link_replies` and, given `scoring` (locality on), of
+    `spread`, in one round trip where the store can (`ReadsFollowUps`) and all are known before
+    any runs: when superseded records are left out, the questions whose replies are read are
+    those of the records in force, known at once, and the neighbours read are those of the likely
+    strong matches (locality.likely_anchors; `spread` reads its own where they miss one). On
     PostgreSQL each read alone is a round trip, one after the other."""
-    if include or not capable(ctx.store, ReadsLinks):
+    if include or not capable(ctx.store, ReadsFollowUps):
         return None
     stale = _stale(candidates)
     stale_ids = {id(c) for c in stale}
+    current = [c for c in candidates if id(c) not in stale_ids]
     replaced = tuple(c.key for c in stale)
-    replied = tuple(_questions([c for c in candidates if id(c) not in stale_ids]))
-    if not replaced or not replied:
-        return None  # one read at most: each function makes its own
-    replies, by = cast(ReadsLinks, ctx.store).replies_and_replacements(
-        ctx.project, ctx.agent, replied, replaced
+    questions = _questions(current)
+    replied = tuple(questions)
+    if replied and _kept(ctx, Replies(ctx.project, ctx.agent, replied)):
+        replied = ()
+    anchors: tuple[Anchor, ...] = ()
+    if scoring is not None:
+        droppable = [
+            c for c in current if len(c.records) == 1 and c.records[0].reply_to in questions
+        ]
+        anchors = likely_anchors(current, droppable, scoring)
+        # Where they are the call's own anchors, and kept, `spread` reads nothing. Otherwise they
+        # are read when the other reads are made anyway, or when they are the call's own.
+        if _kept(ctx, Near(ctx.project, ctx.agent, anchors)) or (
+            droppable and not replied and not replaced
+        ):
+            anchors = ()
+    if not replied and not replaced and not anchors:
+        return None
+    replies, by, sides = cast(ReadsFollowUps, ctx.store).follow_ups(
+        ctx.project, ctx.agent, replied, replaced, anchors
     )
-    return Links(replied, replies, replaced, by)
+    return Links(replied, replies, replaced, by, dict(zip(anchors, sides, strict=True)))
+
+
+def _kept(ctx: SourceContext, key: Near | Replies) -> bool:
+    return (
+        ctx.shared is not None
+        and ctx.version is not None
+        and (ctx.shared.get(key, ctx.version) is not None)
+    )
 
 
 def link_replies(
@@ -100,14 +135,16 @@ def link_replies(
     if not questions:
         return candidates, []
     replies: dict[str, list[Record]] = {}
-    if links is not None and links.replied == tuple(questions):
-        found = links.replies
-    else:  # kept for the calls after this one at its store version (reads.py)
-        key = Replies(ctx.project, ctx.agent, tuple(questions))
-        read = ctx.store.replies_to
-        found = kept_read(
-            ctx.shared, ctx.version, key, lambda: read(ctx.project, list(key.ids), ctx.agent)
-        )
+    # Kept for the calls after this one at its store version (reads.py).
+    key = Replies(ctx.project, ctx.agent, tuple(questions))
+    read = ctx.store.replies_to
+    before = links.replies if links is not None and links.replied == key.ids else None
+    found = kept_read(
+        ctx.shared,
+        ctx.version,
+        key,
+        lambda: read(ctx.project, list(key.ids), ctx.agent) if before is None else before,
+    )
     for r in found:
         if r.reply_to and _visible(r, ctx) and r.status != "superseded":
             replies.setdefault(r.reply_to, []).append(r)

@@ -15,8 +15,9 @@ trace shows it.
 
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -24,10 +25,13 @@ from ..ports import BatchNeighbours, Query, capable
 from ..records import Record
 from .candidates import Candidate
 from .reads import Near, kept_read
-from .scoring import ScoringConfig
+from .scoring import ScoringConfig, fuse_relevance
 from .sources import KNOWLEDGE_AT, SourceContext, record_candidate
 
 SPREAD_SECTIONS = ("knowledge", "suggestions")
+# A neighbours read: (session, time) of a match, and the records said before it and at or after it.
+Anchor = tuple[str | None, float]
+Sides = tuple[list[Record], list[Record]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +51,11 @@ def spread(
     ctx: SourceContext,
     config: ScoringConfig,
     locality: LocalityConfig | None = None,
+    read_before: Mapping[Anchor, Sides] | None = None,
 ) -> list[Candidate]:
     """Add the `nearby` component (and the strong matches' neighbours) after `fuse_relevance`.
+    `read_before`: neighbours read beforehand by anchor (`likely_anchors`, chains.read_links),
+    used where they hold every anchor the call needs.
 
     Cost: two indexed one-row reads per strong match (its neighbours by time in its session),
     whatever the size of the store.
@@ -56,21 +63,15 @@ def spread(
     cfg = locality or LocalityConfig()
     out = list(candidates)
     by_key = {c.key: c for c in out}
-    rel = {
-        c.key: c.components.get("relevance", 0.0)
-        for c in out
-        if c.section in SPREAD_SECTIONS and c.records
-    }
-    ranked = sorted((k for k, v in rel.items() if v > 0), key=lambda k: (-rel[k], k))
-    strong = ranked[: cfg.top]
+    rel = _relevance(out)
+    ranked = _ranked(rel)
     votes: defaultdict[str, float] = defaultdict(float)
     adjacent: defaultdict[str, set[str]] = defaultdict(set)
     answered: dict[str, float] = {}  # reply id -> the relevance of the question it follows
-    matches = [by_key[key].records[0] for key in strong]
-    askers = _askers(ranked[cfg.top : cfg.top + cfg.askers], by_key)
+    strong, matches, askers, reads = _picked(ranked, by_key, cfg.top, cfg.askers)
     # The weaker questions' neighbours in the same read as the strong matches': which they are
     # is known before either is read, and on PostgreSQL each read is a round trip.
-    near = _all_neighbours([*(m for m in matches if m.session), *(m for _, m in askers)], ctx)
+    near = _all_neighbours(reads, ctx, read_before)
     for key, match in zip(strong, matches, strict=True):
         if not match.session:
             continue
@@ -113,7 +114,89 @@ def spread(
     return out
 
 
-def _askers(keys: Sequence[str], by_key: dict[str, Candidate]) -> list[tuple[str, Record]]:
+def _relevance(candidates: Sequence[Candidate]) -> dict[str, float]:
+    return {
+        c.key: c.components.get("relevance", 0.0)
+        for c in candidates
+        if c.section in SPREAD_SECTIONS and c.records
+    }
+
+
+def _ranked(rel: Mapping[str, float]) -> list[str]:
+    return sorted((k for k, v in rel.items() if v > 0), key=lambda k: (-rel[k], k))
+
+
+def _picked(
+    ranked: Sequence[str], by_key: Mapping[str, Candidate], top: int, askers: int
+) -> tuple[list[str], list[Record], list[tuple[str, Record]], list[Record]]:
+    """The strong matches (keys, records), the weaker ones that ask something, and the records
+    whose neighbours are read: the strong in a session, then the askers, each once."""
+    strong = list(ranked[:top])
+    matches = [by_key[key].records[0] for key in strong]
+    asking = _askers(ranked[top : top + askers], by_key)
+    reads = [*(m for m in matches if m.session), *(m for _, m in asking)]
+    return strong, matches, asking, list({m.id: m for m in reads}.values())
+
+
+def likely_anchors(
+    current: Sequence[Candidate],
+    droppable: Sequence[Candidate],
+    config: ScoringConfig,
+    locality: LocalityConfig | None = None,
+) -> tuple[Anchor, ...]:
+    """The anchors of `spread`'s neighbours read, before chains.py has folded answers into their
+    questions: `current` are the candidates it keeps whatever the replies, `droppable` those of
+    them it may drop (answers shown beside their question). Dropping a candidate moves each later
+    one up the ranking by one place at most, so the anchors of the `len(droppable)` places after
+    each range hold the call's own; with none droppable they are the call's own anchors (where
+    the relevance of a candidate does not depend on the others', as in the default fusion).
+    The candidates are not changed: they are scored later, after the chains."""
+    cfg = locality or LocalityConfig()
+    ranked = _ranked(_fused(current, config))
+    gone = {c.key for c in droppable}
+    extra = sum(1 for k in ranked[: cfg.top + cfg.askers + len(gone)] if k in gone)
+    by_key = {c.key: c for c in current}
+    *_, reads = _picked(ranked, by_key, cfg.top + extra, cfg.askers)
+    return _anchors(reads)
+
+
+def _fused(candidates: Sequence[Candidate], config: ScoringConfig) -> dict[str, float]:
+    """`_relevance` of the candidates as `fuse_relevance` would leave them, without setting it.
+    The `sum` and `max` fusions give each candidate its value from its own signals, computed
+    here as there; `rrf` ranks the whole set, so it is fused on copies (on the benchmark's calls
+    at 100k records, copies for every fusion cost 1.0 ms a call against 0.2 ms this way)."""
+    if config.fusion == "rrf":
+        copies = [_copy(c) for c in candidates]
+        fuse_relevance(copies, config)
+        return _relevance(copies)
+    weights = config.signal_weights
+    present = [s for s in weights if any(s in c.components for c in candidates)]
+    total_w = sum(weights[s] for s in present) or 1.0
+    out: dict[str, float] = {}
+    for c in candidates:
+        if c.section not in SPREAD_SECTIONS or not c.records:
+            continue
+        comps = c.components
+        if not any(s in comps for s in present):
+            out[c.key] = comps.get("relevance", 0.0)
+        elif config.fusion == "sum":
+            out[c.key] = round(sum(weights[s] * comps.get(s, 0.0) for s in present) / total_w, 6)
+        else:
+            out[c.key] = round(max(comps.get(s, 0.0) for s in present), 6)
+    return out
+
+
+def _copy(c: Candidate) -> Candidate:
+    out = copy.copy(c)
+    out.components = dict(c.components)
+    return out
+
+
+def _anchors(reads: Sequence[Record]) -> tuple[Anchor, ...]:
+    return tuple((m.session, m.created_at) for m in reads)
+
+
+def _askers(keys: Sequence[str], by_key: Mapping[str, Candidate]) -> list[tuple[str, Record]]:
     """The matches `keys` that ask something, in a session: their replies are read."""
     return [
         (k, m) for k in keys if (m := by_key[k].records[0]).session and asks_something(m.content)
@@ -153,8 +236,11 @@ def asks_something(text: str) -> bool:
     return any(q in text for q in QUESTION_MARKS)
 
 
-def _all_neighbours(matches: Sequence[Record], ctx: SourceContext) -> dict[str, list[Record]]:
-    """`_neighbours` of every match; in one statement when the store can (SQLite, PostgreSQL)."""
+def _all_neighbours(
+    matches: Sequence[Record], ctx: SourceContext, read_before: Mapping[Anchor, Sides] | None = None
+) -> dict[str, list[Record]]:
+    """`_neighbours` of every match; in one statement when the store can (SQLite, PostgreSQL),
+    or none where `read_before` holds them all."""
     matches = list({m.id: m for m in matches}.values())  # a record asked for twice is read once
     if not matches:
         return {}
@@ -162,13 +248,16 @@ def _all_neighbours(matches: Sequence[Record], ctx: SourceContext) -> dict[str, 
         return {m.id: _neighbours(m, ctx) for m in matches}
     out: dict[str, list[Record]] = {}
     store = cast(BatchNeighbours, ctx.store)
-    anchors = tuple((m.session, m.created_at) for m in matches)
+    anchors = _anchors(matches)
+
+    def read() -> list[Sides]:
+        if read_before is not None and all(a in read_before for a in anchors):
+            return [read_before[a] for a in anchors]
+        return store.neighbours(ctx.project, ctx.agent, anchors)
+
     # Kept for the calls after this one at its store version (reads.py): the agent loop asks
     # for the same matches' neighbours on every turn.
-    sides = kept_read(
-        ctx.shared, ctx.version, Near(ctx.project, ctx.agent, anchors),
-        lambda: store.neighbours(ctx.project, ctx.agent, anchors),
-    )  # fmt: skip
+    sides = kept_read(ctx.shared, ctx.version, Near(ctx.project, ctx.agent, anchors), read)
     for m, (before, after) in zip(matches, sides, strict=True):
         out[m.id] = _keep([*before, *[a for a in after if a.id != m.id][:1]])
     return out

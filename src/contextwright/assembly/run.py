@@ -73,7 +73,8 @@ class Assembler:
     call_pipelines: Callable[[Any], tuple[Any, list[Source]]] | None = None
     _people: dict[str, tuple[int, frozenset[str]]] = field(default_factory=dict)
     # `agent`, and the store version read with it where the store can (None: read it apart).
-    agent_at_version: Callable[[str, str], tuple[Agent, int | None]] | None = None
+    # (project, agent, the task's words): the agent and the store version in one read.
+    agent_at_version: Callable[[str, str, Sequence[str]], tuple[Agent, int | None]] | None = None
 
     def people(self, project: str, version: int) -> frozenset[str]:
         """The project's authors at `version`, for `scoring.topic`; re-read only after a write."""
@@ -111,7 +112,10 @@ class Assembler:
             )
         version: int | None = None
         if self.agent_at_version is not None:
-            agent, version = self.agent_at_version(request.project, request.agent)
+            # The task's words: the store may count them for full text in the same round trip.
+            agent, version = self.agent_at_version(
+                request.project, request.agent, query_terms(request.task)
+            )
         else:
             agent = self.agent(request.project, request.agent)
         if request.budget is None:

@@ -38,12 +38,13 @@ def select(
     merged, deep = deep_room(merged, ctx.budget)
     kept, dropped = actions.apply(rule, merged)
     show_old = include_superseded or actions.include_superseded(rule)
-    links = read_links(kept, ctx, show_old)
+    locality = bool(ctx.options.get("locality", True))
+    links = read_links(kept, ctx, show_old, config if locality else None)
     kept, stale = link_superseded(kept, ctx, show_old, links)
     kept, answers = link_replies(kept, ctx, links)
     fuse_relevance(kept, config)
-    if ctx.options.get("locality", True):
-        kept = spread(kept, ctx, config)  # nearby records of strong matches (locality.py)
+    if locality:  # nearby records of strong matches (locality.py)
+        kept = spread(kept, ctx, config, read_before=None if links is None else links.near)
     mark_named(kept, ctx.task)  # the task names the author (scoring.py)
     mark_periods(kept, task_periods(ctx.task, ctx.now))  # ... or a date (periods.py)
     finish_all(

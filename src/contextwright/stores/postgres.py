@@ -23,7 +23,7 @@ from ..records import Record
 from .postgres_facts import PostgresFacts
 from .postgres_links import PostgresLinks
 from .postgres_schema import MIGRATIONS, set_local, set_planner
-from .postgres_text import PostgresText
+from .postgres_text import COUNTS_PLANNER, PostgresText
 from .postgres_url import password_of, redact, take_pool_option
 from .postgres_vectors import PostgresVectors, binary_vectors
 from .postgres_writes import PostgresWrites
@@ -315,13 +315,21 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
         return [row_to_record(row) for row in self._read(*self._replies_sql(project, ids, agent))]
 
     def neighbours(
-        self, project: str, agent: str, anchors: Sequence[tuple[str, float]]
+        self, project: str, agent: str, anchors: Sequence[tuple[str | None, float]]
     ) -> list[tuple[list[Record], list[Record]]]:
         """For each (session, time): the newest record of that session said before it, and the
         two oldest said at or after it, that `agent` may see. One statement for all anchors
         (two LATERAL index scans each) instead of two round trips per anchor."""
         if not anchors:
             return []
+        return self._neighbour_sides(
+            self._read(*self._neighbours_sql(project, agent, anchors)), len(anchors)
+        )
+
+    @staticmethod
+    def _neighbours_sql(
+        project: str, agent: str, anchors: Sequence[tuple[str | None, float]]
+    ) -> tuple[str, Any]:
         sql = (
             f"SELECT a.n, n.side, {', '.join('n.' + c.strip() for c in COLUMNS.split(','))} "
             "FROM unnest(%(s)s::text[], %(t)s::float8[]) WITH ORDINALITY AS a(session, at, n) "
@@ -339,8 +347,12 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
             "s": [s for s, _ in anchors],
             "t": [float(t) for _, t in anchors],
         }
-        out: list[tuple[list[Record], list[Record]]] = [([], []) for _ in anchors]
-        for row in self._read(sql, params):
+        return sql, params
+
+    @staticmethod
+    def _neighbour_sides(rows: Sequence[Any], n: int) -> list[tuple[list[Record], list[Record]]]:
+        out: list[tuple[list[Record], list[Record]]] = [([], []) for _ in range(n)]
+        for row in rows:
             out[row[0] - 1][row[1]].append(row_to_record(row[2:]))
         return out
 
@@ -354,15 +366,46 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
         return int(rows[0][0]) if rows else 0
 
     def doc_with_version(
-        self, collection: str, project: str, doc_id: str
+        self, collection: str, project: str, doc_id: str, words: Sequence[str] = ()
     ) -> tuple[dict[str, Any] | None, int]:
-        """`get_doc` and `version` in one statement: an assemble call's first two reads."""
-        (data, version), = self._read(
+        """`get_doc` and `version` in one statement: an assemble call's first two reads. With
+        `words` (the task's), the word counts its full-text search would read next go in the same
+        round trip, where they are all it would read (`counts_read`); the search then finds
+        them counted."""
+        sql = (
             "SELECT (SELECT data FROM docs WHERE collection = %(c)s AND id = %(id)s AND "
-            "project = %(p)s), (SELECT version FROM project_versions WHERE project = %(p)s)",
-            {"c": collection, "id": doc_id, "p": project},
-        )  # fmt: skip
+            "project = %(p)s), (SELECT version FROM project_versions WHERE project = %(p)s)"
+        )
+        params = {"c": collection, "id": doc_id, "p": project}
+        counts = self.counts_read(words) if words else None
+        if counts is None:
+            ((data, version),) = self._read(sql, params)
+        else:
+            counts_sql, counts_params, keep = counts
+            try:
+                ((data, version),), rows = self._read_with_counts(
+                    sql, params, counts_sql, counts_params
+                )
+            except StoreError:  # the search counts them itself, and reports its failure
+                ((data, version),) = self._read(sql, params)
+            else:
+                keep(rows)
         return (None if data is None else dict(json.loads(data))), int(version or 0)
+
+    def _read_with_counts(
+        self, sql: str, params: Any, counts_sql: str, counts_params: Any
+    ) -> tuple[list[Any], list[Any]]:
+        """The rows of a read and of the word counts (`counts_read`), in one round trip."""
+
+        def read(conn: Any) -> tuple[list[Any], list[Any]]:
+            with conn.pipeline():
+                first = conn.execute(sql, params)
+                # After the first read: the setting is the counts' alone, until the Sync.
+                set_planner(conn, COUNTS_PLANNER)
+                counted = conn.execute(counts_sql, counts_params, prepare=True)
+            return list(first.fetchall()), list(counted.fetchall())
+
+        return self._reading(read)
 
     def projects(self) -> list[str]:
         return [r[0] for r in self._read("SELECT project FROM project_versions ORDER BY project")]

@@ -1,6 +1,7 @@
-"""The follow-up reads of an assemble call on PostgresStore that are known together: the replies to
-the candidate questions and the replacements of the superseded candidates (assembly/chains.py
-`read_links`), sent in one pipeline. Each alone was a round trip, one after the other."""
+"""The follow-up reads of an assemble call on PostgresStore, known together once the sources have
+answered: the replies to the candidate questions, the replacements of the superseded candidates
+and the records said around the likely strong matches (assembly/chains.py `read_links`), sent in
+one pipeline. Each alone was a round trip, one after the other."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ class PostgresLinks:
     """Mixed into PostgresStore, which supplies `_read_many` and the SELECT pieces."""
 
     _read_many: Callable[[Sequence[tuple[str, Any]]], list[list[Any]]]
+    _read: Callable[..., list[Any]]
+    _neighbours_sql: Callable[[str, str, Sequence[tuple[str | None, float]]], tuple[str, Any]]
+    _neighbour_sides: Callable[[Sequence[Any], int], list[tuple[list[Record], list[Record]]]]
     _select: str
     _visible: str
 
@@ -47,3 +51,31 @@ class PostgresLinks:
             [self._replies_sql(project, replied, agent), self._replaced_sql(project, replaced)]
         )
         return [row_to_record(row) for row in rows], {old: new for old, new in pairs}
+
+    def follow_ups(
+        self,
+        project: str,
+        agent: str,
+        replied: Sequence[str],
+        replaced: Sequence[str],
+        anchors: Sequence[tuple[str | None, float]],
+    ) -> tuple[list[Record], dict[str, str], list[tuple[list[Record], list[Record]]]]:
+        """`replies_to(project, replied, agent)`, `superseded_by(project, replaced)` and
+        `neighbours(project, agent, anchors)`, the non-empty ones sent together and answered
+        together (one round trip); an empty list is a read not made, answered empty."""
+        statements: list[tuple[str, Any]] = []
+        if replied:
+            statements.append(self._replies_sql(project, replied, agent))
+        if replaced:
+            statements.append(self._replaced_sql(project, replaced))
+        if anchors:
+            statements.append(self._neighbours_sql(project, agent, anchors))
+        if not statements:
+            return [], {}, []
+        found = iter(
+            self._read_many(statements) if len(statements) > 1 else [self._read(*statements[0])]
+        )
+        replies = [row_to_record(row) for row in next(found)] if replied else []
+        by = {old: new for old, new in next(found)} if replaced else {}
+        sides = self._neighbour_sides(next(found), len(anchors)) if anchors else []
+        return replies, by, sides

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import StoreError, ValidationError
@@ -230,25 +230,43 @@ class PostgresText:
         # records, 10 partitions). The plan does not depend on the words: a count is a GIN bitmap
         # scan per partition whatever the word, and a common word is not counted.
         rows = self._read(
-            self._counts_sql(total),
-            {"words": words, "cap": COMMON_DF + 1, "df": COMMON_DF},
-            planner="plan_cache_mode = force_generic_plan",
-            prepare=True,
+            self._counts_sql(total), _counts_params(words), planner=COUNTS_PLANNER, prepare=True
         )
-        return {
-            t: int(full) if full is not None else abs(int(first))
-            for t, (first, full) in zip(words, rows, strict=True)
-        }
+        return _counted(words, rows)
+
+    def counts_read(
+        self, terms: Sequence[str]
+    ) -> tuple[str, Any, Callable[[list[Any]], None]] | None:
+        """The word counts that a search for `terms` would read next, as a statement to send in
+        another read's round trip (`doc_with_version`, an assemble call's first), with what keeps
+        its rows: (sql, params, keep). The statement runs with `COUNTS_PLANNER` and is prepared
+        (`_count_words`). None where the search would read nothing, or more than the counts
+        (the store's size or the common lexemes are due), or the store is small."""
+        lock, cache, avg = self._text_state()
+        now = time.monotonic()
+        with lock:
+            top_at, top = self._top
+            if now - top_at > TOP_TTL or avg[0] == 0.0 or top > avg[1] * 1.2:
+                return None
+            stale = [t for t in dict.fromkeys(terms) if t not in cache or top > cache[t][1] * 1.2]
+            total = int(avg[2])
+        at, key, common = self._mce
+        if not stale or total <= COMMON_DF or key != _mce_key(top, total) or now - at > MCE_TTL:
+            return None
+
+        def keep(rows: list[Any]) -> None:
+            counted = _counted(stale, rows)
+            with lock:
+                cache.update((t, (c, top)) for t, c in counted.items())
+
+        return common, _counts_params(stale), keep
 
     def _counts_sql(self, total: int) -> str:
         """`_COUNTS` with the lexemes ANALYZE's statistics put in more than COMMON_SURE of `total`
         records, and each one's estimated count (`_COMMON_LEXEMES`), read once per MCE_TTL
         seconds or when the newest partition or `total` changes."""
-        newest = self._top[1] // WORDS_SPAN
-        # Two more than MCE_PARTITIONS: the newest may be too new to have been analyzed yet.
-        oldest = newest - MCE_PARTITIONS - 1
-        parts = [f"record_words_{k}" for k in range(newest, oldest - 1, -1) if k >= 0]
-        key = (tuple(parts), total)
+        key = _mce_key(self._top[1], total)
+        parts = list(key[0])
         now = time.monotonic()
         at, cached_key, common = self._mce
         if cached_key != key or now - at > MCE_TTL:
@@ -325,6 +343,31 @@ class PostgresText:
         if floor and (not rows or rows[0][-1] < params["window"]):
             rows = self._read(sql, {**params, "floor": 0}, replan=True)
         return [Hit(row_to_record(row[:-2]), float(row[-2])) for row in rows]
+
+
+def _mce_key(top: int, total: int) -> tuple[tuple[str, ...], int]:
+    """What the common lexemes baked into the counts' statement were read for: the partitions
+    of `record_words` whose statistics they come from, and the store's size."""
+    newest = top // WORDS_SPAN
+    # Two more than MCE_PARTITIONS: the newest may be too new to have been analyzed yet.
+    oldest = newest - MCE_PARTITIONS - 1
+    return tuple(f"record_words_{k}" for k in range(newest, oldest - 1, -1) if k >= 0), total
+
+
+# The word counts keep one generic plan (`_count_words`).
+COUNTS_PLANNER = "plan_cache_mode = force_generic_plan"
+
+
+def _counts_params(words: list[str]) -> dict[str, Any]:
+    return {"words": words, "cap": COMMON_DF + 1, "df": COMMON_DF}
+
+
+def _counted(words: list[str], rows: Sequence[Any]) -> dict[str, int]:
+    """Each word's count from the rows of `_COUNTS`: past COMMON_DF, an estimate (negative)."""
+    return {
+        t: int(full) if full is not None else abs(int(first))
+        for t, (first, full) in zip(words, rows, strict=True)
+    }
 
 
 def _array(values: list[str], kind: str) -> str:
