@@ -629,9 +629,10 @@ def test_neighbours_match_sqlite_in_one_statement(pg: PostgresStore, tmp_path: P
     lite.close()
 
 
-def test_replies_and_replacements_are_both_reads_in_one_round_trip(pg: PostgresStore) -> None:
-    """chains.py's two follow-up reads sent together: the answers of `replies_to` and
-    `superseded_by`, the agent's visibility applied, and one round trip for both."""
+def test_follow_ups_are_the_reads_one_by_one_in_one_round_trip(pg: PostgresStore) -> None:
+    """chains.py's follow-up reads sent together: the answers of `replies_to`, `superseded_by`
+    and `neighbours`, the agent's visibility applied, one round trip for all, and none sent for
+    an empty list."""
     pg.add_many(
         [
             rec(1, kind="question", content="which cache?"),
@@ -646,19 +647,23 @@ def test_replies_and_replacements_are_both_reads_in_one_round_trip(pg: PostgresS
     reads: list[int] = []
     read_many = pg._read_many
     pg._read_many = lambda statements: reads.append(len(statements)) or read_many(statements)  # type: ignore[method-assign]
-    for agent in ("ann", "cy", None):
+    anchors = [(None, pg.get_many(P, ["r00003"])[0].created_at)]
+    for agent in ("ann", "cy"):
         replied, replaced = ["r00001", "r00006", "r09999"], ["r00004", "r00005"]
-        replies, by = pg.replies_and_replacements(P, agent, replied, replaced)
+        replies, by, near = pg.follow_ups(P, agent, replied, replaced, anchors)
         assert [r.id for r in replies] == [r.id for r in pg.replies_to(P, replied, agent)]
         assert by == pg.superseded_by(P, replaced) == {"r00004": "r00005"}
-    assert [r.id for r in pg.replies_and_replacements(P, "cy", ["r00001"], [])[0]] == [
-        "r00002", "r00003"
-    ]  # fmt: skip
-    assert pg.replies_and_replacements(P, "ann", [], ["r00004"]) == ([], {"r00004": "r00005"})
-    assert reads == [2, 2, 2, 2, 2]  # an empty list is still sent: no branch for it
-    assert pg.replies_and_replacements(P, "ann", [], []) == ([], {})
-    assert reads == [2, 2, 2, 2, 2]  # nothing to read: nothing sent
-    assert pg.replies_and_replacements("other", "ann", ["r00001"], ["r00004"]) == ([], {})
+        want = pg.neighbours(P, agent, anchors)
+        assert [([r.id for r in b], [r.id for r in a]) for b, a in near] == [
+            ([r.id for r in b], [r.id for r in a]) for b, a in want
+        ]
+    assert reads == [3, 3]
+    replies, by, near = pg.follow_ups(P, "cy", ["r00001"], [], [])
+    assert [r.id for r in replies] == ["r00002", "r00003"] and by == {} and near == []
+    assert pg.follow_ups(P, "ann", [], ["r00004"], []) == ([], {"r00004": "r00005"}, [])
+    assert reads == [3, 3]  # one statement alone is one read, not a pipeline
+    assert pg.follow_ups(P, "ann", [], [], []) == ([], {}, [])
+    assert pg.follow_ups("other", "ann", ["r00001"], ["r00004"], anchors) == ([], {}, [([], [])])
 
 
 # Indexes that do not lead with the project, and why (docs/scaling.md): a GIN index on one column

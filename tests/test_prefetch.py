@@ -183,7 +183,7 @@ def test_the_agent_and_the_version_are_one_read(
 
 
 @pytest.mark.postgres
-def test_replies_and_replacements_are_one_round_trip(one_conn: PostgresStore) -> None:
+def test_follow_ups_are_one_round_trip(one_conn: PostgresStore) -> None:
     """chains.read_links: the two follow-up reads of a call, sent together (pipeline mode)."""
     engine = Engine(one_conn, workers=1)
     _fill(engine)
@@ -194,6 +194,7 @@ def test_replies_and_replacements_are_one_round_trip(one_conn: PostgresStore) ->
     old = one_conn.query(Query(P, None, kinds=("decision",), newest_first=False))[0].id
     engine.add(project=P, author="bob", content="eu-west-1", reply_to=question, created_at=T0 + 61)
     with round_trips(one_conn) as trips:
-        replies, by = one_conn.replies_and_replacements(P, "ann", [question], [old])
+        replies, by, near = one_conn.follow_ups(P, "ann", [question], [old], [(None, T0 + 61)])
     assert trips == [1]
     assert [r.content for r in replies] == ["eu-west-1"] and by == {old: "d2"}
+    assert len(near) == 1

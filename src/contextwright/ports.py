@@ -304,17 +304,6 @@ class BatchNeighbours(Protocol):
 
 
 @runtime_checkable
-class ReadsLinks(Protocol):
-    """Reads the replies to some records and the replacements of others in one round trip
-    (PostgreSQL): what `replies_to` and `superseded_by` would give, for the two follow-up reads
-    of an assemble call that are known together (assembly/chains.py)."""
-
-    def replies_and_replacements(
-        self, project: str, agent: str | None, replied: Sequence[str], replaced: Sequence[str]
-    ) -> tuple[list[Record], dict[str, str]]: ...
-
-
-@runtime_checkable
 class ReadsFollowUps(Protocol):
     """Reads the replies to some records, the replacements of others and the records said around
     some (session, time) anchors in one round trip (PostgreSQL): what `replies_to`,

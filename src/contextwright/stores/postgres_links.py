@@ -39,19 +39,6 @@ class PostgresLinks:
         )
         return sql, (project, list(ids))
 
-    def replies_and_replacements(
-        self, project: str, agent: str | None, replied: Sequence[str], replaced: Sequence[str]
-    ) -> tuple[list[Record], dict[str, str]]:
-        """`replies_to(project, replied, agent)` and `superseded_by(project, replaced)`, sent
-        together and answered together (one round trip). Its caller (chains.read_links) asks
-        for both or calls neither; an empty list is a read that finds nothing, in the same trip."""
-        if not replied and not replaced:
-            return [], {}
-        rows, pairs = self._read_many(
-            [self._replies_sql(project, replied, agent), self._replaced_sql(project, replaced)]
-        )
-        return [row_to_record(row) for row in rows], {old: new for old, new in pairs}
-
     def follow_ups(
         self,
         project: str,
