@@ -5,6 +5,7 @@ matches (locality.likely_anchors), read in one round trip where the store can (P
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -17,7 +18,6 @@ from contextwright.assembly.candidates import Candidate
 from contextwright.assembly.locality import (
     LocalityConfig,
     _anchors,
-    _copy,
     _fused,
     _picked,
     _ranked,
@@ -54,7 +54,7 @@ def _candidates(specs: list[tuple[float, str | None, bool, bool, bool]]) -> list
 
 def _own_anchors(kept: list[Candidate], cfg: LocalityConfig) -> set[Any]:
     """The anchors `spread` reads for the candidates the chains kept."""
-    copies = [_copy(c) for c in kept]
+    copies = [dataclasses.replace(c, components=dict(c.components)) for c in kept]
     fuse_relevance(copies, ScoringConfig())
     by_key = {c.key: c for c in copies}
     *_, reads = _picked(_ranked(_relevance(copies)), by_key, cfg.top, cfg.askers)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -111,7 +111,16 @@ def score(c: Candidate, config: ScoringConfig) -> float:
 
 
 def fuse_relevance(candidates: Sequence[Candidate], config: ScoringConfig) -> None:
-    """Set each candidate's `relevance` from the relevance signals the sources left on it.
+    """Set each candidate's `relevance` from the relevance signals the sources left on it
+    (`fused`)."""
+    for c, value in fused(candidates, config):
+        c.components["relevance"] = value
+
+
+def fused(
+    candidates: Sequence[Candidate], config: ScoringConfig
+) -> Iterator[tuple[Candidate, float]]:
+    """The relevance of each candidate that carries a signal, from the signals, without setting it.
 
     A signal is a component named in `config.signal_weights` (`bm25`, `vector`, ...), 0..1, higher
     is better. Only the signals that some candidate carries take part, so a window built without
@@ -122,7 +131,8 @@ def fuse_relevance(candidates: Sequence[Candidate], config: ScoringConfig) -> No
     - `rrf`: reciprocal rank fusion, sum of w / (k + rank), scaled so rank 1 everywhere gives 1.
     - `max`: the best signal.
 
-    A candidate from a source that sets `relevance` itself and carries no signal keeps its value.
+    A candidate from a source that sets `relevance` itself and carries no signal keeps its value
+    (it is not given).
     """
     weights = config.signal_weights
     present = [s for s in weights if any(s in c.components for c in candidates)]
@@ -141,10 +151,9 @@ def fuse_relevance(candidates: Sequence[Candidate], config: ScoringConfig) -> No
         (s,) = present
         w = weights[s]
         for c in candidates:
-            comps = c.components
-            v = comps.get(s)
+            v = c.components.get(s)
             if v is not None:  # as the loop below computes it, without its generators
-                comps["relevance"] = round((0 + w * v) / total_w, 6)
+                yield c, round((0 + w * v) / total_w, 6)
         return
     for i, c in enumerate(candidates):
         if not any(s in c.components for s in present):
@@ -158,7 +167,7 @@ def fuse_relevance(candidates: Sequence[Candidate], config: ScoringConfig) -> No
             value = sum(weights[s] / (k + ranks[s][i] + 1) for s in present if i in ranks[s]) / (
                 total_w / (k + 1)
             )
-        c.components["relevance"] = round(value, 6)
+        yield c, round(value, 6)
 
 
 # Sections whose candidates are there for their relevance to the task.
