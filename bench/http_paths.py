@@ -45,9 +45,11 @@ async def drive(db: str, requests: int, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     cpu: dict[tuple[str, bool], float] = {}
     count: dict[tuple[str, bool], int] = {}
+    seen: dict[str, int] = {}
     for i in range(requests + WARMUP):
         op, path, body = requests_of(names, 0.3, rng)
-        for on in (i % 2 == 0, i % 2 == 1):  # which goes first alternates (caches warm)
+        turn = seen[op] = seen.get(op, 0) + 1
+        for on in (turn % 2 == 0, turn % 2 == 1):  # each op's first path alternates (caches)
             fast["on"] = on
             data = json.dumps(body if op == "assemble" else {**body, "content": f"{on} {body}"})
             c = time.process_time()
