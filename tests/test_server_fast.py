@@ -14,6 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contextwright import Engine
 from contextwright.server import create_app, fast
@@ -200,3 +202,88 @@ def test_a_body_sent_in_pieces_is_read_whole(tmp_path: Path, switch: dict[str, A
     assert switch["answered"] == 1  # the first taught the route
     assert engine.store.count("acme") == 2
     engine.close()
+
+
+FIELDS = ["content", "author", "kind", "project", "id", "milestone", "session", "to",
+          "visibility", "tags", "refs", "status", "supersedes", "reply_to", "pinned",
+          "created_at", "meta", "extra"]  # fmt: skip
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+# What a lax validation would take for another type (the app's is strict).
+COERCIBLE = st.sampled_from(["1", 1, 0, "true", 1.0, "yes", "12.5", ["a"], ("b",)])
+SAMPLES = {
+    "content": st.text(max_size=30), "author": st.sampled_from(["alice", "bob", "", "a\nb", "Zoë"]),
+    "kind": st.sampled_from(["message", "decision", "task", "nope"]),
+    "project": st.sampled_from(["acme", "beta"]), "id": st.sampled_from(["r-1", "r-2", "bad id"]),
+    "visibility": st.sampled_from(["project", "direct", "private", "public"]),
+    "to": st.lists(st.sampled_from(["bob", "carol", ""]), max_size=2),
+    "tags": st.lists(st.text(max_size=6), max_size=3), "pinned": st.booleans(),
+    "created_at": st.floats(min_value=0, max_value=2e9) | st.integers(0, 2_000_000_000),
+    "status": st.sampled_from(["open", "resolved", "weird"]),
+}  # fmt: skip
+
+
+@st.composite
+def record_bodies(draw: st.DrawFn) -> bytes:
+    """A body for the records route: mostly well formed, often not."""
+    keys = draw(st.lists(st.sampled_from(FIELDS), unique=True, max_size=6))
+    body = {"author": "alice", "content": "hello"} if draw(st.booleans()) else {}
+    for key in keys:
+        body[key] = draw(SAMPLES.get(key, JSON_VALUES) | JSON_VALUES | COERCIBLE)
+    return json.dumps(body).encode()
+
+
+@given(bodies=st.lists(record_bodies(), min_size=1, max_size=4))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_any_record_body_is_answered_as_the_app_answers_it(
+    bodies: list[bytes], switch: dict[str, Any]
+) -> None:
+    """Each arm on a store of its own, in memory, sent the same bodies in the same order."""
+
+    async def arm(on: bool) -> list[tuple[int, Any]]:
+        switch["on"] = on
+        engine = Engine.open("memory://", embedder=None)
+        app = create_app(engine, Settings(api_keys=KEYS))
+        out = []
+        for body in [b'{"author": "alice", "content": "first"}', *bodies]:  # the first teaches
+            status, text = await post(app, body)
+            out.append((status, stable(json.loads(ULID.sub("ID", text)))))
+        engine.close()
+        return out
+
+    before = switch["answered"]
+    slow = asyncio.run(arm(False))
+    assert switch["answered"] == before
+    assert asyncio.run(arm(True)) == slow
+    # Every body the app stored, the fast path answered (and maybe some it refused).
+    stored = sum(1 for status, _ in slow[1:] if status < 300)
+    assert switch["answered"] - before >= stored
+
+
+async def post(app: Any, body: bytes) -> tuple[int, str]:
+    sent: list[dict[str, Any]] = []
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/v1/projects/acme/records", "query_string": b"",
+        "raw_path": b"/v1/projects/acme/records", "root_path": "",
+        "headers": [(b"authorization", f"Bearer {ADMIN_KEY}".encode()),
+                    (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80),
+    }  # fmt: skip
+    await app(scope, receive, send)
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:]).decode()
