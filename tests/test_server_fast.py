@@ -287,3 +287,22 @@ async def post(app: Any, body: bytes) -> tuple[int, str]:
     }  # fmt: skip
     await app(scope, receive, send)
     return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:]).decode()
+
+
+def test_overridden_dependencies_are_the_apps_to_solve(switch: dict[str, Any]) -> None:
+    from contextwright.server.access import Access, get_access, resolve
+
+    engine = Engine.open("memory://", embedder=None)
+    app = create_app(engine, Settings(api_keys=KEYS))
+    calls: list[int] = []
+
+    async def anyone() -> Access:  # every caller an admin, whatever key it sent
+        calls.append(1)
+        return resolve(Settings(), None)
+
+    app.dependency_overrides[get_access] = anyone
+    for i in range(3):  # after the first, these would go the fast way but for the override
+        status, _ = asyncio.run(post(app, b'{"author": "alice", "content": "hi %d"}' % i))
+        assert status == 201
+    assert switch["answered"] == 0 and len(calls) == 3
+    engine.close()

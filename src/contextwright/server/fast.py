@@ -11,7 +11,8 @@ the project's name and the key's right to it, the body against the route's own m
 to the route's own function, in the same thread pool. Whenever a check fails, nothing has been
 done yet: the request goes to the app, with its body replayed, and the answer is the app's, so
 that every error keeps its one shape (problems.py). An exception the route raises is answered by
-the app's handler for it, as the app would.
+the app's handler for it, as the app would. An app with `dependency_overrides` (a test's) answers
+every request itself.
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ class FastRoutes:
         """The route's kind ("records", "assemble") and the project, for a request the fast
         path may answer."""
         if scope["type"] != "http" or scope["method"] != "POST" or scope.get("query_string"):
+            return None
+        if self.api.dependency_overrides:  # the app's own dependencies are not the ones here
             return None
         path: str = scope["path"]
         if not path.startswith(PREFIX) or scope.get("root_path"):
