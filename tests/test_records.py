@@ -524,3 +524,20 @@ def test_mentions_are_found_where_the_plain_pattern_finds_them(text: str) -> Non
     look back first matches, at the same places, with the same groups."""
     want = [(m.span(), m.groups()) for m in _MENTION_BY_DEFINITION.finditer(text)]
     assert [(m.span(), m.groups()) for m in MENTION_RE.finditer(text)] == want
+
+
+@given(record_dicts())
+@settings(max_examples=60, deadline=None)
+def test_to_dict_is_every_field_in_order_with_lists_and_its_own_meta(data: dict[str, Any]) -> None:
+    """What `dataclasses.asdict` gave, which to_dict no longer calls: the fields in their order,
+    the tuples as lists, and a `meta` of the answer's own (a change to it leaves the record)."""
+    r = build_record(data, len, now=FIXED)
+    d = r.to_dict()
+    expected = dataclasses.asdict(r)
+    for key in ("to", "mentions", "tags", "refs"):
+        expected[key] = list(expected[key])
+    assert list(d) == list(expected) == list(FIELDS)
+    assert d == expected
+    assert all(type(d[k]) is list for k in ("to", "mentions", "tags", "refs"))
+    d["meta"]["added"] = 1
+    assert "added" not in r.meta

@@ -14,7 +14,7 @@ import re
 import time
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from .errors import ValidationError
@@ -89,7 +89,10 @@ class Record:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        """Every field by name, tuples as lists, a copy of `meta` (one level: as ever). Not
+        dataclasses.asdict, which deep-copied every value, `meta` too only to replace it: 26 us
+        a record against 1.5, in the answer to every add."""
+        data = {name: getattr(self, name) for name in FIELDS}
         for key in ("to", "mentions", "tags", "refs"):
             data[key] = list(data[key])
         data["meta"] = dict(self.meta)

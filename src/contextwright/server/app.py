@@ -23,6 +23,7 @@ from .. import __version__
 from ..engine import Engine
 from ..settings import Settings
 from . import docs, problems
+from .fast import FastRoutes
 from .limits import BodyLimit
 from .metrics import Metrics, RequestCounter
 from .routes import agents, assemble, health, records, traces
@@ -85,6 +86,7 @@ def create_app(
         return RedirectResponse("/inspector/")
 
     app.mount("/inspector", StaticFiles(directory=STATIC, html=True), name="inspector")
+    app.add_middleware(FastRoutes, api=app)  # inside the metrics and the body limit (fast.py)
     app.add_middleware(RequestCounter, metrics=app.state.metrics)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app
