@@ -89,9 +89,7 @@ class Record:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field by name, tuples as lists, a copy of `meta` (one level: as ever). Not
-        dataclasses.asdict, which deep-copied every value, `meta` too only to replace it: 26 us
-        a record against 1.5, in the answer to every add."""
+        """Every field, tuples as lists, `meta` copied (not asdict: 26 us a record, this 1.5)."""
         data = {name: getattr(self, name) for name in FIELDS}
         for key in ("to", "mentions", "tags", "refs"):
             data[key] = list(data[key])
