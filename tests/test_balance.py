@@ -50,7 +50,7 @@ def test_the_busier_worker_closes_one_connection_after_its_next_answer(tmp_path:
     async def run() -> None:
         for port in (1, 2, 3, 4):
             assert (b"connection", b"close") not in await _answer(balance, ("10.0.0.1", port))
-        assert balance.tick(time.monotonic()) is True
+        assert balance.publish(balance.live(time.monotonic())) is True
         assert (tmp_path / str(os.getpid())).read_text() == "4"
         balance.shed = True
         headers = await _answer(balance, ("10.0.0.1", 1))
@@ -58,7 +58,7 @@ def test_the_busier_worker_closes_one_connection_after_its_next_answer(tmp_path:
         assert ("10.0.0.1", 1) not in balance.seen
         assert (b"connection", b"close") not in await _answer(balance, ("10.0.0.1", 2))
         balance.seen = {("10.0.0.1", 2): time.monotonic()}
-        assert balance.tick(time.monotonic()) is False  # one against one: even
+        assert balance.publish(balance.live(time.monotonic())) is False  # one against one: even
         assert balance._task is not None
         balance._task.cancel()
 

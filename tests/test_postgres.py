@@ -661,8 +661,9 @@ def test_follow_ups_are_the_reads_one_by_one_in_one_round_trip(pg: PostgresStore
     replies, by, near = pg.follow_ups(P, "cy", ["r00001"], [], [])
     assert [r.id for r in replies] == ["r00002", "r00003"] and by == {} and near == []
     assert pg.follow_ups(P, "ann", [], ["r00004"], []) == ([], {"r00004": "r00005"}, [])
-    assert reads == [3, 3]  # one statement alone is one read, not a pipeline
+    assert reads == [3, 3, 1, 1]
     assert pg.follow_ups(P, "ann", [], [], []) == ([], {}, [])
+    assert reads == [3, 3, 1, 1]  # nothing to read: nothing sent
     assert pg.follow_ups("other", "ann", ["r00001"], ["r00004"], anchors) == ([], {}, [([], [])])
 
 

@@ -116,14 +116,10 @@ def day_heading(day: str) -> str:
     return f"{day}:\n"
 
 
-def dated_lines(items: Sequence[Item]) -> list[str]:
-    """The lines of a dated section: items without a day first (folded chains, values), in
-    packing order; then each day's line and its records' lines, in time order."""
-    return [line for line, _ in dated_parts(items)]
-
-
 def dated_parts(items: Sequence[Item]) -> list[tuple[str, Item | None]]:
-    """`dated_lines`, each with its item (None for a day's line)."""
+    """The lines of a dated section, each with its item (None for a day's line): items without a
+    day first (folded chains, values), in packing order; then each day's line and its records'
+    lines, in time order."""
     out: list[tuple[str, Item | None]] = [(item_text(i) + "\n", i) for i in items if i.day is None]
     shown = None
     for i in sorted(

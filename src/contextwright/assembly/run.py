@@ -99,23 +99,23 @@ class Assembler:
 
     def resolve(self, request: AssembleRequest) -> tuple[AssembleRequest, Agent, list[Source]]:
         """What needs the store: a task's objective, the agent's default budget, the sources."""
-        request, agent, active, _ = self._resolve(request)
+        request, agent, active, _, _ = self._resolve(request)
         return request, agent, active
 
     def _resolve(
         self, request: AssembleRequest
-    ) -> tuple[AssembleRequest, Agent, list[Source], int | None]:
-        """`resolve`, and the project's store version where it was read with the agent."""
+    ) -> tuple[AssembleRequest, Agent, list[Source], int | None, list[str]]:
+        """`resolve`, the project's store version where it was read with the agent, and the
+        task's query terms."""
         if request.task_id is not None and self.task_text is not None:
             request = replace(
                 request, task=self.task_text(request.project, request.task_id, request.task)
             )
         version: int | None = None
+        terms = query_terms(request.task)
         if self.agent_at_version is not None:
             # The task's words: the store may count them for full text in the same round trip.
-            agent, version = self.agent_at_version(
-                request.project, request.agent, query_terms(request.task)
-            )
+            agent, version = self.agent_at_version(request.project, request.agent, terms)
         else:
             agent = self.agent(request.project, request.agent)
         if request.budget is None:
@@ -128,12 +128,18 @@ class Assembler:
             resolved, sources = self.call_pipelines(request.pipelines)
             request = replace(request, pipelines=resolved)
         active = pick_sources(sources, request.sources)
-        return replace(request, sources=tuple(s.name for s in active)), agent, active, version
+        return (
+            replace(request, sources=tuple(s.name for s in active)),
+            agent,
+            active,
+            version,
+            terms,
+        )
 
     def assemble(self, request: AssembleRequest) -> Assembly:
         """Compute the request's window from scratch, packed into its budget, with its trace."""
         t0 = time.perf_counter()
-        request, agent_obj, active, read_version = self._resolve(request)
+        request, agent_obj, active, read_version, terms = self._resolve(request)
         bud = request.budget
         assert bud is not None
         project, agent, task, fmt = request.project, request.agent, request.task, request.format
@@ -150,7 +156,7 @@ class Assembler:
             session=request.session,
             now=now,
             milestone=request.milestone,
-            terms=query_terms(task),
+            terms=terms,
             topic=topic(task, self.people(project, version)),
             limits=dict(request.limits),
             version=version,

@@ -39,8 +39,8 @@ DAY = 86_400.0
 FUSIONS = ("sum", "rrf", "max")
 # Components that multiply the score instead of adding to it.
 MULTIPLIERS = ("role_source",)
-# Components finish_all sets: where one of them was set before (chains' `resolved`), the
-# candidate's score is summed over its components afterwards, in their order, as `score` does.
+# Components finish_all sets (keep in step with it): where one of them was set before (chains'
+# `resolved`), the candidate's score is `score`'s, summed over its components in their order.
 OWN = frozenset(
     ("recency", "role", "addressed", "resolved", "open", "scope", "substance", *MULTIPLIERS)
 )
@@ -335,18 +335,10 @@ def finish_all(
             sw = sources[src] = role.source_weight(src)
         if sw != 1.0:
             comps["role_source"] = sw
-        if fresh:
-            if sw != 1.0:
-                total *= sw
+        if not fresh:
+            c.score = score(c, config)
         else:
-            total = 0.0
-            for name, value in comps.items():
-                if name not in MULTIPLIERS:
-                    total += wget(name, 1.0) * value
-            for name in MULTIPLIERS:
-                if name in comps:
-                    total *= comps[name]
-        c.score = total
+            c.score = total * sw if sw != 1.0 else total
 
 
 @functools.lru_cache(maxsize=4096)

@@ -74,10 +74,6 @@ class Balance:
                 # time a round under bench/load.py, on a loaded machine; four rounds a second).
                 self.shed = await asyncio.to_thread(self.publish, mine)
 
-    def tick(self, now: float) -> bool:
-        """Count this worker's connections, publish the count, and say whether to shed one."""
-        return self.publish(self.live(now))
-
     def live(self, now: float) -> int:
         """How many connections sent a request in the last WINDOW_S."""
         for key, at in list(self.seen.items()):

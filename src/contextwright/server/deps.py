@@ -17,9 +17,9 @@ except ImportError:  # pragma: no cover - the extra installs it
 from .access import Access, get_access
 from .metrics import Metrics
 
-ProjectName = Annotated[
-    str, Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]*$")
-]
+PROJECT_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:\-]*$"
+PROJECT_MAX = 200
+ProjectName = Annotated[str, Path(min_length=1, max_length=PROJECT_MAX, pattern=PROJECT_PATTERN)]
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,12 @@ async def get_ctx(request: Request, access: Annotated[Access, Depends(get_access
 async def get_project_ctx(
     request: Request, project: ProjectName, access: Annotated[Access, Depends(get_access)]
 ) -> ProjectCtx:
+    return project_ctx(request.app.state, access, project)
+
+
+def project_ctx(state: Any, access: Access, project: str) -> ProjectCtx:
+    """The context of a request on `project`, once `access` may use it (else a 403)."""
     access.require(project)
-    state = request.app.state
     return ProjectCtx(state.engine, access, state.metrics, project)
 
 

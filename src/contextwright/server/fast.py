@@ -29,13 +29,13 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .access import presented_key, resolve
-from .deps import ProjectCtx
+from .deps import PROJECT_MAX, PROJECT_PATTERN, project_ctx
 from .routes import assemble as assemble_route
 from .routes import records as records_route
 
 PREFIX = "/v1/projects/"
-# deps.ProjectName's constraints (length and pattern).
-PROJECT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,199}\Z")
+# deps.ProjectName's constraints (pattern and length).
+PROJECT_RE = re.compile(PROJECT_PATTERN.removesuffix("$") + r"\Z")
 
 
 class FastRoutes:
@@ -45,8 +45,8 @@ class FastRoutes:
         self.app = app
         self.api = api
         self.kinds: dict[str, tuple[type[pydantic.BaseModel], Callable[..., Any]]] = {
-            "records": (records_route.RecordIn, _add),
-            "assemble": (assemble_route.AssembleIn, _assemble),
+            "records": (records_route.RecordIn, records_route.add_record),
+            "assemble": (assemble_route.AssembleIn, assemble_route.assemble),
         }
         # Each route as the app's router gave it to the first such request (FastAPI builds the
         # routes of included routers lazily); until then, they go through the app.
@@ -92,7 +92,7 @@ class FastRoutes:
         if not path.startswith(PREFIX) or scope.get("root_path"):
             return None
         project, _, kind = path[len(PREFIX) :].partition("/")
-        if kind not in self.kinds or not PROJECT_RE.match(project):
+        if kind not in self.kinds or len(project) > PROJECT_MAX or not PROJECT_RE.match(project):
             return None
         return kind, project
 
@@ -101,6 +101,7 @@ class FastRoutes:
             isinstance(route, APIRoute)
             and route.path == f"{PREFIX}{{project}}/{kind}"
             and "POST" in (route.methods or ())
+            and route.endpoint is self.kinds[kind][1]  # the function called here, not another
         ):
             self.routes[kind] = route
 
@@ -114,12 +115,11 @@ class FastRoutes:
             return None
         try:
             access = resolve(self.api.state.settings, presented_key(request))
-            access.require(project)
+            ctx = project_ctx(self.api.state, access, project)
             data = model.model_validate_json(body, strict=True)
         except Exception:
             return None
-        state = self.api.state
-        return ProjectCtx(state.engine, access, state.metrics, project), data
+        return ctx, data
 
     def _handler(self, exc: Exception) -> Any:
         """The app's handler for `exc`, as Starlette's ExceptionMiddleware picks it; not the one
@@ -131,14 +131,6 @@ class FastRoutes:
             if handler is not None:
                 return handler
         return None
-
-
-def _add(ctx: ProjectCtx, body: Any) -> Any:
-    return records_route.add_record(ctx, body)
-
-
-def _assemble(ctx: ProjectCtx, body: Any) -> Any:
-    return assemble_route.assemble(ctx, body, None, False)
 
 
 async def _read_body(receive: Receive) -> tuple[bytes, Receive]:

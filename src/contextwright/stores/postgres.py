@@ -298,7 +298,10 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
         return [[row_to_record(row) for row in rows] for rows in found]
 
     def _read_many(self, statements: Sequence[tuple[str, Any]]) -> list[list[Any]]:
-        """The rows of each read, sent together and answered together (one Sync)."""
+        """The rows of each read, sent together and answered together (one Sync); one read
+        alone is `_read`'s, with no pipeline around it."""
+        if len(statements) == 1:
+            return [self._read(*statements[0])]
 
         def read(conn: Any) -> list[list[Any]]:
             with conn.pipeline():

@@ -16,7 +16,6 @@ class PostgresLinks:
     """Mixed into PostgresStore, which supplies `_read_many` and the SELECT pieces."""
 
     _read_many: Callable[[Sequence[tuple[str, Any]]], list[list[Any]]]
-    _read: Callable[..., list[Any]]
     _neighbours_sql: Callable[[str, str, Sequence[tuple[str | None, float]]], tuple[str, Any]]
     _neighbour_sides: Callable[[Sequence[Any], int], list[tuple[list[Record], list[Record]]]]
     _select: str
@@ -59,9 +58,7 @@ class PostgresLinks:
             statements.append(self._neighbours_sql(project, agent, anchors))
         if not statements:
             return [], {}, []
-        found = iter(
-            self._read_many(statements) if len(statements) > 1 else [self._read(*statements[0])]
-        )
+        found = iter(self._read_many(statements))
         replies = [row_to_record(row) for row in next(found)] if replied else []
         by = {old: new for old, new in next(found)} if replaced else {}
         sides = self._neighbour_sides(next(found), len(anchors)) if anchors else []

@@ -180,8 +180,7 @@ class PostgresText:
             with lock:
                 self._top = (now, top)
         with lock:
-            stale = [t for t in terms if t not in cache or top > cache[t][1] * 1.2]
-            avg_stale = avg[0] == 0.0 or top > avg[1] * 1.2
+            stale, avg_stale = _stale(cache, terms, top), _avg_stale(avg, top)
         if avg_stale:
             # Counted on a store of up to EXACT_TOTAL rows, the planner's estimate past that
             # (kept by autovacuum, within a few percent): a count of a million rows is 100 ms.
@@ -246,9 +245,9 @@ class PostgresText:
         now = time.monotonic()
         with lock:
             top_at, top = self._top
-            if now - top_at > TOP_TTL or avg[0] == 0.0 or top > avg[1] * 1.2:
+            if now - top_at > TOP_TTL or _avg_stale(avg, top):
                 return None
-            stale = [t for t in dict.fromkeys(terms) if t not in cache or top > cache[t][1] * 1.2]
+            stale = _stale(cache, terms, top)
             total = int(avg[2])
         at, key, common = self._mce
         if not stale or total <= COMMON_DF or key != _mce_key(top, total) or now - at > MCE_TTL:
@@ -432,3 +431,13 @@ def _walked_window(words: int, visible: str) -> str:
         "FROM w r CROSS JOIN LATERAL (SELECT strip(r.tsv) AS v OFFSET 0) l "
         f"WHERE true{visible} ORDER BY score DESC, r.rid DESC LIMIT %(limit)s)"
     )
+
+
+# What `_counts` reads again: a word counted before the store grew by a fifth, the average
+# length likewise (the counts and the search then read them; counts_read sends the first ahead).
+def _stale(cache: dict[str, _Count], terms: Sequence[str], top: int) -> list[str]:
+    return [t for t in terms if t not in cache or top > cache[t][1] * 1.2]
+
+
+def _avg_stale(avg: list[float], top: int) -> bool:
+    return avg[0] == 0.0 or top > avg[1] * 1.2
