@@ -171,32 +171,8 @@ def test_a_body_sent_in_pieces_is_read_whole(tmp_path: Path, switch: dict[str, A
     app = create_app(engine, Settings(api_keys=KEYS))
     body = json.dumps({"author": "alice", "content": "in three pieces"}).encode()
 
-    async def post(pieces: list[bytes]) -> list[dict[str, Any]]:
-        messages = [
-            {"type": "http.request", "body": p, "more_body": i < len(pieces) - 1}
-            for i, p in enumerate(pieces)
-        ]
-        sent: list[dict[str, Any]] = []
-
-        async def receive() -> dict[str, Any]:
-            return messages.pop(0) if messages else {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-
-        scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-            "scheme": "http", "path": "/v1/projects/acme/records", "query_string": b"",
-            "raw_path": b"/v1/projects/acme/records", "root_path": "",
-            "headers": [(b"authorization", f"Bearer {ADMIN_KEY}".encode()),
-                        (b"content-type", b"application/json")],
-            "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80),
-        }  # fmt: skip
-        await app(scope, receive, send)
-        return sent
-
     for pieces in ([body], [body[:7], body[7:20], body[20:]]):
-        sent = asyncio.run(post(pieces))
+        sent = asyncio.run(sent_for(app, pieces))
         assert sent[0]["status"] == 201
         assert json.loads(sent[1]["body"])["content"] == "in three pieces"
     assert switch["answered"] == 1  # the first taught the route
@@ -267,9 +243,13 @@ def test_any_record_body_is_answered_as_the_app_answers_it(
     assert switch["answered"] - before >= stored
 
 
-async def post(app: Any, body: bytes) -> tuple[int, str]:
+async def sent_for(app: Any, pieces: list[bytes]) -> list[dict[str, Any]]:
+    """What `app` sends for a POST of an add whose body arrives in `pieces`, over plain ASGI."""
     sent: list[dict[str, Any]] = []
-    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    messages = [
+        {"type": "http.request", "body": p, "more_body": i < len(pieces) - 1}
+        for i, p in enumerate(pieces)
+    ]
 
     async def receive() -> dict[str, Any]:
         return messages.pop(0) if messages else {"type": "http.disconnect"}
@@ -286,6 +266,11 @@ async def post(app: Any, body: bytes) -> tuple[int, str]:
         "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80),
     }  # fmt: skip
     await app(scope, receive, send)
+    return sent
+
+
+async def post(app: Any, body: bytes) -> tuple[int, str]:
+    sent = await sent_for(app, [body])
     return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:]).decode()
 
 
