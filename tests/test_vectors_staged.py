@@ -111,12 +111,14 @@ def test_the_worker_stages_while_serving_and_the_engine_writes_them_on_close(
     with Engine(SQLiteStore(path), embedder=HashEmbedder()) as e:
         e.add(project="p", author="cy", kind="note", content="deploys run on thursdays")
         assert e.wait_for_embeddings(timeout=20)
-        e.assemble("p", "cy", "deploys", 2000)  # loads the matrix; the engine is serving
+        e.assemble("p", "cy", "deploys", 2000)  # the engine is serving
+        store = e.store
+        assert isinstance(store, SQLiteStore)
+        # The matrix loaded (staging needs it) whether or not the call's search finished first.
+        store.vector_search("p", "cy", HashEmbedder().embed(["deploys"])[0], 1, "hash")
         for a, t in NOTES:
             e.add(project="p", author=a, kind="note", content=t)
         assert e.wait_for_embeddings(timeout=20)
-        store = e.store
-        assert isinstance(store, SQLiteStore)
         assert store.staged_count("hash") == 3
         assert _table_rows(path) == 1
         found = e.assemble("p", "cy", "pasta lunch", 2000)
