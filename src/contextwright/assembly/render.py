@@ -226,9 +226,12 @@ def safe_name(name: str) -> str:
     return cleaned[:64] or "user"
 
 
-def count_openai(messages: Sequence[Mapping[str, Any]], counter: Tokenizer) -> int:
+def count_openai(
+    messages: Sequence[Mapping[str, Any]], counter: Tokenizer, system_tokens: int | None = None
+) -> int:
+    """`system_tokens`: the count of the first message's content, known already (`render`)."""
     total = REPLY_PRIMING
-    for m in messages:
+    for i, m in enumerate(messages):
         total += PER_MESSAGE
         for key, value in m.items():
             if key == "tool_calls":
@@ -240,14 +243,23 @@ def count_openai(messages: Sequence[Mapping[str, Any]], counter: Tokenizer) -> i
                         + counter.count(fn["arguments"])
                     )
             elif isinstance(value, str):
-                total += counter.count(value)
+                if i == 0 and key == "content" and system_tokens is not None:
+                    total += system_tokens
+                else:
+                    total += counter.count(value)
                 if key == "name":
                     total += PER_NAME
     return total
 
 
-def count_anthropic(system: str, messages: Sequence[Mapping[str, Any]], counter: Tokenizer) -> int:
-    total = counter.count(system) if system else 0
+def count_anthropic(
+    system: str,
+    messages: Sequence[Mapping[str, Any]],
+    counter: Tokenizer,
+    system_tokens: int | None = None,
+) -> int:
+    """`system_tokens`: the count of `system`, known already (`render`)."""
+    total = (counter.count(system) if system else 0) if system_tokens is None else system_tokens
     for m in messages:
         total += ANTHROPIC_PER_MESSAGE
         content = m["content"]
@@ -443,22 +455,11 @@ def render(
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
         for item in history:
             messages.extend(_history_messages_openai(item, agent))
-        if system_tokens is None:
-            tokens = count_openai(messages, counter)
-        else:  # count_openai's, with the system message's content counted already
-            tokens = (
-                count_openai(messages[1:], counter)
-                + PER_MESSAGE
-                + counter.count("system")
-                + system_tokens
-            )
+        tokens = count_openai(messages, counter, system_tokens)
         return Rendered(fmt, messages, system=system, tokens=tokens, payload=messages)
     anth = _anthropic_messages(history, agent)
     payload = {"system": system, "messages": anth}
-    if system_tokens is None:
-        tokens = count_anthropic(system, anth, counter)
-    else:
-        tokens = system_tokens + count_anthropic("", anth, counter)
+    tokens = count_anthropic(system, anth, counter, system_tokens)
     return Rendered(fmt, anth, system=system, tokens=tokens, payload=payload)
 
 
