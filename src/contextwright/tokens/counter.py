@@ -311,26 +311,14 @@ class TokenCounter:
         content's further lines indented by `indent`), where `count_line` can take its count
         from `tokens` (the count of `content`)."""
         line = f"{head} {indented(content, indent)}\n"
-        cache = self._cache_for(len(line))
-        if cache is None or cache.get(line) is not None:
-            return
-        n = count_line(self.count, head, content, tokens, indent)
-        if n is not None:
-            cache.put(line, n)
+        self._kept(line, count_line, self.count, head, content, tokens, indent)
 
     def line_count(self, line: str, head: str, content: str, tokens: int) -> int:
         """The count of `line`, which is `head + " " + content + "\n"` with `content` on one
         line (a record's line in a window): cached, or taken from `tokens`, the content's own
         count (`count_line`) and kept, or counted."""
-        cache = self._cache_for(len(line))
-        hit = None if cache is None else cache.get(line)
-        if hit is None:
-            hit = count_line(self.count, head, content, tokens)
-            if hit is None:
-                return self.count(line)
-            if cache is not None:
-                cache.put(line, hit)
-        return hit
+        n = self._kept(line, count_line, self.count, head, content, tokens)
+        return self.count(line) if n is None else n
 
     def count_shown(
         self, shown: str, head: str, content: str, tokens: int, indent: str = "  "
@@ -338,12 +326,16 @@ class TokenCounter:
         """The count of `shown`, which is `head + " " + indented(content, indent)` (a record's
         line as a window shows it): cached, or taken from `tokens`, the content's own count
         (the function `count_shown`) and kept; None where neither gives it."""
-        cache = self._cache_for(len(shown))
-        hit = None if cache is None else cache.get(shown)
+        return self._kept(shown, count_shown, self.count, head, content, tokens, indent)
+
+    def _kept(self, text: str, derive: Callable[..., int | None], *args: Any) -> int | None:
+        """The count of `text`: cached, or `derive(*args)` (None where it cannot be) and kept."""
+        cache = self._cache_for(len(text))
+        hit = None if cache is None else cache.get(text)
         if hit is None:
-            hit = count_shown(self.count, head, content, tokens, indent)
+            hit = derive(*args)
             if hit is not None and cache is not None:
-                cache.put(shown, hit)
+                cache.put(text, hit)
         return hit
 
     def _count_new(self, text: str) -> int:
