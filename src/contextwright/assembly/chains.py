@@ -106,7 +106,7 @@ def read_links(
         anchors = likely_anchors(current, droppable, scoring)
         # Where they are the call's own anchors, and kept, `spread` reads nothing. Otherwise they
         # are read when the other reads are made anyway, or when they are the call's own.
-        if _kept(ctx, Near(ctx.project, ctx.agent, anchors)) or (
+        if (anchors and _kept(ctx, Near(ctx.project, ctx.agent, anchors))) or (
             droppable and not replied and not replaced
         ):
             anchors = ()

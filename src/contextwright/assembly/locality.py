@@ -212,9 +212,8 @@ def asks_something(text: str) -> bool:
 def _all_neighbours(
     matches: Sequence[Record], ctx: SourceContext, read_before: Mapping[Anchor, Sides] | None = None
 ) -> dict[str, list[Record]]:
-    """`_neighbours` of every match; in one statement when the store can (SQLite, PostgreSQL),
-    or none where `read_before` holds them all."""
-    matches = list({m.id: m for m in matches}.values())  # a record asked for twice is read once
+    """`_neighbours` of every match (distinct: `_picked`); in one statement when the store can
+    (SQLite, PostgreSQL), or none where `read_before` holds them all."""
     if not matches:
         return {}
     if not capable(ctx.store, BatchNeighbours):
