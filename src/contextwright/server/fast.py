@@ -26,10 +26,11 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .access import presented_key, resolve
 from .deps import PROJECT_MAX, PROJECT_PATTERN, project_ctx
+from .limits import replaying
 from .routes import assemble as assemble_route
 from .routes import records as records_route
 
@@ -145,9 +146,5 @@ async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
         if not message.get("more_body", False):
             message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
             break
-    first: list[Message] = [message]
-
-    async def replay() -> Message:
-        return first.pop() if first else await receive()
-
-    return (message.get("body", b"") if message["type"] == "http.request" else b""), replay
+    body = message.get("body", b"") if message["type"] == "http.request" else b""
+    return body, replaying(message, receive)

@@ -44,17 +44,8 @@ class BodyLimit:
                 return
             chunks.append(chunk)
             more = bool(message.get("more_body"))
-        body = b"".join(chunks)
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        whole = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        await self.app(scope, replaying(whole, receive), send)
 
     async def _refuse(self, scope: Scope, send: Send, size: int) -> None:
         app: Any = scope.get("app")
@@ -83,3 +74,14 @@ class BodyLimit:
             }
         )
         await send({"type": "http.response.body", "body": payload})
+
+
+def replaying(first: Message, receive: Receive) -> Receive:
+    """A `receive` that hands over `first` (a message read already) once, then what `receive`
+    says next: the body read whole, for the app after the middleware that read it."""
+    pending = [first]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
