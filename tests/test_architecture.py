@@ -22,7 +22,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "adapters": ("stores", "embedders", "summarizers"),  # behind the ports: core only
     "core": (
         "records", "tokens", "budget", "roles", "text", "errors", "ids", "settings", "ports",
-        "gate",
+        "gate", "heap",
     ),
 }  # fmt: skip
 RANK = {part: len(LAYERS) - i for i, parts in enumerate(LAYERS.values()) for part in parts}

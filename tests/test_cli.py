@@ -334,13 +334,17 @@ def test_settle_heap_freezes_what_start_up_made() -> None:
     import gc
 
     from contextwright.cli.service import settle_heap
+    from contextwright.heap import THRESHOLDS
 
     before = gc.get_freeze_count()
+    thresholds = gc.get_threshold()
     try:
         settle_heap()
         assert gc.get_freeze_count() > before  # left out of every later collection
+        assert gc.get_threshold() == THRESHOLDS  # the young generation sized for assemble calls
     finally:
         gc.unfreeze()  # this test process goes on as before
+        gc.set_threshold(*thresholds)
 
 
 @pytest.mark.parametrize("command", ["serve", "mcp"])

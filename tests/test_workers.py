@@ -23,6 +23,7 @@ import pytest
 
 from contextwright.engine import Engine
 from contextwright.errors import ValidationError
+from contextwright.heap import THRESHOLDS
 from contextwright.server.workers import check_workers, default_workers, pool_url, to_env
 from contextwright.settings import Settings
 from contextwright.stores.postgres import default_pool_max
@@ -200,12 +201,14 @@ def test_serve_takes_the_assemble_slots(tmp_path: Path, monkeypatch: pytest.Monk
         state.close()
     for key, value in to_env(Settings(db=db, assemble_slots=0)).items():
         monkeypatch.setenv(key, value)
+    thresholds = gc.get_threshold()
     engine = app_from_env().state.engine
     try:
         assert engine.gate.limit == 0
     finally:
         engine.close()
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
     for bad in (-1, 1.5, True):
         with pytest.raises(ValidationError, match="assemble_slots"):
             Settings(assemble_slots=bad)  # type: ignore[arg-type]
@@ -257,12 +260,15 @@ def test_a_worker_opens_its_engine_with_the_parents_embedder(
     settings = Settings(db=f"sqlite:///{tmp_path / 'w.db'}", embedder=embedder)
     for key, value in to_env(settings).items():
         monkeypatch.setenv(key, value)
+    thresholds = gc.get_threshold()
     engine = app_from_env().state.engine
     try:
         assert engine.vectors.state == state
+        assert gc.get_threshold() == THRESHOLDS  # settled as `serve` settles its one process
     finally:
         engine.close()
         gc.unfreeze()  # app_from_env froze this process's heap, as a worker's
+        gc.set_threshold(*thresholds)
 
 
 def test_workers_defaults_and_limits() -> None:

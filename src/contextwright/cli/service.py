@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import re
 import socket
@@ -11,17 +10,16 @@ from typing import Any
 
 import click
 
+from .. import heap
 from ..errors import MissingExtra
 from . import State, cli, pass_state
 
 
 def settle_heap() -> None:
-    """Leave what start-up made out of every later full collection of the cyclic GC. A server's
-    modules, classes and functions (~28,000 objects) live as long as it does, and each full
-    collection walked them all: 15-25 ms, every ~60 assemble calls at 100k records, the p99
-    (docs/benchmarks.md). Called once, just before a server starts answering."""
-    gc.collect()
-    gc.freeze()
+    """Start-up's objects out of every later full collection of the cyclic GC, and its young
+    generation sized for assemble calls (`heap.settle_heap`). Called once, just before a server
+    starts answering."""
+    heap.settle_heap()
 
 
 @cli.command()

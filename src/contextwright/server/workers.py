@@ -10,7 +10,6 @@ process raises in its own transaction (docs/scaling.md).
 from __future__ import annotations
 
 import copyreg
-import gc
 import json
 import os
 import socket
@@ -20,6 +19,7 @@ from fastapi import FastAPI
 
 from ..errors import ValidationError
 from ..gate import default_limit
+from ..heap import settle_heap
 from ..settings import Settings
 
 # Where `serve --workers N` has its workers publish how many connections each serves (balance.py).
@@ -110,9 +110,9 @@ def app_from_env() -> FastAPI:
         from .balance import Balance
 
         app.add_middleware(Balance, directory=shared)
-    # As cli.service.settle_heap: start-up's objects out of every later full GC collection.
-    gc.collect()
-    gc.freeze()
+    # As `serve` settles its one process: start-up's objects out of every later full GC
+    # collection, the young generation sized for assemble calls.
+    settle_heap()
     return app
 
 
