@@ -278,6 +278,20 @@ def test_load_bench_drives_the_server_with_keep_alive_clients(tmp_path: Path) ->
     assert report["server_cpu_ms_per_request"] >= 0 and report["client_cpu_ms_per_request"] > 0
 
 
+def test_load_turns_bench_drives_each_configuration_in_turns(tmp_path: Path) -> None:
+    """bench/load_turns.py: two servers of their own configurations, each driven every round."""
+    report = _run(
+        "load_turns.py", "--records", "300", "--db", str(tmp_path / "turns.db"), "--rounds",
+        "2", "--segment", "0.5", "--warmup", "0.3", "--clients", "3",
+        "--config", "one", "1", "--config", "slots2", "1", "CONTEXTWRIGHT_ASSEMBLE_SLOTS=2",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert set(report["configs"]) == {"one", "slots2"} and report["cpu_reference_ms"] > 0
+    for s in report["configs"].values():
+        assert s["errors"] == {} and len(s["segments_per_s"]) == 2 and s["requests_per_s"] > 0
+        assert 0 < s["add_p50_ms"] <= s["add_p99_ms"]
+
+
 def test_request_cost_bench_splits_each_request_at_the_engine_call(tmp_path: Path) -> None:
     db = tmp_path / "cost.db"
     _run("load.py", "--records", "300", "--clients", "1", "--seconds", "1", "--max-requests", "2",
