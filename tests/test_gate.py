@@ -59,6 +59,32 @@ def test_calls_past_the_limit_wait_and_are_admitted_first_come_first_served() ->
     assert peak[0] == 2 and results == {i: i for i in range(6)}
 
 
+def test_each_admitted_call_reports_how_long_it_waited_for_its_slot() -> None:
+    gate = CallGate(1)
+    waits: list[float] = []
+    gate.on_wait = waits.append
+    inside, leave = threading.Event(), threading.Event()
+
+    def first() -> None:
+        inside.set()
+        leave.wait()
+
+    holder = threading.Thread(target=gate.run, args=(first,))
+    holder.start()
+    inside.wait()
+    waiter = threading.Thread(target=gate.run, args=(lambda: None,))
+    waiter.start()
+    _wait_until(lambda: len(gate._queue) == 1, "the second call queued")
+    threading.Event().wait(0.02)  # the second call has waited at least this long
+    leave.set()
+    holder.join()
+    waiter.join()
+    assert waits[0] == 0.0 and waits[1] >= 0.02  # a slot was free, then none was
+    gate.run(lambda: gate.run(lambda: None))  # a nested call is not admitted again
+    assert len(waits) == 3
+    CallGate(0).run(lambda: None)  # no limit: no slot to wait for
+
+
 def test_a_nested_call_on_the_same_thread_is_not_counted_again() -> None:
     gate = CallGate(1)
     assert gate.run(lambda: gate.run(lambda: gate.run(lambda: "inner"))) == "inner"

@@ -165,6 +165,12 @@ def test_health_and_metrics(api: tuple[httpx.Client, Engine]) -> None:
     client.post("/v1/projects/acme/records", json={"author": 1})
     text = client.get("/metrics").text
     assert "contextwright_assemble_seconds_count" in text
+    # Every assemble went through the engine's gate (as did the replays and the task and
+    # session windows), one at a time: none waited for a slot.
+    counts = re.findall(r"^contextwright_assemble_seconds_count\{[^}]*\} (\S+)$", text, re.M)
+    queued = re.findall(r"^contextwright_assemble_queue_seconds_count (\S+)$", text, re.M)
+    assert len(queued) == 1 and float(queued[0]) >= sum(float(c) for c in counts) >= 1
+    assert "contextwright_assemble_queue_seconds_sum 0.0" in text
     assert "contextwright_records " in text or "contextwright_records{" in text
     assert 'contextwright_errors_total{status="422",type="validation_error"}' in text
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -41,6 +42,10 @@ class CallGate:
         self._free = limit or 0
         self._queue: deque[threading.Lock] = deque()
         self._inside = threading.local()
+        # Told how long each admitted call waited for its slot, in seconds (0.0 when one was
+        # free): the server's contextwright_assemble_queue_seconds. Under load most of an
+        # assemble's latency can be this wait, not the call (docs/scaling.md).
+        self.on_wait: Callable[[float], None] | None = None
 
     @classmethod
     def for_store(cls, store: object, slots: int | None) -> CallGate:
@@ -67,14 +72,23 @@ class CallGate:
             self._leave()
 
     def _enter(self) -> None:
+        on_wait = self.on_wait
         with self._lock:
             if self._free > 0 and not self._queue:
                 self._free -= 1
-                return
-            turn = threading.Lock()
-            turn.acquire()
-            self._queue.append(turn)
+                turn = None
+            else:
+                turn = threading.Lock()
+                turn.acquire()
+                self._queue.append(turn)
+        if turn is None:
+            if on_wait is not None:
+                on_wait(0.0)
+            return
+        start = time.perf_counter()
         turn.acquire()  # released by _leave when this call's turn comes: the slot is handed over
+        if on_wait is not None:
+            on_wait(time.perf_counter() - start)
 
     def _leave(self) -> None:
         with self._lock:

@@ -71,6 +71,8 @@ def create_app(
     app.state.engine = engine
     app.state.settings = settings
     app.state.metrics = Metrics(lambda: engine.store.count())
+    # The engine's gate reports to the app serving it (the last one made, for an engine shared).
+    engine.gate.on_wait = app.state.metrics.assemble_queue_seconds.observe
     problems.install(app)
     docs.install(app)
 

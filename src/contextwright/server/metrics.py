@@ -1,6 +1,7 @@
 """Prometheus metrics for one app, in its own registry (so tests may create many apps).
 
 contextwright_assemble_seconds   histogram of assemble latency, by format
+contextwright_assemble_queue_seconds  of which waiting for one of the process's assemble slots
 contextwright_records_added_total  records stored through the API
 contextwright_records            records in the store, read at scrape time
 contextwright_errors_total       problem responses, by type and status
@@ -24,6 +25,12 @@ class Metrics:
             "contextwright_assemble_seconds",
             "Latency of assemble calls",
             ["format"],
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.assemble_queue_seconds = Histogram(
+            "contextwright_assemble_queue_seconds",
+            "Time assemble calls waited for one of the process's assemble slots (gate.py)",
             buckets=BUCKETS,
             registry=self.registry,
         )
