@@ -161,7 +161,9 @@ def test_kv(api: tuple[httpx.Client, Engine]) -> None:
 def test_health_and_metrics(api: tuple[httpx.Client, Engine]) -> None:
     client, _ = api
     assert client.get("/health").json()["status"] == "ok"
-    client.post("/v1/projects/acme/assemble", json={"agent": "alice", "task": "x"})
+    add(client, author="alice", kind="note", content="metrics")  # alice exists, run alone too
+    r = client.post("/v1/projects/acme/assemble", json={"agent": "alice", "task": "x"})
+    assert r.status_code == 200, r.text
     client.post("/v1/projects/acme/records", json={"author": 1})
     text = client.get("/metrics").text
     assert "contextwright_assemble_seconds_count" in text
