@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from contextwright import Engine, MissingExtra, ValidationError
 from contextwright.embedders import HashEmbedder, load_embedder
-from contextwright.ports import Store
+from contextwright.ports import ReportsWrites, Store, capable
 from contextwright.stores import _vectors
 from contextwright.stores._vectors import Access, VectorMatrix, dequantize, quantize
 from contextwright.stores.sqlite import SQLiteStore
@@ -135,6 +135,59 @@ def test_hits_read_already_in_the_call_are_not_read_again(
     finally:
         fresh.close()
     assert again.text == result.text
+
+
+def test_the_loops_hits_are_read_once_across_its_own_writes_and_again_after_a_status_change(
+    vengine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent loop asks the same task every turn and writes a reply between turns: the hits
+    the turn before read are taken from that read (a write of new records changes none of
+    them), and only the new ones are read. A status change is a write no `carry` links across:
+    the next call reads every hit again and shows the new status."""
+    store: Any = vengine.store
+    if getattr(store, "remote", False):  # PostgreSQL reads its hits in the search itself
+        return
+    if not capable(store, ReportsWrites):  # a write it cannot report moves every read
+        return
+    add_notes(vengine)
+    assert vengine.wait_for_embeddings(timeout=20)
+    asked: list[str] = []
+    get_many = store.get_many
+
+    def counting(project: str, ids: Sequence[str]) -> Any:
+        asked.extend(ids)
+        return get_many(project, ids)
+
+    monkeypatch.setattr(store, "get_many", counting)
+    task = "redis cache port"
+
+    def vector_keys(result: Any) -> set[str]:
+        return {i["key"] for i in result.trace.items if "vector" in i["sources"]}
+
+    first = vector_keys(vengine.assemble("p", "bob", task, 2000))
+    read = set(asked)  # the hits no other source of the call read
+    assert read and read <= first
+    asked.clear()
+    reply = vengine.add(project="p", author="bob", kind="note", content="redis port is 6380")
+    assert vengine.wait_for_embeddings(timeout=20)
+    second = vector_keys(vengine.assemble("p", "bob", task, 2000))
+    assert reply.id in second and first <= second
+    assert not read & set(asked)  # only the new hit, if no other source read it
+    asked.clear()
+    vengine.resolve("p", reply.id, by="bob")
+    third = vengine.assemble("p", "bob", task, 2000)
+    assert read | {reply.id} <= set(asked)  # read again
+    shown = [i for i in third.trace.items if i["key"] == reply.id]
+    assert shown and shown[0]["record_ids"] == [reply.id]
+    assert store.get_many("p", [reply.id])[0].status == "resolved"
+    monkeypatch.setattr(store, "get_many", get_many)
+    fresh = Engine(store, embedder=HashEmbedder(), persist_traces=False)
+    try:
+        assert fresh.wait_for_embeddings(timeout=20)
+        again = fresh.assemble("p", "bob", task, 2000)
+    finally:
+        fresh.close()
+    assert again.text == third.text
 
 
 def test_private_records_never_come_back_from_vector_search(vengine: Engine) -> None:
