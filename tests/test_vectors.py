@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from contextwright import Engine, MissingExtra, ValidationError
 from contextwright.embedders import HashEmbedder, load_embedder
-from contextwright.ports import ReportsWrites, Store, capable
+from contextwright.ports import Query, ReportsWrites, Store, capable
 from contextwright.stores import _vectors
 from contextwright.stores._vectors import Access, VectorMatrix, dequantize, quantize
 from contextwright.stores.sqlite import SQLiteStore
@@ -188,6 +188,48 @@ def test_the_loops_hits_are_read_once_across_its_own_writes_and_again_after_a_st
     finally:
         fresh.close()
     assert again.text == third.text
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("add"), st.sampled_from(["ann", "bob"]), st.integers(0, 5)),
+            st.tuples(st.just("resolve"), st.just(""), st.integers(0, 30)),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_a_window_with_kept_hits_is_the_window_read_afresh(ops: list[tuple[str, str, int]]) -> None:
+    """Whatever own writes and status changes come between the loop's calls, the window of a
+    call that takes the last call's hits (reads.ById) is the one an engine reading everything
+    afresh builds."""
+    import tempfile
+
+    words = ["redis", "cache", "port", "postgres", "lunch", "deploy"]
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteStore(f"{tmp}/v.db")
+        with Engine(store, embedder=HashEmbedder(), persist_traces=False) as e:
+            add_notes(e)
+            ids = [r.id for r in store.query(Query("p", None, limit=100))]
+            assert e.wait_for_embeddings(timeout=20)
+            task = "redis cache port"
+            e.assemble("p", "bob", task, 2000)
+            for op, who, n in ops:
+                if op == "add":
+                    text = f"{words[n]} note {' '.join(words[: n + 1])}"
+                    ids.append(e.add(project="p", author=who, kind="note", content=text).id)
+                elif ids:
+                    e.resolve("p", ids.pop(n % len(ids)), by="bob")  # once each
+                assert e.wait_for_embeddings(timeout=20)
+                # Vector hits alone, as well: another source's read of a hit would hide it.
+                kept = [e.assemble("p", "bob", task, 2000, sources=s) for s in (["vector"], None)]
+                with Engine(store, embedder=HashEmbedder(), persist_traces=False) as fresh:
+                    assert fresh.wait_for_embeddings(timeout=20)
+                    for s, window in zip((["vector"], None), kept, strict=True):
+                        assert fresh.assemble("p", "bob", task, 2000, sources=s).text == window.text
+        store.close()
 
 
 def test_private_records_never_come_back_from_vector_search(vengine: Engine) -> None:
