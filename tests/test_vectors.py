@@ -806,8 +806,9 @@ def test_the_query_is_embedded_and_searched_on_the_pool_and_its_hits_read_on_the
 
             return recorded
 
-        for method in ("vector_nearest", "get_many"):
-            monkeypatch.setattr(store, method, spy(method))
+        for method in ("vector_nearest", "get_many", "ranking_rows"):
+            if hasattr(store, method):  # ranking_rows: full text's ranking (SQLite)
+                monkeypatch.setattr(store, method, spy(method))
     with Engine(store, embedder=embedder) as e:
         add_notes(e)
         assert e.wait_for_embeddings(timeout=20)
@@ -825,10 +826,18 @@ def test_the_query_is_embedded_and_searched_on_the_pool_and_its_hits_read_on_the
             assert len(searched) == 1 and searched[0].startswith("cw-source")
             assert ("get_many", caller) in calls  # the hits' records, on the calling thread
         assert any("vector" in i["sources"] for i in result.trace.items)
-        # Asked again, the query's vector is cached: nothing is embedded.
+        # Asked again, the query's vector is cached: nothing is embedded, the search (a
+        # fraction of a millisecond) runs on the calling thread, and the spare core goes to
+        # full text's ranking where the store ranks in this process.
         embedder.threads.clear()
+        calls.clear()
         again = e.assemble("p", "bob", "redis cache port", 2000)
         assert embedder.threads == [] and again.text == result.text
+        if not remote:
+            assert [name for m, name in calls if m == "vector_nearest"] == [caller]
+            ranked = [name for m, name in calls if m == "ranking_rows"]
+            assert all(name.startswith("cw-source") for name in ranked)
+            assert ranked or not hasattr(store, "ranking_rows")
         # With no pool, all of it runs on the calling thread, and finds the same.
         steps = StepsEmbedder()
         serial = Engine(store, embedder=steps, workers=1)

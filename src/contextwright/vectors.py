@@ -252,14 +252,14 @@ class VectorSource:
         return bool(ctx.task.strip()) and supports_vectors(ctx.store)
 
     def prepare(self, ctx: SourceContext) -> Callable[[], Callable[[], Any]] | None:
-        """Work to start on the pool while the other sources read the store: the embedding and
-        the search where the store searches in this process, else the embedding unless cached."""
-        if not self.applies(ctx):
-            return None
-        if searches_here(ctx.store):
-            return self._nearest(ctx)
+        """Work for the pool while the other sources read: the embedding, and the search where
+        the store searches in this process. None for a task asked again (the loop): its search
+        (kept distances, half a millisecond of small numpy steps that took the GIL from the
+        calling thread on the pool) runs on the caller, and the spare core ranks full text."""
         text = ctx.query_text
-        return None if self._cached(text) is not None else self._embedding(text)
+        if not self.applies(ctx) or self._cached(text) is not None:
+            return None
+        return self._nearest(ctx) if searches_here(ctx.store) else self._embedding(text)
 
     def run(self, ctx: SourceContext) -> list[Candidate]:
         store = ctx.store
