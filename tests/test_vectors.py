@@ -827,8 +827,8 @@ def test_the_query_is_embedded_and_searched_on_the_pool_and_its_hits_read_on_the
             assert ("get_many", caller) in calls  # the hits' records, on the calling thread
         assert any("vector" in i["sources"] for i in result.trace.items)
         # Asked again, the query's vector is cached: nothing is embedded, the search (a
-        # fraction of a millisecond) runs on the calling thread, and the spare core goes to
-        # full text's ranking where the store ranks in this process.
+        # fraction of a millisecond) runs on the calling thread, and the spare core is left to
+        # full text's ranking where the store ranks in this process (no write came between).
         embedder.threads.clear()
         calls.clear()
         again = e.assemble("p", "bob", "redis cache port", 2000)

@@ -255,7 +255,7 @@ class VectorSource:
         """Work for the pool while the other sources read: the embedding, and the search where
         the store searches in this process. None for a task asked again (the loop): its search
         (kept distances, half a millisecond of small numpy steps that took the GIL from the
-        calling thread on the pool) runs on the caller, and the spare core ranks full text."""
+        calling thread on the pool) runs on the caller, and the spare core is left to others."""
         text = ctx.query_text
         if not self.applies(ctx) or self._cached(text) is not None:
             return None
