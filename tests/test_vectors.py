@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from contextwright import Engine, MissingExtra, ValidationError
 from contextwright.embedders import HashEmbedder, load_embedder
-from contextwright.ports import Store
+from contextwright.ports import Query, ReportsWrites, Store, capable
 from contextwright.stores import _vectors
 from contextwright.stores._vectors import Access, VectorMatrix, dequantize, quantize
 from contextwright.stores.sqlite import SQLiteStore
@@ -135,6 +135,101 @@ def test_hits_read_already_in_the_call_are_not_read_again(
     finally:
         fresh.close()
     assert again.text == result.text
+
+
+def test_the_loops_hits_are_read_once_across_its_own_writes_and_again_after_a_status_change(
+    vengine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent loop asks the same task every turn and writes a reply between turns: the hits
+    the turn before read are taken from that read (a write of new records changes none of
+    them), and only the new ones are read. A status change is a write no `carry` links across:
+    the next call reads every hit again and shows the new status."""
+    store: Any = vengine.store
+    if getattr(store, "remote", False):  # PostgreSQL reads its hits in the search itself
+        return
+    if not capable(store, ReportsWrites):  # a write it cannot report moves every read
+        return
+    add_notes(vengine)
+    assert vengine.wait_for_embeddings(timeout=20)
+    asked: list[str] = []
+    get_many = store.get_many
+
+    def counting(project: str, ids: Sequence[str]) -> Any:
+        asked.extend(ids)
+        return get_many(project, ids)
+
+    monkeypatch.setattr(store, "get_many", counting)
+    task = "redis cache port"
+
+    def vector_keys(result: Any) -> set[str]:
+        return {i["key"] for i in result.trace.items if "vector" in i["sources"]}
+
+    first = vector_keys(vengine.assemble("p", "bob", task, 2000))
+    read = set(asked)  # the hits no other source of the call read
+    assert read and read <= first
+    asked.clear()
+    reply = vengine.add(project="p", author="bob", kind="note", content="redis port is 6380")
+    assert vengine.wait_for_embeddings(timeout=20)
+    second = vector_keys(vengine.assemble("p", "bob", task, 2000))
+    assert reply.id in second and first <= second
+    assert not read & set(asked)  # only the new hit, if no other source read it
+    asked.clear()
+    vengine.resolve("p", reply.id, by="bob")
+    third = vengine.assemble("p", "bob", task, 2000)
+    assert read | {reply.id} <= set(asked)  # read again
+    shown = [i for i in third.trace.items if i["key"] == reply.id]
+    assert shown and shown[0]["record_ids"] == [reply.id]
+    assert store.get_many("p", [reply.id])[0].status == "resolved"
+    monkeypatch.setattr(store, "get_many", get_many)
+    fresh = Engine(store, embedder=HashEmbedder(), persist_traces=False)
+    try:
+        assert fresh.wait_for_embeddings(timeout=20)
+        again = fresh.assemble("p", "bob", task, 2000)
+    finally:
+        fresh.close()
+    assert again.text == third.text
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("add"), st.sampled_from(["ann", "bob"]), st.integers(0, 5)),
+            st.tuples(st.just("resolve"), st.just(""), st.integers(0, 30)),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_a_window_with_kept_hits_is_the_window_read_afresh(ops: list[tuple[str, str, int]]) -> None:
+    """Whatever own writes and status changes come between the loop's calls, the window of a
+    call that takes the last call's hits (reads.ById) is the one an engine reading everything
+    afresh builds."""
+    import tempfile
+
+    words = ["redis", "cache", "port", "postgres", "lunch", "deploy"]
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SQLiteStore(f"{tmp}/v.db")
+        with Engine(store, embedder=HashEmbedder(), persist_traces=False) as e:
+            add_notes(e)
+            ids = [r.id for r in store.query(Query("p", None, limit=100))]
+            assert e.wait_for_embeddings(timeout=20)
+            task = "redis cache port"
+            e.assemble("p", "bob", task, 2000)
+            for op, who, n in ops:
+                if op == "add":
+                    text = f"{words[n]} note {' '.join(words[: n + 1])}"
+                    ids.append(e.add(project="p", author=who, kind="note", content=text).id)
+                elif ids:
+                    e.resolve("p", ids.pop(n % len(ids)), by="bob")  # once each
+                assert e.wait_for_embeddings(timeout=20)
+                # Vector hits alone, as well: another source's read of a hit would hide it.
+                kept = [e.assemble("p", "bob", task, 2000, sources=s) for s in (["vector"], None)]
+                with Engine(store, embedder=HashEmbedder(), persist_traces=False) as fresh:
+                    assert fresh.wait_for_embeddings(timeout=20)
+                    for s, window in zip((["vector"], None), kept, strict=True):
+                        assert fresh.assemble("p", "bob", task, 2000, sources=s).text == window.text
+        store.close()
 
 
 def test_private_records_never_come_back_from_vector_search(vengine: Engine) -> None:
@@ -711,8 +806,9 @@ def test_the_query_is_embedded_and_searched_on_the_pool_and_its_hits_read_on_the
 
             return recorded
 
-        for method in ("vector_nearest", "get_many"):
-            monkeypatch.setattr(store, method, spy(method))
+        for method in ("vector_nearest", "get_many", "ranking_rows"):
+            if hasattr(store, method):  # ranking_rows: full text's ranking (SQLite)
+                monkeypatch.setattr(store, method, spy(method))
     with Engine(store, embedder=embedder) as e:
         add_notes(e)
         assert e.wait_for_embeddings(timeout=20)
@@ -730,10 +826,18 @@ def test_the_query_is_embedded_and_searched_on_the_pool_and_its_hits_read_on_the
             assert len(searched) == 1 and searched[0].startswith("cw-source")
             assert ("get_many", caller) in calls  # the hits' records, on the calling thread
         assert any("vector" in i["sources"] for i in result.trace.items)
-        # Asked again, the query's vector is cached: nothing is embedded.
+        # Asked again, the query's vector is cached: nothing is embedded, the search (a
+        # fraction of a millisecond) runs on the calling thread, and the spare core is left to
+        # full text's ranking where the store ranks in this process (no write came between).
         embedder.threads.clear()
+        calls.clear()
         again = e.assemble("p", "bob", "redis cache port", 2000)
         assert embedder.threads == [] and again.text == result.text
+        if not remote:
+            assert [name for m, name in calls if m == "vector_nearest"] == [caller]
+            ranked = [name for m, name in calls if m == "ranking_rows"]
+            assert all(name.startswith("cw-source") for name in ranked)
+            assert ranked or not hasattr(store, "ranking_rows")
         # With no pool, all of it runs on the calling thread, and finds the same.
         steps = StepsEmbedder()
         serial = Engine(store, embedder=steps, workers=1)

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from . import ports
 from .assembly.candidates import Candidate
+from .assembly.reads import kept_hits
 from .assembly.scoring import ScoringConfig
 from .assembly.sources import Source, SourceContext, hit_candidates
-from .ports import Embedder, KeepsVectors, NearestHere, Store, VectorStore, capable, hits_for
+from .ports import Embedder, KeepsVectors, NearestHere, Store, VectorStore, capable
 from .records import Record
 
 if TYPE_CHECKING:
@@ -178,16 +179,15 @@ class EmbeddingWorker:
 
 
 class VectorSource:
-    """Records nearest to the task by cosine similarity of their embeddings. Each candidate
-    carries a `vector` signal (cosine scaled over the returned list) that scoring.fuse_relevance
-    fuses with `bm25` into `relevance`. The last `cache_size` query embeddings are kept."""
+    """Records nearest to the task by cosine of their embeddings, each with a `vector` signal
+    (cosine scaled over the list) that scoring.fuse_relevance fuses with `bm25` into `relevance`;
+    the last `cache_size` query embeddings are kept."""
 
     name, top_k = "vector", 40  # top_k: the hits read where nothing sizes the list
     # On a store that searches in this process (`vector_nearest`: SQLite, memory), the query's
-    # embedding and the search of the matrix run on the pool, started before any source, and
-    # only the read of the hits runs on the calling thread (pipeline.py): both hold the GIL
-    # little, so they overlap the other sources' reads. On PostgreSQL (`remote`) the whole
-    # source runs on the pool: its search overlaps the reads.
+    # embedding and the search run on the pool, started before any source, and the hits are
+    # read on the calling thread (pipeline.py): the pool's work holds the GIL little, so it
+    # overlaps the other sources' reads. On PostgreSQL (`remote`) all of it runs on the pool.
     inline = "local"
     prepare_weight = 4.0  # a query embedding and the search: the longest work of a call
 
@@ -252,23 +252,23 @@ class VectorSource:
         return bool(ctx.task.strip()) and supports_vectors(ctx.store)
 
     def prepare(self, ctx: SourceContext) -> Callable[[], Callable[[], Any]] | None:
-        """Work to start on the pool while the other sources read the store: the embedding and
-        the search where the store searches in this process, else the embedding unless cached."""
-        if not self.applies(ctx):
-            return None
-        if searches_here(ctx.store):
-            return self._nearest(ctx)
+        """Work for the pool while the other sources read: the embedding, and the search where
+        the store searches in this process. None for a task asked again (the loop): its search
+        (kept distances, half a millisecond of small numpy steps that took the GIL from the
+        calling thread on the pool) runs on the caller, and the spare core is left to others."""
         text = ctx.query_text
-        return None if self._cached(text) is not None else self._embedding(text)
+        if not self.applies(ctx) or self._cached(text) is not None:
+            return None
+        return self._nearest(ctx) if searches_here(ctx.store) else self._embedding(text)
 
     def run(self, ctx: SourceContext) -> list[Candidate]:
         store = ctx.store
         if not self.applies(ctx):
             return []
         if searches_here(store):
-            # What `prepare` started, or (no pool) all of it here.
+            # What `prepare` started (or all of it here); hits read already are not read again.
             found = ctx.prepared_result(self.name, lambda: self._nearest(ctx)())()
-            hits = hits_for(store, ctx.project, found, ctx.records_read())
+            hits = kept_hits(store, ctx.shared, ctx.version, ctx.project, found, ctx.records_read())
         else:
             text = ctx.query_text
             vec = self._cached(text)

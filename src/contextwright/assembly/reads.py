@@ -13,6 +13,10 @@ the one a record `supersedes`. In the agent loop (a reply written before every c
 project-wide reads then survive the reply. Any other write (another engine or process, a status
 change) moves the version without a `carry`, and the next call reads again.
 
+The records of the vector source's hits (`ById`, vectors.py) are kept the same way: the agent loop
+asks the same task every turn, its hits are mostly those of the turn before, and a write of new
+records changes none of them.
+
 The records said around the strongest matches (locality.py's `neighbours` read, keyed `Near`)
 and the replies to the questions among the candidates (chains.py, `Replies`) are kept the same
 way: a record may change the first only if it is in one of their sessions, the second only if
@@ -31,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from ..ports import Query
+from ..ports import Hit, Query, Store, hits_for
 from ..records import Record
 
 
@@ -54,7 +58,16 @@ class Replies:
     ids: tuple[str, ...]
 
 
-Key = Query | Near | Replies
+@dataclass(frozen=True, slots=True)
+class ById:
+    """The records of `project` that the vector source's last call read by id (vectors.py),
+    by id: a write of new records changes none of them (records are immutable; a status change
+    or a `supersedes` is a write that no `carry` links across)."""
+
+    project: str
+
+
+Key = Query | Near | Replies | ById
 Group = OrderedDict[Key, tuple[float, Any]]
 T = TypeVar("T")
 
@@ -65,6 +78,8 @@ def may_change(key: Key, r: Record) -> bool:
         return r.project == key.project and any(r.session == s for s, _ in key.anchors)
     if isinstance(key, Replies):
         return r.project == key.project and r.reply_to in key.ids
+    if isinstance(key, ById):
+        return False  # a new record is none of those read, and a stored one never changes here
     return may_enter(key, r)
 
 
@@ -202,3 +217,23 @@ def kept_read(shared: ReadCache | None, version: int | None, key: Key, read: Cal
         found = read()
         shared.put(key, version, found)
     return found
+
+
+def kept_hits(
+    store: Store,
+    shared: ReadCache | None,
+    version: int | None,
+    project: str,
+    found: Sequence[tuple[str, float]],
+    known: dict[str, Record],
+) -> list[Hit]:
+    """`hits_for(store, project, found, known)`, also taking the records that the last call
+    read this way at `version`, or before own writes of new records (`ById`): the agent loop's
+    hits are mostly the turn before's. Only the others are read from the store."""
+    if shared is None or version is None:
+        return hits_for(store, project, found, known)
+    key = ById(project)
+    before: dict[str, Record] | None = shared.get(key, version)
+    hits = hits_for(store, project, found, {**before, **known} if before else known)
+    shared.put(key, version, {h.record.id: h.record for h in hits})
+    return hits
