@@ -82,7 +82,7 @@ def headed(q: Key, found: Sequence[Record], written: Sequence[Record]) -> list[R
     (it heads them, the oldest one past the limit goes). That is the session's history read in
     the agent loop, where the agent's reply is the newest turn. None where it does not follow:
     the read goes to the store. The record is the one the write stored, so it must be the one
-    the store gives back: no meta that JSON would not give back as it is."""
+    the store gives back: no meta that a store might not give back as it is (`_plain`)."""
     if (
         not isinstance(q, Query)
         or not q.newest_first
@@ -100,10 +100,10 @@ def headed(q: Key, found: Sequence[Record], written: Sequence[Record]) -> list[R
 
 
 def _plain(meta: Mapping[str, Any]) -> bool:
-    """Does the store give `meta` back as it is (JSON of strings, numbers, booleans, null)?"""
+    """Does every store give `meta` back as it is? Strings, whole numbers, booleans and null
+    (not floats: JSON in PostgreSQL may give a float back as a whole number)."""
     return all(
-        isinstance(k, str) and (v is None or isinstance(v, str | int | float | bool))
-        for k, v in meta.items()
+        isinstance(k, str) and (v is None or isinstance(v, str | int)) for k, v in meta.items()
     )
 
 
