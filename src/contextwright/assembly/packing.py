@@ -18,6 +18,7 @@ from ..ports import Tokenizer
 from .candidates import SECTIONS, Candidate, Item
 from .caps import charged_source
 from .costs import fixed_cost, heading_cost, shown_count, unit_cost
+from .lines import Lines
 from .render import DATED_SECTIONS, PER_MESSAGE, TOOL_CALL_OVERHEAD, day_heading, quoted
 from .scoring import day_label, item_prefix
 
@@ -121,13 +122,21 @@ def fit_cost(
     agent: str,
     counter: Tokenizer,
     stored_counts: bool,
+    lines: Lines | None = None,
 ) -> tuple[int, str | None, str]:
     """What `c` costs where `pack` meets it, the day it is shown under (or None) and its line: in
     a dated section a record's line without its date, under its day's line (paid once per day:
-    `days` are those paid for already), else `unit_cost`."""
+    `days` are those paid for already), else `unit_cost`. `lines`: the records' lines kept
+    across calls (lines.py)."""
     if not (dated and c.dated_line):
         return unit_cost(c, fmt, agent, counter, stored_counts), None, c.text
     r = c.records[0]
+    if lines is not None:
+        m = lines.undated(r)
+        if m.cost is not None:
+            day = m.day
+            assert day is not None and m.short is not None
+            return m.cost + (0 if day in days else day_cost(day, counter)), day, m.short
     day, short = day_label(r), item_prefix(r, dated=False)
     line = f"{short} {r.content}"
     shown = quoted(line)
@@ -213,9 +222,11 @@ def pack(
     source_caps: Mapping[str, int] | None = None,
     section_caps: Mapping[str, int] | None = None,
     stored_counts: bool = False,
+    lines: Lines | None = None,
 ) -> Packed:
     """`stored_counts`: the records' stored counts are `counter`'s (stored_counts.py), so a line
-    of several is counted from them (`shown_count`) instead of word by word."""
+    of several is counted from them (`shown_count`) instead of word by word. `lines`: the
+    records' lines kept across calls (lines.py), made for `counter`."""
     source_caps = source_caps or {}
     section_caps = section_caps or {}
     remaining = available - fixed_cost(agent, fmt, counter)
@@ -270,7 +281,7 @@ def pack(
                 decisions.append(d)
                 unpriced.append(Unpriced(d, name, src_left, src_cap, room, cap, used_here))
                 continue
-            cost, day, line = fit_cost(c, dated, days, fmt, agent, counter, stored_counts)
+            cost, day, line = fit_cost(c, dated, days, fmt, agent, counter, stored_counts, lines)
             if cost <= room_src:
                 items.append(Item(c, line, cost, day=day))
                 if day is not None:

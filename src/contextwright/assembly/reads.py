@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -88,6 +88,38 @@ def may_enter(q: Query, r: Record) -> bool:
     whatever else is stored (visibility aside: a record the agent may not see counts as one it
     might)."""
     return q.admits(r)
+
+
+def headed(q: Key, found: Sequence[Record], written: Sequence[Record]) -> list[Record] | None:
+    """What the newest-first read `q` returns once `written` (records stored since it returned
+    `found`, each of which it admits) are stored, where that follows from `found`: one record
+    written, that the agent may not see (`found` as it was) or that is newer than all of `found`
+    (it heads them, the oldest one past the limit goes). That is the session's history read in
+    the agent loop, where the agent's reply is the newest turn. None where it does not follow:
+    the read goes to the store. The record is the one the write stored, so it must be the one
+    the store gives back: no meta that a store might not give back as it is (`_plain`)."""
+    if (
+        not isinstance(q, Query)
+        or not q.newest_first
+        or q.addressed_to is not None  # ordered by when it was addressed, not said
+        or q.limit < 1
+        or len(written) != 1
+    ):
+        return None
+    (r,) = written
+    if q.agent is not None and not r.visible_to(q.agent):
+        return list(found)
+    if (found and r.created_at <= found[0].created_at) or not _plain(r.meta):
+        return None
+    return [r, *found[: max(q.limit - 1, 0)]]
+
+
+def _plain(meta: Mapping[str, Any]) -> bool:
+    """Does every store give `meta` back as it is? Strings, whole numbers, booleans and null
+    (not floats: JSON in PostgreSQL may give a float back as a whole number)."""
+    return all(
+        isinstance(k, str) and (v is None or isinstance(v, str | int)) for k, v in meta.items()
+    )
 
 
 class ReadCache:
@@ -162,14 +194,19 @@ class ReadCache:
 
     def _carried(self, q: Key, version: int) -> tuple[float, Any] | None:
         """The entry of `q` at an older version that own writes link to `version`, if none of
-        the records written since may change it."""
+        the records written since may change it, or if the one that may is its new head
+        (`headed`)."""
         written: list[Record] = []
         for v, records in self._back(q.project, version):
             written.extend(records)
             group = self._groups.get((q.project, v))
             entry = group.get(q) if group is not None else None
             if entry is not None:
-                return None if any(may_change(q, r) for r in written) else entry
+                changing = [r for r in written if may_change(q, r)]
+                if not changing:
+                    return entry
+                found = headed(q, entry[1], changing)
+                return None if found is None else (entry[0], found)
         return None
 
     def _group(self, project: str, version: int) -> Group:

@@ -29,6 +29,7 @@ from ..ports import Tokenizer
 from ..records import Record
 from ..tokens.counter import OTHER_BREAKS
 from .candidates import SECTIONS, Item
+from .lines import Lines
 
 FORMATS = ("openai", "anthropic", "markdown")
 TITLES = {
@@ -307,14 +308,19 @@ class LineCounter(Protocol):
 
 
 def counted_system(
-    agent: str, sections: Mapping[str, Sequence[Item]], counter: Tokenizer, line_count: LineCounter
+    agent: str,
+    sections: Mapping[str, Sequence[Item]],
+    counter: Tokenizer,
+    line_count: LineCounter,
+    lines: Lines | None = None,
 ) -> tuple[str, int]:
     """`system_text` (without history) and its exact count, counted from its lines as they are
     built: a record's line from the record's stored count (`TokenCounter.line_count`), the
     rest through the counter. The text is cut only where `split_lines` cuts it (after a newline,
     before a visible ASCII character), where the counts of the pieces add up to the count of
     the whole; so the sum is `counter.count(system)`, without cutting the window into lines
-    again and looking each up."""
+    again and looking each up. `lines`: the records' lines kept across calls, with the counts
+    of those shown before (lines.py)."""
     parts = system_parts(agent, sections, False)
     total = 0
     piece = ""
@@ -326,22 +332,29 @@ def counted_system(
                 known = None
                 continue
             total += counter.count(piece) if known is None else known
-        piece, known = text, None if item is None else _line_tokens(item, text, line_count)
+        piece, known = text, None if item is None else _line_tokens(item, text, line_count, lines)
     if piece:
         total += counter.count(piece) if known is None else known
     return "".join(part for part, _ in parts), total
 
 
-def _line_tokens(item: Item, line: str, line_count: LineCounter) -> int | None:
+def _line_tokens(
+    item: Item, line: str, line_count: LineCounter, lines: Lines | None = None
+) -> int | None:
     """The count of `line`, `item`'s line (`item.text` and a newline), from its record's
-    stored count; None where the line is not a record's prefix and one-line content."""
+    stored count (kept in `lines` where that holds the record's line); None where the line is
+    not a record's prefix and one-line content."""
     recs = item.candidate.records
     if item.truncated or len(recs) != 1:
         return None
-    text = item.text
+    if lines is None:
+        return _record_line(item.text, recs[0], line, line_count)
+    return lines.shown_count(recs[0], item.text, _record_line, line, line_count)
+
+
+def _record_line(text: str, r: Record, line: str, line_count: LineCounter) -> int | None:
     if not text.isprintable():  # further lines, indented (`quoted`): counted as they are
         return None
-    r = recs[0]
     head = record_head(text, r)
     return None if head is None else line_count(line, head, r.content, r.tokens)
 
@@ -431,9 +444,11 @@ def render(
     fmt: str,
     counter: Tokenizer,
     stored_counts: bool = False,
+    lines: Lines | None = None,
 ) -> Rendered:
     """The window in `fmt`, counted exactly. `stored_counts`: the records' stored counts are
-    this counter's (stored_counts.py), so their lines are counted from them."""
+    this counter's (stored_counts.py), so their lines are counted from them, and those kept in
+    `lines` (made for `counter`) taken from there."""
     line_count = getattr(counter, "line_count", None) if stored_counts else None
     if stored_counts:
         remember_counts(sections, fmt, counter, lines=line_count is None or fmt == "markdown")
@@ -448,7 +463,7 @@ def render(
             payload=text,
         )
     if line_count is not None:
-        system, system_tokens = counted_system(agent, sections, counter, line_count)
+        system, system_tokens = counted_system(agent, sections, counter, line_count, lines)
     else:
         system, system_tokens = system_text(agent, sections, include_history=False), None
     if fmt == "openai":

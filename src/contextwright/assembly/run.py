@@ -25,6 +25,7 @@ from ..traces.trace import Trace
 from ..traces.writer import TraceWriter
 from .cache import SourceCache
 from .candidates import synthetic
+from .lines import Lines
 from .packing import Decision, drop_last, pack
 from .pipeline import merge, run_sources
 from .references import addressed_refs, validate_refs
@@ -75,6 +76,15 @@ class Assembler:
     # `agent`, and the store version read with it where the store can (None: read it apart).
     # (project, agent, the task's words): the agent and the store version in one read.
     agent_at_version: Callable[[str, str, Sequence[str]], tuple[Agent, int | None]] | None = None
+    # The records' lines and counts kept across calls (lines.py), for `counter`.
+    _lines: Lines | None = None
+
+    def lines(self) -> Lines:
+        """The kept lines, made anew when the counter was replaced (they are its counts)."""
+        kept = self._lines
+        if kept is None or kept.counter is not self.counter:
+            kept = self._lines = Lines(self.counter)
+        return kept
 
     def people(self, project: str, version: int) -> frozenset[str]:
         """The project's authors at `version`, for `scoring.topic`; re-read only after a write."""
@@ -144,6 +154,7 @@ class Assembler:
         assert bud is not None
         project, agent, task, fmt = request.project, request.agent, request.task, request.format
         now = self.clock()
+        lines = self.lines()
         # Read once: the source cache and topic use it. With the agent where the store can.
         version = self.store.version(project) if read_version is None else read_version
         ctx = SourceContext(
@@ -162,6 +173,7 @@ class Assembler:
             version=version,
             budget=bud.available,
             shared=self.cache.reads if self.cache.enabled else None,
+            lines=lines,
         )
         ctx.options["locality"] = self.locality
         if request.task_id is not None:
@@ -231,13 +243,14 @@ class Assembler:
             source_caps=caps,
             section_caps=bud.section_caps,
             stored_counts=stored_counts,
+            lines=lines,
         )
         t_pack = time.perf_counter()
-        rendered = render(packed.sections, agent, fmt, self.counter, stored_counts)
+        rendered = render(packed.sections, agent, fmt, self.counter, stored_counts, lines)
         while rendered.tokens > available and drop_last(
             packed, "exact count of the rendered window over budget"
         ):
-            rendered = render(packed.sections, agent, fmt, self.counter, stored_counts)
+            rendered = render(packed.sections, agent, fmt, self.counter, stored_counts, lines)
         if rendered.tokens > available:  # only the task is left, and it alone does not fit
             raise BudgetError(
                 f"the budget leaves {available} tokens, too few for even the state section "

@@ -18,8 +18,8 @@ from ..ports import Hit, Query, RanksHere, ReadsMany, Store, Tokenizer, WarmHere
 from ..records import Record
 from ..roles import RoleProfile
 from .candidates import Candidate, one
+from .lines import Lines, dated_line
 from .reads import ReadCache, Replies, kept_read
-from .scoring import item_prefix
 
 T = TypeVar("T")
 
@@ -81,6 +81,7 @@ class SourceContext:
     budget: int | None = None
     # Reads kept from earlier calls at `version` (reads.py); None: every read goes to the store.
     shared: ReadCache | None = field(default=None, repr=False)
+    lines: Lines | None = field(default=None, repr=False)  # kept across calls (lines.py)
 
     @property
     def query_text(self) -> str:
@@ -168,8 +169,7 @@ def record_candidate(
     if section == "history":
         text, tokens = r.content, r.tokens
     else:
-        prefix = item_prefix(r)
-        text, tokens = f"{prefix} {r.content}", ctx.counter.count(prefix) + r.tokens + 1
+        text, tokens = dated_line(r, ctx.counter, ctx.lines)
     # `components` is this call's own dict already (keyword arguments).
     return Candidate(
         key=r.id,

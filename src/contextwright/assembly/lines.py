@@ -1,0 +1,116 @@
+"""A record's lines as windows show it, and their counts, kept across calls.
+
+Outside history a record is one line: `item_prefix` and its content (`record_candidate`), or,
+under its day's line in a dated section, the prefix without the date (`packing.fit_cost`); the
+renderer counts each line with its newline (`render.counted_system`). All of it follows from the
+record alone, and the calls of an agent show the same records again and again: the agent loop's
+next call almost all of them, a cold call at 100k records more than half (the pinned records,
+decisions and open items of the same agents). So each is made once per record and counter and
+kept here; a call then reads it back instead of building the strings and asking the counter's
+cache for each again.
+
+Exact: an entry is used only for the very record object it was made from (records are
+immutable; a status change or a record read afresh is another object, and gets its own entry),
+and by the counter it was counted with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..ports import Tokenizer
+from ..records import Record
+from .scoring import day_label, item_prefix
+
+# render's count of a record's line: (the item's text, its record, render's arguments).
+ShownCount = Callable[..., int | None]
+
+# Records kept; past this many the memo starts again (a window shows ~110 records).
+LINES_KEPT = 8192
+
+
+def dated_line(r: Record, counter: Tokenizer, lines: Lines | None) -> tuple[str, int]:
+    """A record's line outside history, `item_prefix` and its content, and its count: the
+    prefix's, the content's stored count and the space (kept in `lines` where given)."""
+    if lines is not None:
+        return lines.dated(r)
+    prefix = item_prefix(r)
+    return f"{prefix} {r.content}", counter.count(prefix) + r.tokens + 1
+
+
+@dataclass(slots=True)
+class Line:
+    """One record's lines and counts (None: not needed yet, or not derived here)."""
+
+    record: Record
+    text: str | None = None  # `prefix content`, a dated line
+    tokens: int = 0  # as `dated_line` counts `text`
+    day: str | None = None
+    short: str | None = None  # `undated-prefix content`, shown under its day
+    cost: int | None = None  # as fit_cost counts `short` and its newline; None: several lines
+    text_count: int | None = None  # the exact count of `text` and a newline
+    short_count: int | None = None  # the exact count of `short` and a newline
+
+
+class Lines:
+    """The `Line` of each record a window showed lately, for one counter."""
+
+    def __init__(self, counter: Tokenizer, size: int = LINES_KEPT) -> None:
+        self.counter = counter
+        self.size = max(size, 1)
+        self._by_id: dict[str, Line] = {}
+
+    def line(self, r: Record) -> Line:
+        """`r`'s entry: kept, or new (and kept)."""
+        by_id = self._by_id
+        m = by_id.get(r.id)
+        if m is None or m.record is not r:
+            if len(by_id) >= self.size:
+                by_id.clear()
+            m = by_id[r.id] = Line(r)
+        return m
+
+    def dated(self, r: Record) -> tuple[str, int]:
+        """`dated_line(r, ...)`, kept."""
+        m = self.line(r)
+        text = m.text
+        if text is None:
+            prefix = item_prefix(r)
+            m.tokens = self.counter.count(prefix) + r.tokens + 1
+            text = m.text = f"{prefix} {r.content}"
+        return text, m.tokens
+
+    def undated(self, r: Record) -> Line:
+        """`r`'s entry with its day and its line under that day (`short`) made, and `cost` as
+        `fit_cost` counts a line of one line (None where the content has further lines)."""
+        m = self.line(r)
+        if m.short is None:
+            short = item_prefix(r, dated=False)
+            m.day = day_label(r)
+            if r.content.isprintable():  # one line: quoted() shows it as it is
+                m.cost = self.counter.count(short) + r.tokens + 2  # the line and its newline
+            m.short = f"{short} {r.content}"
+        return m
+
+    def shown_count(self, r: Record, text: str, count: ShownCount, *args: Any) -> int | None:
+        """The exact count of `text` and a newline where `text` is `r`'s dated or undated line:
+        kept, or `count(text, r, *args)` (render's own) and kept."""
+        m = self._by_id.get(r.id)
+        if m is None or m.record is not r:
+            return count(text, r, *args)
+        if text is m.short:
+            n = m.short_count
+            if n is None:
+                n = m.short_count = count(text, r, *args)
+            return n
+        if text is m.text:
+            n = m.text_count
+            if n is None:
+                n = m.text_count = count(text, r, *args)
+            return n
+        return count(text, r, *args)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
