@@ -23,6 +23,7 @@ from ..text import query_terms
 from ..traces.build import build_trace
 from ..traces.trace import Trace
 from ..traces.writer import TraceWriter
+from . import ahead
 from .cache import SourceCache
 from .candidates import synthetic
 from .packing import Decision, drop_last, pack
@@ -103,10 +104,11 @@ class Assembler:
         return request, agent, active
 
     def _resolve(
-        self, request: AssembleRequest
+        self, request: AssembleRequest, counts: bool = True
     ) -> tuple[AssembleRequest, Agent, list[Source], int | None, list[str]]:
         """`resolve`, the project's store version where it was read with the agent, and the
-        task's query terms."""
+        task's query terms. `counts`: the first read may carry the terms' full-text counts
+        (not where the search was started ahead, which reads its own)."""
         if request.task_id is not None and self.task_text is not None:
             request = replace(
                 request, task=self.task_text(request.project, request.task_id, request.task)
@@ -115,7 +117,8 @@ class Assembler:
         terms = query_terms(request.task)
         if self.agent_at_version is not None:
             # The task's words: the store may count them for full text in the same round trip.
-            agent, version = self.agent_at_version(request.project, request.agent, terms)
+            words = terms if counts else []
+            agent, version = self.agent_at_version(request.project, request.agent, words)
         else:
             agent = self.agent(request.project, request.agent)
         if request.budget is None:
@@ -139,13 +142,19 @@ class Assembler:
     def assemble(self, request: AssembleRequest) -> Assembly:
         """Compute the request's window from scratch, packed into its budget, with its trace."""
         t0 = time.perf_counter()
-        request, agent_obj, active, read_version, terms = self._resolve(request)
+        # Before the first read, so that the search overlaps it and the call's setup (ahead.py).
+        early = ahead.start(
+            self.store, self.pool, self.sources, self._people, request, self.deadline_s
+        )
+        request, agent_obj, active, read_version, terms = self._resolve(request, early is None)
         bud = request.budget
         assert bud is not None
         project, agent, task, fmt = request.project, request.agent, request.task, request.format
         now = self.clock()
         # Read once: the source cache and topic use it. With the agent where the store can.
         version = self.store.version(project) if read_version is None else read_version
+        if early is not None:
+            early.version = version
         ctx = SourceContext(
             store=self.store,
             counter=self.counter,
@@ -162,6 +171,7 @@ class Assembler:
             version=version,
             budget=bud.available,
             shared=self.cache.reads if self.cache.enabled else None,
+            ahead=early,
         )
         ctx.options["locality"] = self.locality
         if request.task_id is not None:

@@ -1,0 +1,87 @@
+"""The full-text search of an assemble call, started before the call's first read where the store
+reads the project's version with it (`ports.SearchesAhead`: PostgreSQL). The search is the
+longest read of a call on such a store and waits on the server, not on the GIL: started on the
+pool once the version was read, it began a round trip and the call's setup into the call; started
+first, it overlaps them.
+
+What it searches for is guessed before the call knows it: the topic (the task without the
+project's people, `scoring.topic`) is taken with the people known at the last call, and the limit
+from the request. The full-text source takes the hits only where its own search would be the
+same (`Early.__call__`): the same project, agent, text and limit, and a version no older than the
+call's (a version's records commit with its bump, so a search that saw it holds them all).
+Otherwise, or where it failed, the source searches as it does without this, so the window is the
+one it would be. The words' counts the search needs are read by it, on the pool (the call's
+first read then carries none: `Assembler._resolve`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor, Future
+from typing import cast
+
+from ..ports import Hit, RemoteReads, SearchesAhead, Store, capable
+from .request import AssembleRequest
+from .scoring import topic
+from .sources import FullTextSource, Source
+
+NAME = "fulltext"
+DEFAULT_LIMIT = 40  # FullTextSource's own, where the request sets none
+
+
+class Early:
+    """The search started ahead, as the full-text source's search: `(text, limit) -> hits`
+    (`SourceContext.ahead`). `version`: the call's, set once the call has read it."""
+
+    __slots__ = ("deadline", "future", "key", "store", "version")
+
+    def __init__(
+        self, store: Store, future: Future[tuple[int, list[Hit]]], key: tuple[str, str, str, int]
+    ) -> None:
+        self.store, self.future, self.key = store, future, key
+        self.version: int | None = None
+        self.deadline = 0.0  # perf_counter time past which the search is not waited for
+
+    def __call__(self, text: str, limit: int) -> list[Hit]:
+        project, agent = self.key[0], self.key[1]
+        if self.version is not None and (project, agent, text, limit) == self.key:
+            try:
+                version, hits = self.future.result(
+                    timeout=max(self.deadline - time.perf_counter(), 0.0)
+                )
+            except Exception:  # searched again below: a failure there is the source's warning
+                pass
+            else:
+                if version >= self.version:
+                    return hits
+        return self.store.search_text(project, agent, text, limit)
+
+
+def start(
+    store: Store,
+    pool: Executor | None,
+    sources: Sequence[Source],
+    people: Mapping[str, tuple[int, frozenset[str]]],
+    request: AssembleRequest,
+    deadline_s: float,
+) -> Early | None:
+    """The call's search, started on `pool`, or None where nothing is started: no pool, a store
+    that cannot (`SearchesAhead`, remote), a call whose text or sources are not yet known (a
+    task by id, pipelines of its own, the people never read) or that has no full-text source."""
+    if pool is None or request.task_id is not None or request.pipelines is not None:
+        return None
+    if not capable(store, SearchesAhead) or not (
+        capable(store, RemoteReads) and getattr(store, "remote", False)
+    ):
+        return None
+    known = people.get(request.project)
+    named = request.sources
+    if known is None or not request.task.strip() or (named is not None and NAME not in named):
+        return None
+    if not any(s.name == NAME and isinstance(s, FullTextSource) for s in sources):
+        return None
+    text = topic(request.task, known[1]) or request.task
+    key = (request.project, request.agent, text, int(request.limits.get(NAME, DEFAULT_LIMIT)))
+    early = Early(store, pool.submit(cast(SearchesAhead, store).search_ahead, *key), key)
+    early.deadline = time.perf_counter() + deadline_s
+    return early
