@@ -6,6 +6,7 @@ made without it."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -13,9 +14,11 @@ from typing import Any
 import pytest
 
 from contextwright import Engine
-from contextwright.assembly import ahead
+from contextwright.assembly import ahead, pipeline
 from contextwright.assembly.request import AssembleRequest
+from contextwright.assembly.sources import SourceContext
 from contextwright.ports import Hit
+from contextwright.roles import profile_for
 from contextwright.stores.postgres import PostgresStore
 
 P = "sa"
@@ -155,3 +158,26 @@ def test_the_search_is_sent_before_the_calls_first_read_and_the_window_is_the_sa
     assert not sent.is_set()
     assert early.text == late.text and "parquet" in early.text
     assert _items(early.trace.items) == _items(late.trace.items)
+
+
+def test_the_source_waits_on_the_calling_thread_and_the_deadline_cuts_it_off(
+    engine: Engine, pool: ThreadPoolExecutor
+) -> None:
+    store = engine.store
+    fulltext = next(s for s in engine.assembler.sources if s.name == "fulltext")
+    ctx = SourceContext(store=store, counter=engine.counter, project=P, agent="ann",
+                        role=profile_for("developer"), task=TASK, session=None, now=T0)  # fmt: skip
+    assert not pipeline.is_inline(fulltext, ctx)  # its search runs on the pool
+    release = threading.Event()
+
+    def stuck() -> tuple[int, list[Hit]]:
+        release.wait(timeout=30)
+        return 0, []
+
+    early = ahead.Early(store, pool.submit(stuck), (P, "ann", TASK, 40))
+    early.version, early.deadline = 0, time.perf_counter() + 0.05
+    ctx.ahead = early
+    assert pipeline.is_inline(fulltext, ctx)  # no pool thread held waiting for another
+    found, runs = pipeline.run_sources([fulltext], ctx, pool, 5.0)
+    release.set()
+    assert found == [] and runs[0].error is not None and "deadline" in runs[0].error

@@ -11,13 +11,17 @@ same (`Early.__call__`): the same project, agent, text and limit, and a version 
 call's (a version's records commit with its bump, so a search that saw it holds them all).
 Otherwise, or where it failed, the source searches as it does without this, so the window is the
 one it would be. The words' counts the search needs are read by it, on the pool (the call's
-first read then carries none: `Assembler._resolve`)."""
+first read then carries none: `Assembler._resolve`). The source runs on the calling thread
+(`pipeline.is_inline`), which waits for the search until the call's deadline (past it, the
+source fails as one the deadline cut off): a pool thread waiting for another would hold two of
+the pool's threads for one search."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import cast
 
 from ..ports import Hit, RemoteReads, SearchesAhead, Store, capable
@@ -49,6 +53,8 @@ class Early:
                 version, hits = self.future.result(
                     timeout=max(self.deadline - time.perf_counter(), 0.0)
                 )
+            except FutureTimeout:
+                raise  # the source fails as one past the deadline (it runs on the calling thread)
             except Exception:  # searched again below: a failure there is the source's warning
                 pass
             else:

@@ -17,7 +17,7 @@ from ..traces.trace import SourceRun
 from .cache import SourceCache
 from .candidates import SECTION_RANK, Candidate, one
 from .packing import Decision
-from .sources import Source, SourceContext
+from .sources import FullTextSource, Source, SourceContext
 
 
 def _cores() -> int:
@@ -178,12 +178,16 @@ def is_inline(src: Source, ctx: SourceContext | None = None) -> bool:
     """Runs on the calling thread: a short bounded read (`inline = True`), a bounded read of a
     store in this process (`inline = "local"`: on the pool for a store whose reads wait on another
     process, `remote = True`, as PostgreSQL's do, because those overlap), or a source that says it
-    has nothing to add to this call (`applies(ctx)` false, e.g. `computed` without a task)."""
+    has nothing to add to this call (`applies(ctx)` false, e.g. `computed` without a task). The
+    full-text source whose search was started before the call's first read (ahead.py) waits for
+    it here, holding no pool thread while the search holds one."""
     inline = getattr(src, "inline", False)
     if inline == "local":
         if ctx is None or not (
             capable(ctx.store, RemoteReads) and cast(RemoteReads, ctx.store).remote
         ):
+            return True
+        if ctx.ahead is not None and isinstance(src, FullTextSource):
             return True
     elif inline:
         return True
