@@ -127,7 +127,9 @@ def run_sources(
         ]
     _prefetch(sources, inline, ctx, cache)
     slots: list[tuple[SourceRun, list[Candidate]] | None] = [None] * len(sources)
-    order = sorted(range(len(sources)), key=lambda i: sources[i].name in ctx.prepared)
+    # Last: the sources that wait for work started before (prepared, or full text's search
+    # ahead), so that the work has the most time.
+    order = sorted(range(len(sources)), key=lambda i: _waits(sources[i], ctx))
     for i in order:
         if inline[i]:
             src = sources[i]
@@ -150,6 +152,10 @@ def run_sources(
             runs.append(slot[0])
             found.extend(slot[1])
     return found, runs
+
+
+def _waits(src: Source, ctx: SourceContext) -> bool:
+    return src.name in ctx.prepared or (ctx.ahead is not None and isinstance(src, FullTextSource))
 
 
 def _prefetch(
