@@ -78,7 +78,9 @@ def test_its_hits_are_search_texts_at_the_version_read(engine: Engine) -> None:
 def _early(engine: Engine, pool: ThreadPoolExecutor, **kw: Any) -> ahead.Early:
     request = AssembleRequest(project=P, agent="ann", task=TASK, budget=4000, **kw)
     people = {P: (0, frozenset({"ann", "bob"}))}
-    early = ahead.start(engine.store, pool, engine.assembler.sources, people, request, 5.0)
+    early = ahead.start(
+        engine.store, pool, engine.assembler.sources, people, request, 5.0, ahead.Answered()
+    )
     assert early is not None
     early.future.result()  # sent and answered before what the test does next
     return early
@@ -118,7 +120,7 @@ def test_nothing_is_started_where_the_call_is_not_known_yet(
 
     def started(**kw: Any) -> bool:
         request = AssembleRequest(**{"project": P, "agent": "ann", "task": TASK, **kw})
-        return ahead.start(store, pool, sources, people, request, 5.0) is not None
+        return ahead.start(store, pool, sources, people, request, 5.0, ahead.Answered()) is not None
 
     assert started()
     assert not started(task_id="t1")  # the task's text is read from the store
@@ -126,7 +128,7 @@ def test_nothing_is_started_where_the_call_is_not_known_yet(
     assert not started(project="other")  # its people never read
     assert not started(task="  ")
     request = AssembleRequest(project=P, agent="ann", task=TASK)
-    assert ahead.start(store, None, sources, people, request, 5.0) is None
+    assert ahead.start(store, None, sources, people, request, 5.0, ahead.Answered()) is None
 
 
 def test_the_search_is_sent_before_the_calls_first_read_and_the_window_is_the_same(
@@ -181,3 +183,34 @@ def test_the_source_waits_on_the_calling_thread_and_the_deadline_cuts_it_off(
     found, runs = pipeline.run_sources([fulltext], ctx, pool, 5.0)
     release.set()
     assert found == [] and runs[0].error is not None and "deadline" in runs[0].error
+
+
+def test_nothing_is_started_for_a_call_the_source_cache_likely_answers(pg_url: str) -> None:
+    engine = Engine(PostgresStore(pg_url), cache_ttl_s=60)
+    _fill(engine)
+    store = engine.store
+    assert isinstance(store, PostgresStore)
+    sent: list[str] = []
+    search_ahead = store.search_ahead
+
+    def searching(*args: Any) -> tuple[int, list[Hit]]:
+        sent.append(args[2])
+        return search_ahead(*args)
+
+    store.search_ahead = searching  # type: ignore[method-assign]
+    texts = []
+    for _ in range(5):  # the third and later are answered by the cache (cache.py)
+        result = engine.assemble(P, "ann", TASK, 4000, session="s1")
+        texts.append(result.text)
+        runs = {r["name"]: r for r in result.trace.sources}
+    assert runs["fulltext"]["cache"] == "hit"
+    # The first call knew no people, the second and third searched; the fourth saw the third hit.
+    assert len(sent) == 2
+    assert len(set(texts)) == 1
+    engine.add(project=P, author="bob", content="parquet export fixed", created_at=T0 + 50)
+    # The next call, taken for one the cache answers (the last version seen), searches itself;
+    # the one after it knows the new version, and is searched ahead again.
+    for n in (2, 3):
+        assert "parquet export fixed" in engine.assemble(P, "ann", TASK, 4000, session="s1").text
+        assert len(sent) == n
+    engine.close()

@@ -25,12 +25,40 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import cast
 
 from ..ports import Hit, RemoteReads, SearchesAhead, Store, capable
+from ..traces.trace import SourceRun
 from .request import AssembleRequest
 from .scoring import topic
 from .sources import FullTextSource, Source
 
 NAME = "fulltext"
 DEFAULT_LIMIT = 40  # FullTextSource's own, where the request sets none
+# At most this many calls are remembered by `Answered`; past it, it starts again empty.
+ANSWERED_MAX = 4096
+
+
+class Answered:
+    """The calls whose full text the source cache answered, each with the version it answered
+    at. A call like one of them at the project's last version is likely answered so again (the
+    third and later of identical calls at one version are, cache.py): nothing is started for it,
+    whose search the server would run for nothing."""
+
+    def __init__(self) -> None:
+        self._at: dict[tuple[object, ...], int] = {}
+
+    @staticmethod
+    def _key(request: AssembleRequest) -> tuple[object, ...]:
+        return (request.project, request.agent, request.session, request.milestone,
+                request.task, tuple(sorted(request.limits.items())))  # fmt: skip
+
+    def note(self, request: AssembleRequest, version: int, runs: Sequence[SourceRun]) -> None:
+        """After a call's sources ran: was its full text answered from the cache?"""
+        if any(r.name == NAME and r.cache == "hit" for r in runs):
+            if len(self._at) >= ANSWERED_MAX:
+                self._at.clear()
+            self._at[self._key(request)] = version
+
+    def likely(self, request: AssembleRequest, version: int) -> bool:
+        return self._at.get(self._key(request)) == version
 
 
 class Early:
@@ -70,10 +98,12 @@ def start(
     people: Mapping[str, tuple[int, frozenset[str]]],
     request: AssembleRequest,
     deadline_s: float,
+    answered: Answered,
 ) -> Early | None:
     """The call's search, started on `pool`, or None where nothing is started: no pool, a store
     that cannot (`SearchesAhead`, remote), a call whose text or sources are not yet known (a
-    task by id, pipelines of its own, the people never read) or that has no full-text source."""
+    task by id, pipelines of its own, the people never read), that has no full-text source, or
+    that the source cache likely answers (`Answered`)."""
     if pool is None or request.task_id is not None or request.pipelines is not None:
         return None
     if not capable(store, SearchesAhead) or not (
@@ -85,6 +115,8 @@ def start(
     if known is None or not request.task.strip() or (named is not None and NAME not in named):
         return None
     if not any(s.name == NAME and isinstance(s, FullTextSource) for s in sources):
+        return None
+    if answered.likely(request, known[0]):
         return None
     text = topic(request.task, known[1]) or request.task
     key = (request.project, request.agent, text, int(request.limits.get(NAME, DEFAULT_LIMIT)))

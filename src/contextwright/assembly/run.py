@@ -73,6 +73,7 @@ class Assembler:
     # A call's own pipelines -> (them resolved, their sources): retrieval.install sets it.
     call_pipelines: Callable[[Any], tuple[Any, list[Source]]] | None = None
     _people: dict[str, tuple[int, frozenset[str]]] = field(default_factory=dict)
+    _answered: ahead.Answered = field(default_factory=ahead.Answered)  # ahead.py
     # `agent`, and the store version read with it where the store can (None: read it apart).
     # (project, agent, the task's words): the agent and the store version in one read.
     agent_at_version: Callable[[str, str, Sequence[str]], tuple[Agent, int | None]] | None = None
@@ -144,8 +145,9 @@ class Assembler:
         t0 = time.perf_counter()
         # Before the first read, so that the search overlaps it and the call's setup (ahead.py).
         early = ahead.start(
-            self.store, self.pool, self.sources, self._people, request, self.deadline_s
-        )
+            self.store, self.pool, self.sources, self._people, request, self.deadline_s,
+            self._answered,
+        )  # fmt: skip
         request, agent_obj, active, read_version, terms = self._resolve(request, early is None)
         bud = request.budget
         assert bud is not None
@@ -201,6 +203,7 @@ class Assembler:
         ruled, rule_warnings = actions.includes(rule, ctx, ruleset.root)
         warnings.extend(rule_warnings)
         found, runs = run_sources(active, ctx, self.pool, self.deadline_s, cache=self.cache)
+        self._answered.note(request, version, runs)
         found.extend(ruled)
         t_sources = time.perf_counter()
         for run in runs:
