@@ -24,7 +24,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ..errors import StoreError, ValidationError
 from ..ports import Hit
@@ -307,6 +307,14 @@ class PostgresText:
         if not terms or limit <= 0:
             return self.version(project), []
         sql, params, planner = self._search_sql(project, agent, limit, self._counts(terms))
+        version, rows = self._read_versioned(project, sql, params, planner)
+        return (int(version[0][0]) if version else 0), self._searched(sql, params, rows)
+
+    def _read_versioned(
+        self, project: str, sql: str, params: Any, planner: str | None
+    ) -> tuple[list[Any], list[Any]]:
+        """The project's version, then a read planned for its values (`replan`), in one round
+        trip; `planner` is the read's alone (set after the version's read)."""
 
         def read(conn: Any) -> tuple[list[Any], list[Any]]:
             with conn.pipeline():
@@ -316,8 +324,7 @@ class PostgresText:
                 found = conn.execute(sql, params, prepare=False)
             return list(version.fetchall()), list(found.fetchall())
 
-        version, rows = self._reading(read)
-        return (int(version[0][0]) if version else 0), self._searched(sql, params, rows)
+        return cast(tuple[list[Any], list[Any]], self._reading(read))
 
     def _search_sql(
         self, project: str, agent: str | None, limit: int, known: _Known
