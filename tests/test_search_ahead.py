@@ -176,7 +176,8 @@ def test_the_source_waits_on_the_calling_thread_and_the_deadline_cuts_it_off(
         release.wait(timeout=30)
         return 0, []
 
-    early = ahead.Early(store, pool.submit(stuck), (P, "ann", TASK, 40))
+    early = ahead.Early(store, pool, (P, "ann", TASK, 40))
+    early.future = pool.submit(stuck)
     early.version, early.deadline = 0, time.perf_counter() + 0.05
     ctx.ahead = early
     assert pipeline.is_inline(fulltext, ctx)  # no pool thread held waiting for another

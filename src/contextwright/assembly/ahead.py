@@ -65,30 +65,35 @@ class Early:
     """The search started ahead, as the full-text source's search: `(text, limit) -> hits`
     (`SourceContext.ahead`). `version`: the call's, set once the call has read it."""
 
-    __slots__ = ("deadline", "future", "key", "store", "version")
+    __slots__ = ("deadline", "future", "key", "pool", "store", "version")
 
-    def __init__(
-        self, store: Store, future: Future[tuple[int, list[Hit]]], key: tuple[str, str, str, int]
-    ) -> None:
-        self.store, self.future, self.key = store, future, key
+    def __init__(self, store: Store, pool: Executor, key: tuple[str, str, str, int]) -> None:
+        self.store, self.pool, self.key = store, pool, key
+        self.future: Future[tuple[int, list[Hit]]] = pool.submit(
+            cast(SearchesAhead, store).search_ahead, *key
+        )
         self.version: int | None = None
         self.deadline = 0.0  # perf_counter time past which the search is not waited for
 
     def __call__(self, text: str, limit: int) -> list[Hit]:
+        """The hits; past the deadline, FutureTimeout (the source fails as one cut off by it)."""
         project, agent = self.key[0], self.key[1]
         if self.version is not None and (project, agent, text, limit) == self.key:
             try:
-                version, hits = self.future.result(
-                    timeout=max(self.deadline - time.perf_counter(), 0.0)
-                )
+                version, hits = self.future.result(timeout=self._left())
             except FutureTimeout:
-                raise  # the source fails as one past the deadline (it runs on the calling thread)
+                raise
             except Exception:  # searched again below: a failure there is the source's warning
                 pass
             else:
                 if version >= self.version:
                     return hits
-        return self.store.search_text(project, agent, text, limit)
+        # On the pool as without the search ahead, so that the deadline still cuts it off.
+        again = self.pool.submit(self.store.search_text, project, agent, text, limit)
+        return again.result(timeout=self._left())
+
+    def _left(self) -> float:
+        return max(self.deadline - time.perf_counter(), 0.0)
 
 
 def start(
@@ -120,6 +125,6 @@ def start(
         return None
     text = topic(request.task, known[1]) or request.task
     key = (request.project, request.agent, text, int(request.limits.get(NAME, DEFAULT_LIMIT)))
-    early = Early(store, pool.submit(cast(SearchesAhead, store).search_ahead, *key), key)
+    early = Early(store, pool, key)
     early.deadline = time.perf_counter() + deadline_s
     return early
