@@ -9,8 +9,8 @@ project's people, `scoring.topic`) is taken with the people known at the last ca
 from the request. The full-text source takes the hits only where its own search would be the
 same (`Early.__call__`): the same project, agent, text and limit, and a version no older than the
 call's (a version's records commit with its bump, so a search that saw it holds them all).
-Otherwise, or where it failed, the source searches as it does without this, so the window is the
-one it would be. The words' counts the search needs are read by it, on the pool (the call's
+Otherwise, or where it failed, the source searches as it does without this (on the pool, under
+the call's deadline), so the window is the one it would be. The words' counts the search needs are read by it, on the pool (the call's
 first read then carries none: `Assembler._resolve`). The source runs on the calling thread
 (`pipeline.is_inline`), which waits for the search until the call's deadline (past it, the
 source fails as one the deadline cut off): a pool thread waiting for another would hold two of
