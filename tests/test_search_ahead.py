@@ -215,3 +215,21 @@ def test_nothing_is_started_for_a_call_the_source_cache_likely_answers(pg_url: s
         assert "parquet export fixed" in engine.assemble(P, "ann", TASK, 4000, session="s1").text
         assert len(sent) == n
     engine.close()
+
+
+def test_the_first_read_carries_no_word_counts_when_the_search_counts_its_own(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = engine.store
+    assert isinstance(store, PostgresStore)
+    doc_with_version = store.doc_with_version
+    words: list[tuple[str, ...]] = []
+
+    def first_read(collection: str, project: str, doc_id: str, w: Any = ()) -> Any:
+        words.append(tuple(w))
+        return doc_with_version(collection, project, doc_id, w)
+
+    monkeypatch.setattr(store, "doc_with_version", first_read)
+    engine.assemble(P, "ann", TASK, 4000, session="s1")  # the people unknown: nothing ahead
+    engine.assemble(P, "ann", TASK, 4000, session="s1")
+    assert words[0] and words[1:] == [()]
