@@ -2,7 +2,8 @@
 assemble latency (p50/p99), the batched and the one-at-a-time ingest rate, and the bare store
 reads that the default sources make.
 
-    .venv/bin/python bench/postgres.py [--records 10000] [--calls 200] [--dir DIR] [--json]
+    .venv/bin/python bench/postgres.py [--records 10000] [--calls 200] [--dir DIR] [--settle-heap]
+        [--json]
 
 The records, requests and budget are bench/assemble.py's synthetic team month. PostgreSQL is a
 local `pgserver` (16, with pgvector) on a Unix socket, with its default durable settings (fsync
@@ -46,6 +47,7 @@ from assemble import (
 )
 
 from contextwright import Engine
+from contextwright.cli.service import settle_heap
 from contextwright.stores.postgres import PostgresStore
 from contextwright.stores.sqlite import SQLiteStore
 
@@ -155,6 +157,7 @@ def run(
     workdir: str,
     synchronous_commit: str = "on",
     shared_buffers_mb: int | None = None,
+    settle: bool = False,
 ) -> dict[str, Any]:
     shared_buffers_mb = shared_buffers_mb or default_shared_buffers_mb()
     server, url = start_postgres(workdir, synchronous_commit, shared_buffers_mb)
@@ -185,6 +188,9 @@ def run(
         for agent, task, day in reqs[:10]:  # warm caches (page cache, token cache, plans)
             for engine in engines.values():
                 engine.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
+        if settle:  # as `contextwright serve` does before it answers
+            settle_heap()
+        load_before = os.getloadavg()
         times: dict[str, list[float]] = {name: [] for name in engines}
         reads: dict[str, list[float]] = {name: [] for name in engines}
         reference: list[float] = []  # the machine's speed beside the calls (assemble.py)
@@ -214,6 +220,8 @@ def run(
             "calls": calls,
             "synchronous_commit": synchronous_commit,
             "shared_buffers_mb": shared_buffers_mb,
+            "settle_heap": settle,
+            "load_average": [round(x, 2) for x in (*load_before, *os.getloadavg())],
             "cpu_reference_ms_p50": round(sorted(reference)[len(reference) // 2], 3),
             "postgres_over_sqlite_p50": round(ratio, 2),
             **out,
@@ -229,6 +237,8 @@ def _print(report: dict[str, Any]) -> None:
         f"{report['records']} records, {report['calls']} assemble calls per store, "
         f"PostgreSQL synchronous_commit={report['synchronous_commit']}, "
         f"shared_buffers={report['shared_buffers_mb']} MB"
+        f"{', heap settled (gc.freeze)' if report['settle_heap'] else ''}; load average "
+        f"{report['load_average'][:3]} before the calls, {report['load_average'][3:]} after"
     )
     print(
         f"{'store':>9} {'p50 ms':>8} {'p99 ms':>8} {'reads p50':>10} {'batched/s':>10} "
@@ -267,6 +277,11 @@ def main() -> None:
         "--dir",
         help="keep both databases in DIR and reuse them in a later run with the same --records",
     )
+    parser.add_argument(
+        "--settle-heap",
+        action="store_true",
+        help="gc.collect() then gc.freeze() after the warm-up, as `contextwright serve` does",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     if args.dir:
@@ -274,7 +289,12 @@ def main() -> None:
     workdir = args.dir or tempfile.mkdtemp(prefix="cw-bench-pg-")
     try:
         report = run(
-            args.records, args.calls, workdir, args.synchronous_commit, args.shared_buffers_mb
+            args.records,
+            args.calls,
+            workdir,
+            args.synchronous_commit,
+            args.shared_buffers_mb,
+            args.settle_heap,
         )
     finally:
         if not args.dir:

@@ -4,6 +4,7 @@ turns request by request on the same databases, so that a noisy machine slows al
 their windows are compared.
 
     .venv/bin/python bench/postgres_ab.py --old ../main --dir DIR [--records 1000000] [--calls 100]
+        [--settle-heap]
 
 DIR is a `bench/postgres.py --dir DIR` whose stores hold `--records` records (that run builds
 them; nothing here writes to them but the engines' own reads). The other checkout's package is
@@ -27,6 +28,7 @@ from assemble import BUDGET, PROJECT, _requests, call_ms, cpu_reference_ms, mach
 from postgres import start_postgres, warm_buffers, warm_files
 
 from contextwright import Engine
+from contextwright.cli.service import settle_heap
 from contextwright.stores.postgres import PostgresStore
 from contextwright.stores.sqlite import SQLiteStore
 
@@ -46,7 +48,7 @@ def load_package(checkout: str, name: str = "cw_old") -> Any:
     return module
 
 
-def run(old_checkout: str, workdir: str, n: int, calls: int) -> None:
+def run(old_checkout: str, workdir: str, n: int, calls: int, settle: bool = False) -> None:
     old = load_package(old_checkout)
     importlib.import_module("cw_old.stores.postgres")
     server, url = start_postgres(workdir)
@@ -68,6 +70,8 @@ def run(old_checkout: str, workdir: str, n: int, calls: int) -> None:
         for agent, task, day in reqs[:10]:
             for name, engine in engines.items():
                 engine.assemble(PROJECT, agent, task, budgets[name], session=f"{agent}-{day}")
+        if settle:  # as `contextwright serve` does before it answers
+            settle_heap()
         load_before = os.getloadavg()
         times: dict[str, list[float]] = {name: [] for name in engines}
         texts: dict[str, list[str]] = {name: [] for name in engines}
@@ -111,8 +115,13 @@ def main() -> None:
     parser.add_argument("--dir", required=True, help="a bench/postgres.py --dir with its stores")
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument(
+        "--settle-heap",
+        action="store_true",
+        help="gc.collect() then gc.freeze() after the warm-up, as `contextwright serve` does",
+    )
     args = parser.parse_args()
-    run(args.old, args.dir, args.records, args.calls)
+    run(args.old, args.dir, args.records, args.calls, args.settle_heap)
 
 
 if __name__ == "__main__":

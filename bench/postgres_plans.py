@@ -8,7 +8,8 @@ DIR is a `bench/postgres.py --dir DIR` whose store holds `--records` records (th
 it); its records and requests are bench/assemble.py's, and the calls are its first requests after
 ten that warm the caches. `--plans` prints each statement's whole plan, not only its time.
 A round trip is a pooled read (`PostgresStore._reading`): one statement, or several sent in one
-pipeline (`query_many`, `follow_ups`, `doc_with_version` with the word counts).
+pipeline (`query_many`, `follow_ups`, `doc_with_version` with the word counts, the project's
+version with the search started ahead).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from postgres import start_postgres, warm_buffers
 from contextwright import Engine
 from contextwright.stores.postgres import PostgresStore
 from contextwright.stores.postgres_schema import set_planner
-from contextwright.stores.postgres_text import COUNTS_PLANNER
+from contextwright.stores.postgres_text import COUNTS_PLANNER, VERSION_SQL
 from contextwright.stores.postgres_url import take_pool_option
 
 # One round trip: (start ms in the call, ms waited, thread, [(sql, params)], planner setting).
@@ -59,7 +60,17 @@ class Recorder:
                 lambda: with_counts(sql, params, counts_sql, counts_params),
             )
 
+        versioned = store._read_versioned
+
+        def searched(project: str, sql: str, params: Any, planner: str | None) -> Any:
+            return self._timed(
+                [(VERSION_SQL, {"p": project}), (sql, params)],
+                planner,
+                lambda: versioned(project, sql, params, planner),
+            )
+
         store._read = one  # type: ignore[method-assign]
+        store._read_versioned = searched  # type: ignore[method-assign]
         store._read_many = many  # type: ignore[method-assign]
         store._read_with_counts = counted  # type: ignore[method-assign]
 

@@ -342,6 +342,17 @@ class ReadsDocWithVersion(Protocol):
 
 
 @runtime_checkable
+class SearchesAhead(Protocol):
+    """Full-text search that reads the project's store version with it: (version, hits), the
+    hits as `search_text` gives them and holding every record of that version (PostgreSQL). An
+    assemble call starts it before its first read, so that the two overlap (assembly/ahead.py)."""
+
+    def search_ahead(
+        self, project: str, agent: str | None, text: str, limit: int
+    ) -> tuple[int, list[Hit]]: ...
+
+
+@runtime_checkable
 class RemoteReads(Protocol):
     """`remote` is true where reads wait on another process (PostgreSQL): those overlap on the
     pool, so sources run there rather than on the calling thread."""

@@ -17,7 +17,7 @@ from ..traces.trace import SourceRun
 from .cache import SourceCache
 from .candidates import SECTION_RANK, Candidate, one
 from .packing import Decision
-from .sources import Source, SourceContext
+from .sources import FullTextSource, Source, SourceContext
 
 
 def _cores() -> int:
@@ -127,7 +127,9 @@ def run_sources(
         ]
     _prefetch(sources, inline, ctx, cache)
     slots: list[tuple[SourceRun, list[Candidate]] | None] = [None] * len(sources)
-    order = sorted(range(len(sources)), key=lambda i: sources[i].name in ctx.prepared)
+    # Last: the sources that wait for work started before (prepared, or full text's search
+    # ahead), so that the work has the most time.
+    order = sorted(range(len(sources)), key=lambda i: _waits(sources[i], ctx))
     for i in order:
         if inline[i]:
             src = sources[i]
@@ -150,6 +152,10 @@ def run_sources(
             runs.append(slot[0])
             found.extend(slot[1])
     return found, runs
+
+
+def _waits(src: Source, ctx: SourceContext) -> bool:
+    return src.name in ctx.prepared or (ctx.ahead is not None and isinstance(src, FullTextSource))
 
 
 def _prefetch(
@@ -178,12 +184,16 @@ def is_inline(src: Source, ctx: SourceContext | None = None) -> bool:
     """Runs on the calling thread: a short bounded read (`inline = True`), a bounded read of a
     store in this process (`inline = "local"`: on the pool for a store whose reads wait on another
     process, `remote = True`, as PostgreSQL's do, because those overlap), or a source that says it
-    has nothing to add to this call (`applies(ctx)` false, e.g. `computed` without a task)."""
+    has nothing to add to this call (`applies(ctx)` false, e.g. `computed` without a task). The
+    full-text source whose search was started before the call's first read (ahead.py) waits for
+    it here, holding no pool thread while the search holds one."""
     inline = getattr(src, "inline", False)
     if inline == "local":
         if ctx is None or not (
             capable(ctx.store, RemoteReads) and cast(RemoteReads, ctx.store).remote
         ):
+            return True
+        if ctx.ahead is not None and isinstance(src, FullTextSource):
             return True
     elif inline:
         return True

@@ -23,6 +23,7 @@ from ..text import query_terms
 from ..traces.build import build_trace
 from ..traces.trace import Trace
 from ..traces.writer import TraceWriter
+from . import ahead
 from .cache import SourceCache
 from .candidates import synthetic
 from .lines import Lines
@@ -73,6 +74,7 @@ class Assembler:
     # A call's own pipelines -> (them resolved, their sources): retrieval.install sets it.
     call_pipelines: Callable[[Any], tuple[Any, list[Source]]] | None = None
     _people: dict[str, tuple[int, frozenset[str]]] = field(default_factory=dict)
+    _answered: ahead.Answered = field(default_factory=ahead.Answered)  # ahead.py
     # `agent`, and the store version read with it where the store can (None: read it apart).
     # (project, agent, the task's words): the agent and the store version in one read.
     agent_at_version: Callable[[str, str, Sequence[str]], tuple[Agent, int | None]] | None = None
@@ -113,10 +115,11 @@ class Assembler:
         return request, agent, active
 
     def _resolve(
-        self, request: AssembleRequest
+        self, request: AssembleRequest, counts: bool = True
     ) -> tuple[AssembleRequest, Agent, list[Source], int | None, list[str]]:
         """`resolve`, the project's store version where it was read with the agent, and the
-        task's query terms."""
+        task's query terms. `counts`: the first read may carry the terms' full-text counts
+        (not where the search was started ahead, which reads its own)."""
         if request.task_id is not None and self.task_text is not None:
             request = replace(
                 request, task=self.task_text(request.project, request.task_id, request.task)
@@ -125,7 +128,8 @@ class Assembler:
         terms = query_terms(request.task)
         if self.agent_at_version is not None:
             # The task's words: the store may count them for full text in the same round trip.
-            agent, version = self.agent_at_version(request.project, request.agent, terms)
+            words = terms if counts else []
+            agent, version = self.agent_at_version(request.project, request.agent, words)
         else:
             agent = self.agent(request.project, request.agent)
         if request.budget is None:
@@ -149,7 +153,12 @@ class Assembler:
     def assemble(self, request: AssembleRequest) -> Assembly:
         """Compute the request's window from scratch, packed into its budget, with its trace."""
         t0 = time.perf_counter()
-        request, agent_obj, active, read_version, terms = self._resolve(request)
+        # Before the first read, so that the search overlaps it and the call's setup (ahead.py).
+        early = ahead.start(
+            self.store, self.pool, self.sources, self._people, request, self.deadline_s,
+            self._answered,
+        )  # fmt: skip
+        request, agent_obj, active, read_version, terms = self._resolve(request, early is None)
         bud = request.budget
         assert bud is not None
         project, agent, task, fmt = request.project, request.agent, request.task, request.format
@@ -157,6 +166,8 @@ class Assembler:
         lines = self.lines()
         # Read once: the source cache and topic use it. With the agent where the store can.
         version = self.store.version(project) if read_version is None else read_version
+        if early is not None:
+            early.version = version
         ctx = SourceContext(
             store=self.store,
             counter=self.counter,
@@ -174,6 +185,7 @@ class Assembler:
             budget=bud.available,
             shared=self.cache.reads if self.cache.enabled else None,
             lines=lines,
+            ahead=early,
         )
         ctx.options["locality"] = self.locality
         if request.task_id is not None:
@@ -203,6 +215,7 @@ class Assembler:
         ruled, rule_warnings = actions.includes(rule, ctx, ruleset.root)
         warnings.extend(rule_warnings)
         found, runs = run_sources(active, ctx, self.pool, self.deadline_s, cache=self.cache)
+        self._answered.note(request, version, runs)
         found.extend(ruled)
         t_sources = time.perf_counter()
         for run in runs:

@@ -82,6 +82,7 @@ class SourceContext:
     # Reads kept from earlier calls at `version` (reads.py); None: every read goes to the store.
     shared: ReadCache | None = field(default=None, repr=False)
     lines: Lines | None = field(default=None, repr=False)  # kept across calls (lines.py)
+    ahead: Callable[[str, int], list[Hit]] | None = None  # full text's search (ahead.py)
 
     @property
     def query_text(self) -> str:
@@ -421,9 +422,8 @@ class FullTextSource:
             ranked = ctx.prepared_result(self.name, lambda: self._ranking(ctx)())()
             hits: list[Hit] = store.ranked_hits(ranked)
         else:
-            hits = store.search_text(
-                ctx.project, ctx.agent, ctx.query_text, ctx.limit(self.name, 40)
-            )
+            search = ctx.ahead or (lambda t, n: store.search_text(ctx.project, ctx.agent, t, n))
+            hits = search(ctx.query_text, ctx.limit(self.name, 40))
         if not hits:
             return []
         top = hits[0].score or 1.0

@@ -24,13 +24,13 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ..errors import StoreError, ValidationError
 from ..ports import Hit
 from ..text import query_terms
 from .fulltext import COMMON_DF, LARGE_WINDOW
-from .postgres_schema import GROW_WORDS, WORDS_SPAN, set_local
+from .postgres_schema import GROW_WORDS, WORDS_SPAN, set_local, set_planner
 from .rows import row_to_record
 
 K1, B = 1.2, 0.75
@@ -97,8 +97,12 @@ _COUNTS = (
     "THEN (SELECT count(*) FROM record_words "
     "WHERE tsv @@ plainto_tsquery('english', f.word)) END FROM f ORDER BY f.i"
 )
+# The project's store version, as PostgresStore.version reads it.
+VERSION_SQL = "SELECT version FROM project_versions WHERE project = %(p)s"
 # A word's count: (records with it, max rid when counted).
 _Count = tuple[int, int]
+# Each word's count, the number of records, their average length: what `_counts` gives.
+_Known = tuple[dict[str, _Count], int, float]
 # Serializes the making of `record_words` partitions among a database's writers.
 WORDS_LOCK = 0x776F7264  # "word"
 # A writer that could not make a partition (another transaction held a lock on the table past
@@ -114,6 +118,8 @@ class PostgresText:
     """Mixed into PostgresStore, which supplies `_read` and the SELECT pieces."""
 
     _read: Callable[..., list[Any]]
+    _reading: Callable[..., Any]
+    version: Callable[[str], int]
     _cols: str
     _visible: str
     _write: Callable[..., Any]
@@ -283,8 +289,49 @@ class PostgresText:
         terms = query_terms(text)
         if not terms or limit <= 0:
             return []
-        counts, total, avg = self._counts(terms)
-        words = list(terms)
+        sql, params, planner = self._search_sql(project, agent, limit, self._counts(terms))
+        rows = self._read(sql, params, planner=planner, replan=True)
+        return self._searched(sql, params, rows)
+
+    def search_ahead(
+        self, project: str, agent: str | None, text: str, limit: int
+    ) -> tuple[int, list[Hit]]:
+        """`search_text` with the project's store version read before the search in its round
+        trip: (version, hits), for a search started before the call has read the version
+        (assembly/ahead.py). Each statement of the pipeline reads a snapshot of its own, the
+        search's no older than the version's, and a version's records commit with its bump, so
+        the hits hold every record of that version, as a search sent after the version's read.
+        What the search needs first (the words' counts, the store's size) it reads before, as
+        `search_text` does."""
+        terms = query_terms(text)
+        if not terms or limit <= 0:
+            return self.version(project), []
+        sql, params, planner = self._search_sql(project, agent, limit, self._counts(terms))
+        version, rows = self._read_versioned(project, sql, params, planner)
+        return (int(version[0][0]) if version else 0), self._searched(sql, params, rows)
+
+    def _read_versioned(
+        self, project: str, sql: str, params: Any, planner: str | None
+    ) -> tuple[list[Any], list[Any]]:
+        """The project's version, then a read planned for its values (`replan`), in one round
+        trip; `planner` is the read's alone (set after the version's read)."""
+
+        def read(conn: Any) -> tuple[list[Any], list[Any]]:
+            with conn.pipeline():
+                version = conn.execute(VERSION_SQL, {"p": project})
+                if planner is not None:
+                    set_planner(conn, planner)
+                found = conn.execute(sql, params, prepare=False)
+            return list(version.fetchall()), list(found.fetchall())
+
+        return cast(tuple[list[Any], list[Any]], self._reading(read))
+
+    def _search_sql(
+        self, project: str, agent: str | None, limit: int, known: _Known
+    ) -> tuple[str, dict[str, Any], str | None]:
+        """The search's statement, parameters and planner setting, from what `_counts` gives."""
+        counts, total, avg = known
+        words = list(counts)
         df = {t: counts[t][0] for t in words}
         large = total > COMMON_DF
         if large:
@@ -338,8 +385,12 @@ class PostgresText:
         # rows, 39 ms at 100k records) rather than intersect the two indexes (760 rows, 4 ms):
         # it does not know what a tsvector test costs.
         planner = "enable_indexscan = off" if floor else None
-        rows = self._read(sql, params, planner=planner, replan=True)
-        if floor and (not rows or rows[0][-1] < params["window"]):
+        return sql, params, planner
+
+    def _searched(self, sql: str, params: dict[str, Any], rows: list[Any]) -> list[Hit]:
+        """The hits of a search's rows; fewer than a window above its floor, the search again
+        without the floor."""
+        if params["floor"] and (not rows or rows[0][-1] < params["window"]):
             rows = self._read(sql, {**params, "floor": 0}, replan=True)
         return [Hit(row_to_record(row[:-2]), float(row[-2])) for row in rows]
 
