@@ -6,6 +6,8 @@ window is the same as with every read made afresh."""
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +108,41 @@ def test_own_writes_keep_what_they_cannot_change(tmp_path: Path) -> None:
     # A record addressed to bob may enter bob's mentions.
     engine.add(project=P, author="ann", content="@bob the mondays plan needs you")
     assert "needs you" in str(_window(engine, "bob", "the mondays plan")[0])
+    engine.close()
+    fresh.close()
+
+
+def test_a_group_commit_keeps_only_the_reads_that_no_batch_of_the_group_may_enter(
+    tmp_path: Path,
+) -> None:
+    """Two threads' adds stored as one write (stores/groups.py): each caller learns the whole
+    group's version step, so the reads kept across it are checked against every record of the
+    group, not only the caller's own. Each batch enters one of bob's reads (a decision enters
+    the decisions in force, a record addressed to bob his mentions): checked against one batch
+    alone, the other's read would be kept and its record missing from the window."""
+    path = str(tmp_path / "g.db")
+    store = SQLiteStore(path)
+    engine = Engine(store, clock=lambda: NOW)
+    fresh = Engine(SQLiteStore(path), clock=lambda: NOW, cache_ttl_s=0)
+    _fill(engine)
+    _window(engine, "bob", "why is the login slow")
+    before = engine.store.version(P)
+    adds = [
+        {"project": P, "author": "cy", "kind": "decision", "content": "we ship on tuesdays now"},
+        {"project": P, "author": "ann", "content": "@bob the tuesdays plan needs you"},
+    ]
+    with store._write_lock:  # both batches queue behind the lock: one writer stores both
+        threads = [threading.Thread(target=engine.add, kwargs=a) for a in adds]
+        for t in threads:
+            t.start()
+        while len(store._groups.pending) < 2:
+            time.sleep(0.001)
+    for t in threads:
+        t.join()
+    assert engine.store.version(P) == before + 1  # the two adds were one write
+    after = _window(engine, "bob", "why is the login slow")
+    assert "tuesdays now" in str(after[0]) and "needs you" in str(after[0])
+    assert after == _window(fresh, "bob", "why is the login slow")
     engine.close()
     fresh.close()
 

@@ -247,15 +247,18 @@ def capable(obj: object, capability: Any) -> bool:
 @dataclass(frozen=True, slots=True)
 class Written:
     """What one write of records did to one project: its store version just before the write
-    and right after it, and the authors of the records the write stored. A cache of the
+    and right after it, the records it stored there and their authors. A cache of the
     project's authors (or of anything else only records' authors change) that was read at
     `before` holds at `after` once `authors` are added; at any other version it must be read
-    again."""
+    again. `records` are every record of the write, whoever asked for it: in a group commit
+    (stores/groups.py) one write stores the batches of several callers, and a read kept at
+    `before` holds at `after` only if none of them may enter it."""
 
     project: str
     before: int
     after: int
     authors: frozenset[str]
+    records: tuple[Record, ...] = ()
 
 
 @runtime_checkable

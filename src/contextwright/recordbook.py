@@ -45,7 +45,7 @@ class RecordBook:
         # Told the version steps of each write where the store reports them (ReportsWrites), with
         # the records it stored: the assembler's caches keyed by the version follow its own
         # writes (the engine sets it to run.Assembler.written).
-        self.on_written: Callable[[Sequence[Written], Sequence[Record]], None] = lambda s, r: None
+        self.on_written: Callable[[Sequence[Written]], None] = lambda steps: None
 
     def add(self, **fields: Any) -> Record:
         now = self.clock()  # the write's time, for the record (unless given) and the note
@@ -62,7 +62,7 @@ class RecordBook:
             return store.add_many(records)
         stored, steps = cast(ReportsWrites, store).add_many_written(records)
         if steps:
-            self.on_written(steps, stored)
+            self.on_written(steps)
         return stored
 
     def add_many(self, items: Iterable[Mapping[str, Any]]) -> list[Record]:

@@ -14,7 +14,6 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 from ..budget import Budget
 from ..errors import BudgetError
 from ..ports import Store, Tokenizer, Written
-from ..records import Record
 from ..roles import Agent
 from ..rules import actions
 from ..rules.loading import coerce_rules
@@ -95,19 +94,20 @@ class Assembler:
             hit = self._people[project] = (version, frozenset(self.store.agents(project)))
         return hit[1]
 
-    def written(self, steps: Sequence[Written], records: Sequence[Record]) -> None:
-        """A write of `records` made through this engine (RecordBook): the project's authors and
-        token-count note read at a step's `before` version hold at its `after` (with the
-        written records' authors added), and so do the sources' reads that none of the records
-        may enter (reads.py), so the next call reads none of them again. At any other version
-        (another writer came between) they are read again as after any write."""
+    def written(self, steps: Sequence[Written]) -> None:
+        """A write made through this engine (RecordBook): the project's authors and token-count
+        note read at a step's `before` version hold at its `after` (with the written records'
+        authors added), and so do the sources' reads that none of the step's records may enter
+        (reads.py), so the next call reads none of them again. The step's records are the
+        whole write's, other callers' batches of a group commit included: this caller's own
+        would let a read be kept that another's record enters. At any other version (another
+        writer came between) they are read again as after any write."""
         for w in steps:
             hit = self._people.get(w.project)
             if hit is not None and hit[0] == w.before:
                 self._people[w.project] = (w.after, hit[1] | w.authors)
             self.counts.carry(w.project, w.before, w.after)
-            mine = [r for r in records if r.project == w.project]
-            self.cache.reads.carry(w.project, w.before, w.after, mine)
+            self.cache.reads.carry(w.project, w.before, w.after, w.records)
 
     def resolve(self, request: AssembleRequest) -> tuple[AssembleRequest, Agent, list[Source]]:
         """What needs the store: a task's objective, the agent's default budget, the sources."""

@@ -75,7 +75,10 @@ def steps(
     before: Mapping[str, int], after: Mapping[str, int], fresh: Sequence[Record]
 ) -> tuple[Written, ...]:
     """The version steps of a batch that stored `fresh`, per project (ports.Written)."""
-    authors: dict[str, set[str]] = {p: set() for p in before}
+    stored: dict[str, list[Record]] = {p: [] for p in before}
     for r in fresh:
-        authors[r.project].add(r.author)
-    return tuple(Written(p, before[p], after[p], frozenset(authors[p])) for p in sorted(before))
+        stored[r.project].append(r)
+    return tuple(
+        Written(p, before[p], after[p], frozenset(r.author for r in stored[p]), tuple(stored[p]))
+        for p in sorted(before)
+    )
