@@ -477,7 +477,7 @@ def run_one(
         _baseline_queries(bare, agent, task, f"{agent}-{day}")
     bare.flush()  # its store's word counts are read before the measured calls, as the others'
     if settle:  # as `contextwright serve` does before it answers (docs/assembly.md)
-        from contextwright.cli.service import settle_heap
+        from contextwright.heap import settle_heap
 
         settle_heap()
     full: list[float] = []

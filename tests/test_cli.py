@@ -330,23 +330,6 @@ def test_serve_prints_the_inspector_url_and_serves(tmp_path: Path) -> None:
         proc.wait(timeout=20)
 
 
-def test_settle_heap_freezes_what_start_up_made() -> None:
-    import gc
-
-    from contextwright.cli.service import settle_heap
-    from contextwright.heap import THRESHOLDS
-
-    before = gc.get_freeze_count()
-    thresholds = gc.get_threshold()
-    try:
-        settle_heap()
-        assert gc.get_freeze_count() > before  # left out of every later collection
-        assert gc.get_threshold() == THRESHOLDS  # the young generation sized for assemble calls
-    finally:
-        gc.unfreeze()  # this test process goes on as before
-        gc.set_threshold(*thresholds)
-
-
 @pytest.mark.parametrize("command", ["serve", "mcp"])
 def test_servers_settle_the_heap_just_before_they_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
@@ -359,7 +342,7 @@ def test_servers_settle_the_heap_just_before_they_answer(
     from contextwright.cli import service
 
     calls: list[str] = []
-    monkeypatch.setattr(service, "settle_heap", lambda: calls.append("settle"))
+    monkeypatch.setattr(service.heap, "settle_heap", lambda: calls.append("settle"))
     monkeypatch.setattr(uvicorn.Server, "run", lambda self: calls.append("run"))
     # One process, as on a one-core machine (many workers each settle their own heap: workers.py).
     monkeypatch.setattr("contextwright.server.workers.default_workers", lambda: 1)

@@ -124,3 +124,20 @@ def test_engine_assembles_through_the_gate_and_checks_its_size(tmp_path: Path) -
     assert len(results) == 4 and all("redis" in r for r in results)
     assert engine.gate.limit == 1
     engine.close()
+
+
+def test_a_failing_wait_report_gives_its_slot_back() -> None:
+    gate = CallGate(1)
+
+    def broken(seconds: float) -> None:
+        raise RuntimeError("metrics down")
+
+    gate.on_wait = broken
+    with pytest.raises(RuntimeError):
+        gate.run(lambda: None)
+    gate.on_wait = None
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: gate.run(done.set))
+    worker.start()
+    worker.join(timeout=5)
+    assert done.is_set()  # the one slot was given back: the next call ran

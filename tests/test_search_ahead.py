@@ -19,6 +19,7 @@ from contextwright.assembly.request import AssembleRequest
 from contextwright.assembly.sources import SourceContext
 from contextwright.ports import Hit
 from contextwright.roles import profile_for
+from contextwright.stores.memory import MemoryStore
 from contextwright.stores.postgres import PostgresStore
 
 P = "sa"
@@ -95,9 +96,9 @@ def test_a_newer_version_than_the_searchs_is_searched_again(
     assert early.key == (P, "ann", "fix the parquet export for", 40)  # ann is one of the people
     new = engine.add(project=P, author="bob", content="parquet export fixed", created_at=T0 + 50)
     early.version = before  # the call read the version the search read: its hits are taken
-    assert new.id not in {h.record.id for h in early(*early.key[2:])}
+    assert new.id not in {h.record.id for h in early(*early.key)}
     early.version = store.version(P)  # a write came between: searched again, the write in it
-    again = early(*early.key[2:])
+    again = early(*early.key)
     assert new.id in {h.record.id for h in again}
     assert _hits(again) == _hits(store.search_text(P, "ann", *early.key[2:]))
 
@@ -109,7 +110,9 @@ def test_another_text_or_limit_is_searched_for_itself(
     early = _early(engine, pool)
     early.version = store.version(P)
     for text, limit in (("csv export", 40), (early.key[2], 3)):
-        assert _hits(early(text, limit)) == _hits(store.search_text(P, "ann", text, limit))
+        assert _hits(early(P, "ann", text, limit)) == _hits(
+            store.search_text(P, "ann", text, limit)
+        )
 
 
 def test_nothing_is_started_where_the_call_is_not_known_yet(
@@ -233,3 +236,46 @@ def test_the_first_read_carries_no_word_counts_when_the_search_counts_its_own(
     engine.assemble(P, "ann", TASK, 4000, session="s1")  # the people unknown: nothing ahead
     engine.assemble(P, "ann", TASK, 4000, session="s1")
     assert words[0] and words[1:] == [()]
+
+
+class _SlowRemote(MemoryStore):
+    """A store whose searches wait on a server (20 ms each) and which searches ahead."""
+
+    remote = True
+
+    def search_text(self, project: str, agent: str | None, text: str, limit: int) -> list[Hit]:
+        time.sleep(0.02)
+        return super().search_text(project, agent, text, limit)
+
+    def search_ahead(
+        self, project: str, agent: str, text: str, limit: int
+    ) -> tuple[int, list[Hit]]:
+        return self.version(project), self.search_text(project, agent, text, limit)
+
+
+def test_a_pipelines_full_text_never_waits_on_the_pool_for_the_calls_search() -> None:
+    """A pipeline's full-text step (another limit) runs on the pool: had it taken the call's
+    search started ahead, it would have searched again on the pool and waited there, and
+    concurrent calls would hold every pool thread waiting for searches queued behind them,
+    until the deadline cut the sources off."""
+    pipelines = [{"name": "narrow", "steps": [{"step": "fulltext", "topK": 5}]}]
+    engine = Engine(_SlowRemote(), workers=2, cache_ttl_s=0, assemble_slots=0, pipelines=pipelines)
+    engine.register_agent("p", "ann", "developer")
+    engine.add_many(
+        [{"project": "p", "author": "ann", "content": f"parquet export {i}", "created_at": T0 + i}
+         for i in range(20)]
+    )  # fmt: skip
+    engine.assemble(project="p", agent="ann", task="parquet export", budget=2000)  # people known
+    failed: list[list[str]] = []
+
+    def call() -> None:
+        window = engine.assemble(project="p", agent="ann", task="parquet export", budget=2000)
+        failed.append([s["name"] for s in window.trace.sources if s.get("error")])
+
+    threads = [threading.Thread(target=call) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    engine.close()
+    assert failed == [[]] * 6

@@ -70,10 +70,12 @@ def test_a_write_reports_its_version_step_and_authors(tmp_path: Path) -> None:
     store = SQLiteStore(str(tmp_path / "w.db"))
     stored, steps = store.add_many_written([rec("a", "ann"), rec("b", "cy")])
     assert [r.id for r in stored] == ["a", "b"]
-    assert steps == (Written(P, 0, 1, frozenset({"ann", "cy"})),)
+    assert steps == (Written(P, 0, 1, frozenset({"ann", "cy"}), ()),)  # records: not compared
+    assert steps[0].records == tuple(stored)  # the records the write stored, as it answered
     # A superseding record changes another's status in the same step.
     _, steps = store.add_many_written([rec("c", "dee", kind="decision", supersedes="a")])
-    assert steps == (Written(P, 1, 2, frozenset({"dee"})),)
+    assert steps == (Written(P, 1, 2, frozenset({"dee"}), ()),)
+    assert [r.id for r in steps[0].records] == ["c"]
     # The same write again stores nothing, changes no version, and reports no step.
     assert store.add_many_written([rec("a", "ann")])[1] == ()
     assert store.version(P) == 2
@@ -172,6 +174,8 @@ def test_group_commit_steps_chain_and_hold_every_author(
     assert steps[0].before == start and steps[-1].after == store.version(P)
     for a, b in itertools.pairwise(steps):
         assert a.after == b.before
+    # Each step holds every record its write stored, whoever's batch: the authors say so.
+    assert all({r.author for r in w.records} == w.authors for w in steps)
     stored_authors = {a for n, a in enumerate(authors) if not (refused and n == 1)}
     assert set().union(*(w.authors for w in steps)) == stored_authors
     for n, author in enumerate(authors):

@@ -63,16 +63,18 @@ class CallGate:
         nested: int = getattr(self._inside, "depth", 0)
         if not self.limit or nested:
             return call(*args)
-        self._enter()
+        waited = self._enter()
         self._inside.depth = 1
         try:
+            if self.on_wait is not None:  # in the `try`: whatever it raises gives the slot back
+                self.on_wait(waited)
             return call(*args)
         finally:
             self._inside.depth = 0
             self._leave()
 
-    def _enter(self) -> None:
-        on_wait = self.on_wait
+    def _enter(self) -> float:
+        """Takes a slot, waiting for one in turn: the seconds waited."""
         with self._lock:
             if self._free > 0 and not self._queue:
                 self._free -= 1
@@ -82,13 +84,10 @@ class CallGate:
                 turn.acquire()
                 self._queue.append(turn)
         if turn is None:
-            if on_wait is not None:
-                on_wait(0.0)
-            return
+            return 0.0
         start = time.perf_counter()
         turn.acquire()  # released by _leave when this call's turn comes: the slot is handed over
-        if on_wait is not None:
-            on_wait(time.perf_counter() - start)
+        return time.perf_counter() - start
 
     def _leave(self) -> None:
         with self._lock:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .records import Record
@@ -258,7 +258,8 @@ class Written:
     before: int
     after: int
     authors: frozenset[str]
-    records: tuple[Record, ...] = ()
+    # Required: a step that stored "nothing" would carry every read across the write.
+    records: tuple[Record, ...] = field(compare=False)
 
 
 @runtime_checkable

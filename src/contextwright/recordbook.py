@@ -42,9 +42,9 @@ class RecordBook:
         self.clock = clock
         self.counts = counts
         self.on_write = on_write  # the vector worker's wake-up
-        # Told the version steps of each write where the store reports them (ReportsWrites), with
-        # the records it stored: the assembler's caches keyed by the version follow its own
-        # writes (the engine sets it to run.Assembler.written).
+        # Told the version steps of each write where the store reports them (ReportsWrites), each
+        # with the records the write stored: the assembler's caches keyed by the version follow
+        # its own writes (the engine sets it to run.Assembler.written).
         self.on_written: Callable[[Sequence[Written]], None] = lambda steps: None
 
     def add(self, **fields: Any) -> Record:

@@ -30,8 +30,7 @@ from .request import AssembleRequest
 from .scoring import topic
 from .sources import FullTextSource, Source
 
-NAME = "fulltext"
-DEFAULT_LIMIT = 40  # FullTextSource's own, where the request sets none
+NAME = FullTextSource.name
 # At most this many calls are remembered by `Answered`; past it, it starts again empty.
 ANSWERED_MAX = 4096
 
@@ -62,8 +61,9 @@ class Answered:
 
 
 class Early:
-    """The search started ahead, as the full-text source's search: `(text, limit) -> hits`
-    (`SourceContext.ahead`). `version`: the call's, set once the call has read it."""
+    """The search started ahead, as the full-text source's search: `(project, agent, text,
+    limit) -> hits`, `store.search_text`'s signature (`SourceContext.ahead`). `version`: the
+    call's, set once the call has read it; `deadline`: the sources', set as they start."""
 
     __slots__ = ("deadline", "future", "key", "pool", "store", "version")
 
@@ -75,9 +75,8 @@ class Early:
         self.version: int | None = None
         self.deadline = 0.0  # perf_counter time past which the search is not waited for
 
-    def __call__(self, text: str, limit: int) -> list[Hit]:
+    def __call__(self, project: str, agent: str, text: str, limit: int) -> list[Hit]:
         """The hits; past the deadline, FutureTimeout (the source fails as one cut off by it)."""
-        project, agent = self.key[0], self.key[1]
         if self.version is not None and (project, agent, text, limit) == self.key:
             try:
                 version, hits = self.future.result(timeout=self._left())
@@ -124,7 +123,7 @@ def start(
     if answered.likely(request, known[0]):
         return None
     text = topic(request.task, known[1]) or request.task
-    key = (request.project, request.agent, text, int(request.limits.get(NAME, DEFAULT_LIMIT)))
-    early = Early(store, pool, key)
-    early.deadline = time.perf_counter() + deadline_s
+    limit = int(request.limits.get(NAME, FullTextSource.LIMIT))
+    early = Early(store, pool, (request.project, request.agent, text, limit))
+    early.deadline = time.perf_counter() + deadline_s  # until the sources start (run.py)
     return early

@@ -34,8 +34,10 @@ LINES_KEPT = 8192
 def dated_line(r: Record, counter: Tokenizer, lines: Lines | None) -> tuple[str, int]:
     """A record's line outside history, `item_prefix` and its content, and its count: the
     prefix's, the content's stored count and the space (kept in `lines` where given)."""
-    if lines is not None:
-        return lines.dated(r)
+    return lines.dated(r) if lines is not None else _dated(r, counter)
+
+
+def _dated(r: Record, counter: Tokenizer) -> tuple[str, int]:
     prefix = item_prefix(r)
     return f"{prefix} {r.content}", counter.count(prefix) + r.tokens + 1
 
@@ -75,12 +77,9 @@ class Lines:
     def dated(self, r: Record) -> tuple[str, int]:
         """`dated_line(r, ...)`, kept."""
         m = self.line(r)
-        text = m.text
-        if text is None:
-            prefix = item_prefix(r)
-            m.tokens = self.counter.count(prefix) + r.tokens + 1
-            text = m.text = f"{prefix} {r.content}"
-        return text, m.tokens
+        if m.text is None:
+            m.text, m.tokens = _dated(r, self.counter)
+        return m.text, m.tokens
 
     def undated(self, r: Record) -> Line:
         """`r`'s entry with its day and its line under that day (`short`) made, and `cost` as

@@ -33,6 +33,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, TypeVar, cast
 
 from ..ports import Hit, Query, Store, hits_for
@@ -202,7 +203,8 @@ class ReadCache:
             group = self._groups.get((q.project, v))
             entry = group.get(q) if group is not None else None
             if entry is not None:
-                changing = [r for r in written if may_change(q, r)]
+                # `headed` takes one record at most: two are as good as all of them.
+                changing = list(islice((r for r in written if may_change(q, r)), 2))
                 if not changing:
                     return entry
                 found = headed(q, entry[1], changing)

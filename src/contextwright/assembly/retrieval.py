@@ -97,7 +97,10 @@ class PipelineSource:
         limit = ctx.limits.get(self.name, step.limit)
         limits = ctx.limits if limit is None else {**ctx.limits, src.name: limit}
         fut = ctx.prepared.get(self.name) if first else None
-        return replace(ctx, limits=limits, prepared={} if fut is None else {src.name: fut})
+        # The call's search started ahead is its own full-text source's: a pipeline's runs on the
+        # pool, where waiting for another pool thread's search could hold every thread.
+        prepared = {} if fut is None else {src.name: fut}
+        return replace(ctx, limits=limits, prepared=prepared, ahead=None)
 
     def applies(self, ctx: SourceContext) -> bool:
         for step, src in self._inner():

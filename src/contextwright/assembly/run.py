@@ -214,6 +214,8 @@ class Assembler:
         )  # fmt: skip
         ruled, rule_warnings = actions.includes(rule, ctx, ruleset.root)
         warnings.extend(rule_warnings)
+        if early is not None:  # the sources' own deadline (run_sources), not one from before
+            early.deadline = time.perf_counter() + self.deadline_s
         found, runs = run_sources(active, ctx, self.pool, self.deadline_s, cache=self.cache)
         self._answered.note(request, version, runs)
         found.extend(ruled)

@@ -82,7 +82,7 @@ class SourceContext:
     # Reads kept from earlier calls at `version` (reads.py); None: every read goes to the store.
     shared: ReadCache | None = field(default=None, repr=False)
     lines: Lines | None = field(default=None, repr=False)  # kept across calls (lines.py)
-    ahead: Callable[[str, int], list[Hit]] | None = None  # full text's search (ahead.py)
+    ahead: Callable[[str, str, str, int], list[Hit]] | None = None  # full text's (ahead.py)
 
     @property
     def query_text(self) -> str:
@@ -380,13 +380,12 @@ class FullTextSource:
     """BM25 full-text relevance to the task text; weak matches become suggestions. Leaves the
     `bm25` signal (score / best score) that scoring.fuse_relevance turns into `relevance`."""
 
-    name = "fulltext"
+    name, LIMIT = "fulltext", 40  # LIMIT: its hits where the request sets no limit (ahead.py too)
     cacheable = True  # the most expensive read: its results go through the TTL cache
     # A bounded read (sqlite_text.py) run from the calling thread: two threads reading SQLite
-    # rows in one process slow each other down, because the sqlite3 module hands the GIL over on
-    # every row (docs/assembly.md). Where the store ranks in this process (`ranks_here`), the
-    # ranking, which answers in one row, starts on the pool as `prepare` work; the hits are read
-    # here. On PostgreSQL the reads overlap, and the whole source runs on the pool.
+    # rows in one process slow each other down, the sqlite3 module handing the GIL over on every
+    # row (docs/assembly.md). Where the store ranks here (`ranks_here`), the ranking (one row)
+    # starts on the pool as `prepare` work; elsewhere the source runs on the pool (pipeline.py).
     inline = "local"
     prepare_weight = 1.0  # about a millisecond of SQL: a query embedding takes the pool first
 
@@ -405,7 +404,8 @@ class FullTextSource:
         the GIL from it at each of its statements."""
         store = ctx.store
         assert ranks_here(store)  # prepare and run ask it first
-        plan = store.ranking_plan(ctx.project, ctx.agent, ctx.query_text, ctx.limit(self.name, 40))
+        limit = ctx.limit(self.name, self.LIMIT)
+        plan = store.ranking_plan(ctx.project, ctx.agent, ctx.query_text, limit)
 
         def work() -> Callable[[], Any]:
             found = store.ranking_rows(plan)
@@ -422,8 +422,8 @@ class FullTextSource:
             ranked = ctx.prepared_result(self.name, lambda: self._ranking(ctx)())()
             hits: list[Hit] = store.ranked_hits(ranked)
         else:
-            search = ctx.ahead or (lambda t, n: store.search_text(ctx.project, ctx.agent, t, n))
-            hits = search(ctx.query_text, ctx.limit(self.name, 40))
+            search = ctx.ahead or store.search_text
+            hits = search(ctx.project, ctx.agent, ctx.query_text, ctx.limit(self.name, self.LIMIT))
         if not hits:
             return []
         top = hits[0].score or 1.0

@@ -15,13 +15,6 @@ from ..errors import MissingExtra
 from . import State, cli, pass_state
 
 
-def settle_heap() -> None:
-    """Start-up's objects out of every later full collection of the cyclic GC, and its young
-    generation sized for assemble calls (`heap.settle_heap`). Called once, just before a server
-    starts answering."""
-    heap.settle_heap()
-
-
 @cli.command()
 @click.option("--db", metavar="URL", default=None, help="Store URL (same as the group's --db).")
 @click.option("--host", default=None, help="Interface to bind (default 127.0.0.1).")
@@ -146,7 +139,7 @@ def serve(
     click.echo(f"contextwright serving {shown_db}", err=True)
     click.echo(f"inspector: http://{shown}:{settings.port}/inspector/", err=True)
     click.echo(f"API docs:  http://{shown}:{settings.port}/docs", err=True)
-    settle_heap()
+    heap.settle_heap()  # once, just before the server answers
     server.run()
 
 
@@ -170,7 +163,7 @@ def mcp(state: State, transport: str, host: str, db: str | None, port: int) -> N
         state.settings = state.settings.with_(db=db)
     state.serving = True
     server = build_server(state.engine)
-    settle_heap()
+    heap.settle_heap()  # once, just before the server answers
     if transport == "stdio":
         server.run("stdio")
     else:
