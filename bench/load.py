@@ -91,7 +91,7 @@ def serve(path: str, port: int) -> None:
     import uvicorn
 
     from contextwright import Engine
-    from contextwright.cli.service import settle_heap
+    from contextwright.heap import settle_heap
     from contextwright.server import create_app
     from contextwright.settings import Settings
 

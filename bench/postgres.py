@@ -47,7 +47,7 @@ from assemble import (
 )
 
 from contextwright import Engine
-from contextwright.cli.service import settle_heap
+from contextwright.heap import settle_heap
 from contextwright.stores.postgres import PostgresStore
 from contextwright.stores.sqlite import SQLiteStore
 

@@ -28,7 +28,7 @@ from assemble import BUDGET, PROJECT, _requests, call_ms, cpu_reference_ms, mach
 from postgres import start_postgres, warm_buffers, warm_files
 
 from contextwright import Engine
-from contextwright.cli.service import settle_heap
+from contextwright.heap import settle_heap
 from contextwright.stores.postgres import PostgresStore
 from contextwright.stores.sqlite import SQLiteStore
 

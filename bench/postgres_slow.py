@@ -30,7 +30,7 @@ from postgres import start_postgres, warm_buffers
 
 from contextwright import Engine
 from contextwright.assembly import ahead
-from contextwright.cli.service import settle_heap
+from contextwright.heap import settle_heap
 from contextwright.stores.postgres import PostgresStore
 from contextwright.stores.sqlite import SQLiteStore
 
