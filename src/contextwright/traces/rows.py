@@ -1,0 +1,77 @@
+"""The stored form of a trace's items: one JSON array per item (`ITEM_ROWS`), its values in the
+order of `ITEM_FIELDS`, raw where the item shows them rounded or filled in; `Trace.from_dict`
+turns the rows back into the items every reader sees (`row_item`).
+
+Why not the item dicts themselves: the trace writer builds every call's ~180 items on a thread of
+the serving process, under the same GIL as the calls. A dict of 14 keys per item, its components
+copied, sorted and rounded (~860 a call), the keys encoded 180 times and written: ~0.7 ms of the
+~1.1 ms that a persisted trace cost a call at 100k records. A row is a tuple of what the candidate
+already holds (its components dict as it is), encoded by orjson without a copy; the rounding,
+the sorting and the lists are done when a trace is read, which is rare.
+
+Traces stored as item dicts (`items`, before 28 Nov 2026, and the ones a session writes again
+with its notes) read as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..assembly.candidates import round4
+
+# The key under which a trace document holds its rows instead of `items`.
+ITEM_ROWS = "item_rows"
+# What each value of a row is: the item's keys, in order.
+ITEM_FIELDS = (
+    "key",
+    "record_ids",  # one record's id as a string, else a list of ids
+    "kind",
+    "author",
+    "section",
+    "source",
+    "sources",  # [] where the item has [source]
+    "score",  # unrounded
+    "components",  # unrounded, in no particular order
+    "reasons",
+    "decision",
+    "reason",
+    "tokens",
+    "preview",
+)
+
+
+def row_item(row: Sequence[Any]) -> dict[str, Any]:
+    """The item a stored row stands for, exactly as `build.decision_dict` builds it."""
+    key, ids, kind, author, section, source, sources, score, comps, reasons = row[:10]
+    decision, reason, tokens, preview = row[10:]
+    return {
+        "key": key,
+        "record_ids": [ids] if isinstance(ids, str) else list(ids),
+        "kind": kind,
+        "author": author,
+        "section": section,
+        "source": source,
+        "sources": list(sources) or [source],
+        "score": _round(score),
+        "components": {k: _round(comps[k]) for k in sorted(comps)},
+        "reasons": list(reasons),
+        "decision": decision,
+        "reason": reason,
+        "tokens": tokens,
+        "preview": preview,
+    }
+
+
+def doc_items(doc: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """A stored trace's items: from its rows, or as stored, or None if it holds neither."""
+    rows = doc.get(ITEM_ROWS)
+    if rows is not None and "items" not in doc:
+        return [row_item(r) for r in rows]
+    items: list[dict[str, Any]] | None = doc.get("items")
+    return items
+
+
+def _round(v: Any) -> Any:
+    # A NaN or an infinity is stored as null (orjson), as its rounding was before.
+    return None if v is None else round4(v)
