@@ -99,10 +99,10 @@ def decision_row(d: Decision) -> tuple[object, ...]:
             c.components, c.reasons, _DECISION[d.truncated][d.kept], d.reason, d.tokens,
             c.text[:160],
         )  # fmt: skip
-    r = records[0] if records else None
+    first = records[0] if records else None
     return (
-        c.key, tuple([x.id for x in records]), r.kind if r else "synthetic",
-        r.author if r else None, c.section, c.source, c.sources, c.score, c.components,
+        c.key, tuple([x.id for x in records]), first.kind if first else "synthetic",
+        first.author if first else None, c.section, c.source, c.sources, c.score, c.components,
         c.reasons, _DECISION[d.truncated][d.kept], d.reason, d.tokens, c.text[:160],
     )  # fmt: skip
 
