@@ -15,15 +15,15 @@ with its notes) read as before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ..assembly.candidates import round4
+from ..assembly.candidates import round4, rounded_components
 
 # The key under which a trace document holds its rows instead of `items`.
 ITEM_ROWS = "item_rows"
 # What each value of a row is: the item's keys, in order.
-ITEM_FIELDS = (
+ITEM_FIELDS = (  # rows.ITEM_FIELDS.index("decision") == 10 (row_counts)
     "key",
     "record_ids",  # one record's id as a string, else a list of ids
     "kind",
@@ -43,8 +43,14 @@ ITEM_FIELDS = (
 
 def row_item(row: Sequence[Any]) -> dict[str, Any]:
     """The item a stored row stands for, exactly as `build.decision_dict` builds it."""
-    key, ids, kind, author, section, source, sources, score, comps, reasons = row[:10]
-    decision, reason, tokens, preview = row[10:]
+    key, ids, kind, author, section, source, sources, score, comps, reasons, *rest = row
+    decision, reason, tokens, preview = rest
+    try:
+        shown = rounded_components(comps)
+        score = round4(score)
+    except TypeError:  # a NaN or an infinity, stored as null by orjson (as when rounded)
+        shown = {k: _round(comps[k]) for k in sorted(comps)}
+        score = _round(score)
     return {
         "key": key,
         "record_ids": [ids] if isinstance(ids, str) else list(ids),
@@ -53,8 +59,8 @@ def row_item(row: Sequence[Any]) -> dict[str, Any]:
         "section": section,
         "source": source,
         "sources": list(sources) or [source],
-        "score": _round(score),
-        "components": {k: _round(comps[k]) for k in sorted(comps)},
+        "score": score,
+        "components": shown,
         "reasons": list(reasons),
         "decision": decision,
         "reason": reason,
@@ -63,15 +69,13 @@ def row_item(row: Sequence[Any]) -> dict[str, Any]:
     }
 
 
-def doc_items(doc: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """A stored trace's items: from its rows, or as stored, or None if it holds neither."""
-    rows = doc.get(ITEM_ROWS)
-    if rows is not None and "items" not in doc:
-        return [row_item(r) for r in rows]
-    items: list[dict[str, Any]] | None = doc.get("items")
-    return items
+def row_counts(rows: Sequence[Sequence[Any]]) -> tuple[int, int, int]:
+    """How many of the rows' items were kept (truncated ones included), truncated, and dropped:
+    `Trace.decision_counts` with no item built (a listing's summaries)."""
+    decisions = [r[10] for r in rows]
+    dropped = decisions.count("dropped")
+    return len(decisions) - dropped, decisions.count("truncated"), dropped
 
 
 def _round(v: Any) -> Any:
-    # A NaN or an infinity is stored as null (orjson), as its rounding was before.
     return None if v is None else round4(v)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .rows import ITEM_ROWS, doc_items
+from .rows import ITEM_ROWS, row_counts, row_item
 
 
 @dataclass
@@ -76,12 +76,13 @@ class Trace:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Trace:
-        """A trace from its stored document: its items as stored, or built from its rows."""
-        fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        items = doc_items(d)
-        if items is not None:
-            fields["items"] = items
-        return cls(**fields)
+        """A trace from its stored document: its items as stored, or built from its rows
+        (rows.py) on their first read, so that a listing's summaries build none."""
+        rows = d.get(ITEM_ROWS)
+        if rows is None or "items" in d:
+            return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+        fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "items"}
+        return PendingTrace(lambda: [row_item(r) for r in rows], row_counts(rows), **fields)
 
     @property
     def kept(self) -> list[dict[str, Any]]:
