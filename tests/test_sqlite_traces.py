@@ -182,3 +182,24 @@ def test_a_trace_reads_back_as_the_standard_encoder_would_have_it(tmp_path: Path
     for data in (trace, odd):
         assert json.loads(dumps(data)) == json.loads(json.dumps(data, default=str))
     engine.close()
+
+
+def test_put_docs_writes_a_batch_in_one_transaction(tmp_path: Path) -> None:
+    """ports.PutsDocs: the trace writer's batch is one commit to the traces file (other
+    collections go to the store's file, as put_doc's do)."""
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    store.put_docs("traces", [], durable=False)
+    store.put_docs("traces", [("t1", "p", {"n": 1}, 1.0, "bob")], durable=False)
+    sent: list[str] = []
+    store._traces.get().set_trace_callback(sent.append)
+    store.put_docs(
+        "traces", [(f"t{i}", "p", {"n": i}, float(i), "bob") for i in range(2, 5)], durable=False
+    )
+    store._traces.get().set_trace_callback(None)
+    assert [q.split()[0] for q in sent] == ["BEGIN", "INSERT", "INSERT", "INSERT", "COMMIT"]
+    assert [d["n"] for d in store.list_docs("traces", "p", key="bob")] == [4, 3, 2, 1]
+    store.put_docs("traces", [("t1", "other", {"n": 9}, 9.0, None)])  # another project's id
+    assert store.get_doc("traces", "p", "t1") == {"n": 1}
+    store.put_docs("agents", [("a1", "p", {"x": 1}, 1.0, None), ("a2", "p", {"x": 2}, 2.0, None)])
+    assert _rows(str(tmp_path / "s.db"), "agents") == [("a1", '{"x":1}'), ("a2", '{"x":2}')]
+    store.close()

@@ -432,7 +432,7 @@ def build(
             "traces",
             asm.trace.id,
             st.project,
-            asm.trace.to_dict(),
+            asm.trace.to_json_dict(),  # its items as rows unless read (traces/rows.py)
             asm.trace.created_at,
             key=st.agent,
         )
@@ -465,7 +465,7 @@ def calibrate(
     trace = window.assembly.trace
     trace.notes.setdefault("session", {})["calibration"] = cal.to_dict()
     if mgr.assembler.persist_traces:
-        doc = trace.to_dict()
+        doc = trace.to_json_dict()
         mgr.store.put_doc(
             "traces", trace.id, window.project, doc, trace.created_at, key=window.agent
         )

@@ -415,6 +415,25 @@ class SQLiteStore(SQLiteInserts, SQLiteText, SQLiteVectors, SQLiteFacts):
         else:
             self._write(lambda conn: conn.execute(PUT, row))
 
+    def put_docs(
+        self,
+        collection: str,
+        docs: Sequence[tuple[str, str, dict[str, Any], float, str | None]],
+        *,
+        durable: bool = True,
+    ) -> None:
+        """`put_doc` of each, in one transaction (ports.PutsDocs). `durable` changes nothing: in
+        WAL mode with `synchronous=NORMAL` no commit waits for the disk."""
+        rows = [
+            doc_row(collection, i, project, data, at, key) for i, project, data, at, key in docs
+        ]
+        if not rows:
+            return
+        if collection == TRACES:
+            self._traces.put_many(rows)
+        else:
+            self._write(lambda conn: conn.executemany(PUT, rows))
+
     def _docs(self, collection: str) -> sqlite3.Connection:
         return self._traces.get() if collection == TRACES else self._conn()
 

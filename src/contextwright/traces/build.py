@@ -1,11 +1,11 @@
 """Building an assemble call's trace: the packer's decisions become the trace's items off the
-call (a PendingTrace builds them on first read; the writer encodes them from tuples without
-keeping them, `decision_json`)."""
+call (a PendingTrace builds them on first read; the writer encodes them as rows, rows.py, without
+keeping them, `decision_row`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, cast
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..assembly.candidates import round4, rounded_components
 from ..assembly.packing import Decision
@@ -37,14 +37,14 @@ def build_trace(
         settle()
         return [decision_dict(d) for d in decisions]
 
-    def items_json() -> list[dict[str, Any]]:
+    def item_rows() -> list[tuple[object, ...]]:
         settle()
-        return [decision_json(d) for d in decisions]
+        return [decision_row(d) for d in decisions]
 
     return PendingTrace(
         items,
         (len(decisions) - dropped, truncated, dropped),
-        items_json,
+        item_rows,
         id=new_id(),
         project=project,
         agent=agent,
@@ -60,37 +60,52 @@ def build_trace(
 
 
 def decision_dict(d: Decision) -> dict[str, object]:
-    """A decision as the trace's readers see it: `decision_json` with lists for its tuples."""
-    out = decision_json(d)
-    for key in ("record_ids", "sources", "reasons"):
-        out[key] = list(cast(Iterable[str], out[key]))
-    return out
-
-
-def decision_json(d: Decision) -> dict[str, object]:
-    """`decision_dict` as the trace writer encodes it: the same JSON, with the candidate's own
-    tuples (of strings) where the dict has lists. What it builds lives only while the trace is
-    encoded; the collector stops tracking a tuple of strings, and then the dict that holds only
-    such values, at the first collection it meets, so none of it is ever promoted to the old
-    generation. Lists stay tracked: with them, ~750 objects of every call were promoted and
-    counted toward the next full collection (3 full collections in 200 cold calls at 100k
-    records instead of 1)."""
+    """A decision as the trace's readers see it: `rows.row_item(decision_row(d))`, built
+    directly (tests/test_trace_rows.py holds them equal)."""
     c = d.candidate
     records = c.records
     r = records[0] if records else None
     return {
         "key": c.key,
-        "record_ids": (r.id,) if len(records) == 1 and r else tuple([x.id for x in records]),
+        "record_ids": [x.id for x in records],
         "kind": r.kind if r else "synthetic",
         "author": r.author if r else None,
         "section": c.section,
         "source": c.source,
-        "sources": c.sources or (c.source,),
+        "sources": list(c.sources or (c.source,)),
         "score": round4(c.score),
         "components": rounded_components(c.components),
-        "reasons": c.reasons,
+        "reasons": list(c.reasons),
         "decision": "truncated" if d.truncated else ("kept" if d.kept else "dropped"),
         "reason": d.reason,
         "tokens": d.tokens,
         "preview": c.text[:160],
     }
+
+
+def decision_row(d: Decision) -> tuple[object, ...]:
+    """A decision as the trace writer stores it (rows.ITEM_FIELDS): what the candidate holds,
+    unrounded, its components dict itself (not copied: the decisions are final once the call
+    has returned). A tuple of strings, numbers and a dict of floats is untracked by the
+    collector at the first collection it meets, so what the writer builds is never promoted to
+    the old generation (with lists, ~750 objects of every call were, and counted toward the
+    next full collection)."""
+    c = d.candidate
+    records = c.records
+    if len(records) == 1:
+        r = records[0]
+        return (
+            c.key, r.id, r.kind, r.author, c.section, c.source, c.sources, c.score,
+            c.components, c.reasons, _DECISION[d.truncated][d.kept], d.reason, d.tokens,
+            c.text[:160],
+        )  # fmt: skip
+    first = records[0] if records else None
+    return (
+        c.key, tuple([x.id for x in records]), first.kind if first else "synthetic",
+        first.author if first else None, c.section, c.source, c.sources, c.score, c.components,
+        c.reasons, _DECISION[d.truncated][d.kept], d.reason, d.tokens, c.text[:160],
+    )  # fmt: skip
+
+
+# [truncated][kept] -> the item's decision (a truncated item is kept).
+_DECISION = (("dropped", "kept"), ("truncated", "truncated"))

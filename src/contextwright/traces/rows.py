@@ -1,0 +1,81 @@
+"""The stored form of a trace's items: one JSON array per item (`ITEM_ROWS`), its values in the
+order of `ITEM_FIELDS`, raw where the item shows them rounded or filled in; `Trace.from_dict`
+turns the rows back into the items every reader sees (`row_item`).
+
+Why not the item dicts themselves: the trace writer builds every call's ~180 items on a thread of
+the serving process, under the same GIL as the calls. A dict of 14 keys per item, its components
+copied, sorted and rounded (~860 a call), the keys encoded 180 times and written: ~0.7 ms of the
+~1.1 ms that a persisted trace cost a call at 100k records. A row is a tuple of what the candidate
+already holds (its components dict as it is), encoded by orjson without a copy; the rounding,
+the sorting and the lists are done when a trace is read, which is rare.
+
+Traces stored as item dicts (`items`, before 28 Nov 2026, and the ones a session writes again
+with its notes) read as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..assembly.candidates import round4, rounded_components
+
+# The key under which a trace document holds its rows instead of `items`.
+ITEM_ROWS = "item_rows"
+# What each value of a row is: the item's keys, in order.
+ITEM_FIELDS = (  # rows.ITEM_FIELDS.index("decision") == 10 (row_counts)
+    "key",
+    "record_ids",  # one record's id as a string, else a list of ids
+    "kind",
+    "author",
+    "section",
+    "source",
+    "sources",  # [] where the item has [source]
+    "score",  # unrounded
+    "components",  # unrounded, in no particular order
+    "reasons",
+    "decision",
+    "reason",
+    "tokens",
+    "preview",
+)
+
+
+def row_item(row: Sequence[Any]) -> dict[str, Any]:
+    """The item a stored row stands for, exactly as `build.decision_dict` builds it."""
+    key, ids, kind, author, section, source, sources, score, comps, reasons, *rest = row
+    decision, reason, tokens, preview = rest
+    try:
+        shown = rounded_components(comps)
+        score = round4(score)
+    except TypeError:  # a NaN or an infinity, stored as null by orjson (as when rounded)
+        shown = {k: _round(comps[k]) for k in sorted(comps)}
+        score = _round(score)
+    return {
+        "key": key,
+        "record_ids": [ids] if isinstance(ids, str) else list(ids),
+        "kind": kind,
+        "author": author,
+        "section": section,
+        "source": source,
+        "sources": list(sources) or [source],
+        "score": score,
+        "components": shown,
+        "reasons": list(reasons),
+        "decision": decision,
+        "reason": reason,
+        "tokens": tokens,
+        "preview": preview,
+    }
+
+
+def row_counts(rows: Sequence[Sequence[Any]]) -> tuple[int, int, int]:
+    """How many of the rows' items were kept (truncated ones included), truncated, and dropped:
+    `Trace.decision_counts` with no item built (a listing's summaries)."""
+    decisions = [r[10] for r in rows]
+    dropped = decisions.count("dropped")
+    return len(decisions) - dropped, decisions.count("truncated"), dropped
+
+
+def _round(v: Any) -> Any:
+    return None if v is None else round4(v)
