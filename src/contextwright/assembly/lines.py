@@ -77,9 +77,11 @@ class Lines:
     def dated(self, r: Record) -> tuple[str, int]:
         """`dated_line(r, ...)`, kept."""
         m = self.line(r)
-        if m.text is None:
-            m.text, m.tokens = _dated(r, self.counter)
-        return m.text, m.tokens
+        text = m.text
+        if text is None:  # the count first: another thread takes a line once `text` is set
+            text, m.tokens = _dated(r, self.counter)
+            m.text = text
+        return text, m.tokens
 
     def undated(self, r: Record) -> Line:
         """`r`'s entry with its day and its line under that day (`short`) made, and `cost` as

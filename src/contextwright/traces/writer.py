@@ -1,8 +1,9 @@
 """Trace persistence off the assemble hot path.
 
 Every assemble call keeps a trace of ~150-200 items (~70 KB of JSON at 100k records, its items
-stored as rows: rows.py); encoding and writing it was about a tenth of the call. `assemble` now hands the trace to this writer and
-returns; one background thread encodes and stores it in the `traces` collection, in call order.
+stored as rows: rows.py); encoding and writing it was about a tenth of the call. `assemble` now
+hands the trace to this writer and returns; one background thread encodes and stores it in the
+`traces` collection, in call order.
 
 `put` wakes nobody: the thread looks for new traces every TICK_S. Waking it from `put` (a
 condition's notify) made it ask for the GIL at once, while the call that woke it, or the next one,
@@ -147,14 +148,14 @@ class TraceWriter:
     def _write_together(self, batch: list[Trace]) -> bool:
         """The batch in one transaction that waits for no disk flush (ports.PutsDocs): on
         PostgreSQL each trace had been a commit of its own, ~100 KB of write-ahead log flushed
-        while the adds' commits queued behind it; on SQLite a commit each cost ~15% more CPU. False if a trace changed while it was encoded:
-        then each is written alone, with its retries."""
+        while the adds' commits queued behind it; on SQLite a commit each cost ~15% more CPU.
+        False if a trace changed while it was encoded (here, or by the store, which encodes the
+        documents and rolls the batch back): then each is written alone, with its retries."""
         try:
             docs = [(t.id, t.project, t.to_json_dict(), t.created_at, t.agent) for t in batch]
+            cast(PutsDocs, self.store).put_docs("traces", docs, durable=False)
         except RuntimeError:
             return False
-        try:
-            cast(PutsDocs, self.store).put_docs("traces", docs, durable=False)
         except Exception as exc:  # a closed or broken store: keep the calls alive
             self.errors.extend(f"trace {t.id}: {type(exc).__name__}: {exc}" for t in batch)
         self._done(batch)
