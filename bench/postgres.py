@@ -22,12 +22,14 @@ With `--dir`, both databases stay in DIR and a later run with the same `--record
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -99,6 +101,21 @@ def vacuum_analyze(url: str) -> None:
 
     with psycopg.connect(take_pool_option(url)[0], autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
+
+
+@contextlib.contextmanager
+def built(workdir: str, records: int) -> Iterator[tuple[str, PostgresStore]]:
+    """The URL and store of the PostgreSQL database that `--dir workdir` built with `records`
+    records, its server started and its buffers warmed (`warm_buffers`); stopped after."""
+    server, url = start_postgres(workdir)
+    try:
+        store = PostgresStore(url)
+        if store.count(PROJECT) != records:
+            sys.exit(f"{workdir} holds {store.count(PROJECT)} records: build it first")
+        warm_buffers(url)
+        yield url, store
+    finally:
+        server.cleanup()
 
 
 def warm_buffers(url: str) -> None:

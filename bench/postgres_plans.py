@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import psycopg
 from assemble import BUDGET, PROJECT, _requests
-from postgres import start_postgres, warm_buffers
+from postgres import built
 
 from contextwright import Engine
 from contextwright.stores.postgres import PostgresStore
@@ -105,12 +105,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--plans", action="store_true", help="print every plan in full")
     args = parser.parse_args()
-    server, url = start_postgres(args.dir)
-    try:
-        store = PostgresStore(url)
-        if store.count(PROJECT) != args.records:
-            sys.exit(f"{args.dir} holds {store.count(PROJECT)} records: build it first")
-        warm_buffers(url)
+    with built(args.dir, args.records) as (url, store):
         engine = Engine(store)
         reqs = _requests(10 + args.calls)
         for agent, task, day in reqs[:10]:
@@ -136,8 +131,6 @@ def main() -> None:
                         if args.plans:
                             print("\n".join(f"        {line}" for line in plan))
         engine.close()
-    finally:
-        server.cleanup()
 
 
 if __name__ == "__main__":

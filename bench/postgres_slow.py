@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from assemble import BUDGET, PROJECT, _requests, call_ms
-from postgres import start_postgres, warm_buffers
+from postgres import built
 
 from contextwright import Engine
 from contextwright.assembly import ahead
@@ -98,12 +98,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--settle-heap", action="store_true", help="as `contextwright serve`")
     args = parser.parse_args()
-    server, url = start_postgres(args.dir)
-    try:
-        store = PostgresStore(url)
-        if store.count(PROJECT) != args.records:
-            sys.exit(f"{args.dir} holds {store.count(PROJECT)} records: build it first")
-        warm_buffers(url)
+    with built(args.dir, args.records) as (_, store):
         engines = [Engine(SQLiteStore(os.path.join(args.dir, "bench.db"))), Engine(store)]
         reqs = _requests(args.calls)
         for agent, task, day in reqs[:10]:
@@ -125,8 +120,6 @@ def main() -> None:
         _report(calls, load)
         for engine in engines:
             engine.close()
-    finally:
-        server.cleanup()
 
 
 def _report(calls: list[tuple[float, list[Event]]], load: tuple[float, ...]) -> None:

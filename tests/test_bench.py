@@ -307,7 +307,8 @@ def test_request_cost_bench_splits_each_request_at_the_engine_call(tmp_path: Pat
 @pytest.mark.postgres
 def test_postgres_plans_lists_each_round_trip_of_a_call_with_its_plans(tmp_path: Path) -> None:
     """bench/postgres_plans.py on a store that bench/postgres.py built and left in its --dir:
-    every round trip of the call, with the server's time for each of its statements."""
+    every round trip of the call, with the server's time for each of its statements; then
+    bench/postgres_slow.py on it."""
     store = tmp_path / "pg"
     report = _run(
         "postgres.py", "--records", "400", "--calls", "2", "--dir", str(store), cwd=tmp_path
@@ -322,3 +323,9 @@ def test_postgres_plans_lists_each_round_trip_of_a_call_with_its_plans(tmp_path:
     trips = int(head.split(", ")[-1].split()[0])
     assert trips >= 2 and out.count("  waited ") == trips
     assert "server" in out and "Execution Time" in out and "doc" in out
+    slow = subprocess.run(
+        [sys.executable, str(BENCH / "postgres_slow.py"), "--dir", str(store), "--records",
+         "400", "--calls", "20"],
+        check=True, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    ).stdout  # fmt: skip
+    assert slow.startswith("20 calls, load average")  # bench/postgres_slow.py on the same store

@@ -83,6 +83,19 @@ def test_vector_nearest_is_vector_search_without_the_records(vengine: Engine) ->
     assert store.vector_nearest("nope", "bob", query, 10, model) == []
 
 
+def _count_get_many(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids the store is asked for by `get_many` from now on (until monkeypatch undoes it)."""
+    asked: list[str] = []
+    get_many = store.get_many
+
+    def counting(project: str, ids: Sequence[str]) -> Any:
+        asked.extend(ids)
+        return get_many(project, ids)
+
+    monkeypatch.setattr(store, "get_many", counting)
+    return asked
+
+
 def test_vector_source_finds_records_and_trace_reports_no_lag(vengine: Engine) -> None:
     add_notes(vengine)
     assert vengine.wait_for_embeddings(timeout=20)
@@ -114,19 +127,12 @@ def test_hits_read_already_in_the_call_are_not_read_again(
     turns = [vengine.add(project="p", author=a, content=t, session="s1") for a, t in NOTES]
     vengine.add(project="p", author="cy", kind="note", content="redis holds the session cache")
     assert vengine.wait_for_embeddings(timeout=20)
-    asked: list[str] = []
-    get_many = store.get_many
-
-    def counting(project: str, ids: Sequence[str]) -> Any:
-        asked.extend(ids)
-        return get_many(project, ids)
-
-    monkeypatch.setattr(store, "get_many", counting)
+    asked = _count_get_many(store, monkeypatch)
     result = vengine.assemble("p", "bob", "redis cache port", 2000, session="s1")
     found = {i["key"] for i in result.trace.items if "vector" in i["sources"]}
     assert {t.id for t in turns} <= found  # the session's turns are hits too
     assert not {t.id for t in turns} & set(asked)
-    monkeypatch.setattr(store, "get_many", get_many)
+    monkeypatch.undo()
     vengine.cache.clear()
     fresh = Engine(store, embedder=HashEmbedder(), persist_traces=False)
     try:
@@ -151,14 +157,7 @@ def test_the_loops_hits_are_read_once_across_its_own_writes_and_again_after_a_st
         return
     add_notes(vengine)
     assert vengine.wait_for_embeddings(timeout=20)
-    asked: list[str] = []
-    get_many = store.get_many
-
-    def counting(project: str, ids: Sequence[str]) -> Any:
-        asked.extend(ids)
-        return get_many(project, ids)
-
-    monkeypatch.setattr(store, "get_many", counting)
+    asked = _count_get_many(store, monkeypatch)
     task = "redis cache port"
 
     def vector_keys(result: Any) -> set[str]:
@@ -180,7 +179,6 @@ def test_the_loops_hits_are_read_once_across_its_own_writes_and_again_after_a_st
     shown = [i for i in third.trace.items if i["key"] == reply.id]
     assert shown and shown[0]["record_ids"] == [reply.id]
     assert store.get_many("p", [reply.id])[0].status == "resolved"
-    monkeypatch.setattr(store, "get_many", get_many)
     fresh = Engine(store, embedder=HashEmbedder(), persist_traces=False)
     try:
         assert fresh.wait_for_embeddings(timeout=20)
