@@ -428,7 +428,9 @@ CONTENTS = st.lists(
 @given(
     st.lists(
         st.tuples(
-            st.sampled_from(["state", "constraints", "knowledge", "suggestions", "warnings"]),
+            st.sampled_from(
+                ["state", "constraints", "knowledge", "suggestions", "warnings", "history"]
+            ),
             CONTENTS,
             st.integers(0, 3),  # the day
             st.booleans(),  # truncated
@@ -436,7 +438,7 @@ CONTENTS = st.lists(
         min_size=0,
         max_size=8,
     ),
-    st.sampled_from(["openai", "anthropic"]),
+    st.sampled_from(["openai", "anthropic", "markdown"]),
 )
 def test_a_window_counted_from_its_lines_is_counted_exactly(
     rows: list[tuple[str, str, int, bool]], fmt: str
@@ -455,7 +457,9 @@ def test_a_window_counted_from_its_lines_is_counted_exactly(
             Item(c, text, C.count(text) + 1, truncated=truncated, day=item_day)
         )
     out = render(sections, "bob", fmt, TokenCounter(), stored_counts=True)
-    if fmt == "openai":
+    if fmt == "markdown":  # its history lines counted in its one text, as the others' lines
+        assert out.text is not None and out.tokens == UNCACHED.count(out.text)
+    elif fmt == "openai":
         assert out.tokens == count_openai(out.messages, UNCACHED)
     else:
         assert out.tokens == count_anthropic(out.system, out.messages, UNCACHED)

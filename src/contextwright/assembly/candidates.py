@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,16 +198,19 @@ def round4(v: float) -> float:
 _ROUNDED: dict[float, float] = {}
 
 
-def rounded_components(comps: dict[str, float]) -> dict[str, float]:
-    """The components as shown (trace, HTTP answer): by name, each rounded (`round4`). The names'
-    order is sorted once per set of names (a source gives all its candidates the same)."""
+def rounded_components(
+    comps: dict[str, float], rnd: Callable[[float], float] = round4
+) -> dict[str, float]:
+    """The components as shown (trace, HTTP answer): by name, each rounded (`rnd`: `round4`, or
+    a stored trace's, which also reads null). The names' order is sorted once per set of names
+    (a source gives all its candidates the same)."""
     names = tuple(comps)
     order = _ORDER.get(names)
     if order is None:
         if len(_ORDER) >= 4096:
             _ORDER.clear()
         order = _ORDER[names] = tuple(sorted(names))
-    return {k: round4(comps[k]) for k in order}
+    return {k: rnd(comps[k]) for k in order}
 
 
 _ORDER: dict[tuple[str, ...], tuple[str, ...]] = {}

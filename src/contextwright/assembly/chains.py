@@ -21,7 +21,7 @@ from ..records import Record
 from .candidates import Candidate
 from .locality import Anchor, Sides, likely_anchors
 from .packing import Decision
-from .reads import Near, Replies, kept_read
+from .reads import Near, Replies, kept_replies
 from .render import CHAIN_MARK, quoted
 from .scoring import ScoringConfig, item_prefix
 from .sources import SourceContext, record_candidate
@@ -136,15 +136,9 @@ def link_replies(
         return candidates, []
     replies: dict[str, list[Record]] = {}
     # Kept for the calls after this one at its store version (reads.py).
-    key = Replies(ctx.project, ctx.agent, tuple(questions))
-    read = ctx.store.replies_to
-    before = links.replies if links is not None and links.replied == key.ids else None
-    found = kept_read(
-        ctx.shared,
-        ctx.version,
-        key,
-        lambda: read(ctx.project, list(key.ids), ctx.agent) if before is None else before,
-    )
+    ids = tuple(questions)
+    before = links.replies if links is not None and links.replied == ids else None
+    found = kept_replies(ctx.store, ctx.shared, ctx.version, ctx.project, ctx.agent, ids, before)
     for r in found:
         if r.reply_to and _visible(r, ctx) and r.status != "superseded":
             replies.setdefault(r.reply_to, []).append(r)

@@ -258,6 +258,26 @@ def kept_read(shared: ReadCache | None, version: int | None, key: Key, read: Cal
     return found
 
 
+def kept_replies(
+    store: Store,
+    shared: ReadCache | None,
+    version: int | None,
+    project: str,
+    agent: str,
+    ids: Sequence[str],
+    before: list[Record] | None = None,
+) -> list[Record]:
+    """`store.replies_to(project, ids, agent)`, or what an earlier call read at `version`
+    (`Replies`). `before`: that read made beforehand (chains.py's `Links`), taken as the read."""
+    key = Replies(project, agent, tuple(ids))
+    return kept_read(
+        shared,
+        version,
+        key,
+        lambda: store.replies_to(project, list(key.ids), agent) if before is None else before,
+    )
+
+
 def kept_hits(
     store: Store,
     shared: ReadCache | None,

@@ -313,15 +313,16 @@ def counted_system(
     counter: Tokenizer,
     line_count: LineCounter,
     lines: Lines | None = None,
+    include_history: bool = False,
 ) -> tuple[str, int]:
-    """`system_text` (without history) and its exact count, counted from its lines as they are
-    built: a record's line from the record's stored count (`TokenCounter.line_count`), the
-    rest through the counter. The text is cut only where `split_lines` cuts it (after a newline,
+    """`system_text` (with the history lines where `include_history`: markdown's one text) and
+    its exact count, counted from its lines as they are built: a record's line from the
+    record's stored count (`TokenCounter.line_count`), the rest through the counter. The text is cut only where `split_lines` cuts it (after a newline,
     before a visible ASCII character), where the counts of the pieces add up to the count of
     the whole; so the sum is `counter.count(system)`, without cutting the window into lines
     again and looking each up. `lines`: the records' lines kept across calls, with the counts
     of those shown before (lines.py)."""
-    parts = system_parts(agent, sections, False)
+    parts = system_parts(agent, sections, include_history)
     total = 0
     piece = ""
     known: int | None = None  # the count of `piece`, where it is one record's line
@@ -451,21 +452,20 @@ def render(
     `lines` (made for `counter`) taken from there."""
     line_count = getattr(counter, "line_count", None) if stored_counts else None
     if stored_counts:
-        remember_counts(sections, fmt, counter, lines=line_count is None or fmt == "markdown")
-    history = list(sections.get("history") or [])
-    if fmt == "markdown":
-        text = system_text(agent, sections, include_history=True)
-        return Rendered(
-            fmt,
-            [{"role": "user", "content": text}],
-            text=text,
-            tokens=counter.count(text),
-            payload=text,
-        )
+        remember_counts(sections, fmt, counter, lines=line_count is None)
+    markdown = fmt == "markdown"  # one text, its history lines in it
     if line_count is not None:
-        system, system_tokens = counted_system(agent, sections, counter, line_count, lines)
+        system, system_tokens = counted_system(
+            agent, sections, counter, line_count, lines, include_history=markdown
+        )
     else:
-        system, system_tokens = system_text(agent, sections, include_history=False), None
+        system, system_tokens = system_text(agent, sections, include_history=markdown), None
+    if markdown:
+        tokens = counter.count(system) if system_tokens is None else system_tokens
+        return Rendered(
+            fmt, [{"role": "user", "content": system}], text=system, tokens=tokens, payload=system
+        )
+    history = list(sections.get("history") or [])
     if fmt == "openai":
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
         for item in history:

@@ -19,7 +19,7 @@ from ..records import Record
 from ..roles import RoleProfile
 from .candidates import Candidate, one
 from .lines import Lines, dated_line
-from .reads import ReadCache, Replies, kept_read
+from .reads import ReadCache, kept_read, kept_replies
 
 T = TypeVar("T")
 
@@ -286,9 +286,8 @@ def pair_tool_calls(records: list[Record], ctx: SourceContext, source: str) -> l
     unanswered = [cid for cid in calls if cid not in results]
     if unanswered:
         # A result outside the window still travels with its call (read once a store version).
-        key, read = Replies(ctx.project, ctx.agent, tuple(unanswered)), ctx.store.replies_to
-        for r in kept_read(
-            ctx.shared, ctx.version, key, lambda: read(ctx.project, unanswered, ctx.agent)
+        for r in kept_replies(
+            ctx.store, ctx.shared, ctx.version, ctx.project, ctx.agent, unanswered
         ):
             if r.kind == "tool_result" and r.project == ctx.project and r.reply_to:
                 results.setdefault(r.reply_to, r)

@@ -297,10 +297,13 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
         found = self._read_many([_query_sql(q) for q in queries])
         return [[row_to_record(row) for row in rows] for rows in found]
 
-    def _read_many(self, statements: Sequence[tuple[str, Any]]) -> list[list[Any]]:
+    def _read_many(
+        self, statements: Sequence[tuple[str, Any]], counts: tuple[str, Any] | None = None
+    ) -> list[list[Any]]:
         """The rows of each read, sent together and answered together (one Sync); one read
-        alone is `_read`'s, with no pipeline around it."""
-        if len(statements) == 1:
+        alone is `_read`'s, with no pipeline around it. `counts`: the word counts' statement
+        (`counts_read`), sent last with its planner setting; its rows come last."""
+        if len(statements) == 1 and counts is None:
             return [self._read(*statements[0])]
 
         def read(conn: Any) -> list[list[Any]]:
@@ -308,6 +311,10 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
                 cursors = [conn.cursor() for _ in statements]
                 for cur, (sql, params) in zip(cursors, statements, strict=True):
                     cur.execute(sql, params)
+                if counts is not None:
+                    # After the other reads: the setting is the counts' alone, until the Sync.
+                    set_planner(conn, COUNTS_PLANNER)
+                    cursors.append(conn.execute(*counts, prepare=True))
             return [list(cur.fetchall()) for cur in cursors]
 
         return self._reading(read)
@@ -386,29 +393,14 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
         else:
             counts_sql, counts_params, keep = counts
             try:
-                ((data, version),), rows = self._read_with_counts(
-                    sql, params, counts_sql, counts_params
+                ((data, version),), rows = self._read_many(
+                    [(sql, params)], (counts_sql, counts_params)
                 )
             except StoreError:  # the search counts them itself, and reports its failure
                 ((data, version),) = self._read(sql, params)
             else:
                 keep(rows)
         return (None if data is None else dict(json.loads(data))), int(version or 0)
-
-    def _read_with_counts(
-        self, sql: str, params: Any, counts_sql: str, counts_params: Any
-    ) -> tuple[list[Any], list[Any]]:
-        """The rows of a read and of the word counts (`counts_read`), in one round trip."""
-
-        def read(conn: Any) -> tuple[list[Any], list[Any]]:
-            with conn.pipeline():
-                first = conn.execute(sql, params)
-                # After the first read: the setting is the counts' alone, until the Sync.
-                set_planner(conn, COUNTS_PLANNER)
-                counted = conn.execute(counts_sql, counts_params, prepare=True)
-            return list(first.fetchall()), list(counted.fetchall())
-
-        return self._reading(read)
 
     def projects(self) -> list[str]:
         return [r[0] for r in self._read("SELECT project FROM project_versions ORDER BY project")]

@@ -92,17 +92,15 @@ def decision_row(d: Decision) -> tuple[object, ...]:
     next full collection)."""
     c = d.candidate
     records = c.records
-    if len(records) == 1:
+    ids: str | tuple[str, ...]
+    if not records:
+        ids, kind, author = (), "synthetic", None
+    else:
         r = records[0]
-        return (
-            c.key, r.id, r.kind, r.author, c.section, c.source, c.sources, c.score,
-            c.components, c.reasons, _DECISION[d.truncated][d.kept], d.reason, d.tokens,
-            c.text[:160],
-        )  # fmt: skip
-    first = records[0] if records else None
+        ids = r.id if len(records) == 1 else tuple([x.id for x in records])
+        kind, author = r.kind, r.author
     return (
-        c.key, tuple([x.id for x in records]), first.kind if first else "synthetic",
-        first.author if first else None, c.section, c.source, c.sources, c.score, c.components,
+        c.key, ids, kind, author, c.section, c.source, c.sources, c.score, c.components,
         c.reasons, _DECISION[d.truncated][d.kept], d.reason, d.tokens, c.text[:160],
     )  # fmt: skip
 

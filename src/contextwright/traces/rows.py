@@ -45,12 +45,6 @@ def row_item(row: Sequence[Any]) -> dict[str, Any]:
     """The item a stored row stands for, exactly as `build.decision_dict` builds it."""
     key, ids, kind, author, section, source, sources, score, comps, reasons, *rest = row
     decision, reason, tokens, preview = rest
-    try:
-        shown = rounded_components(comps)
-        score = round4(score)
-    except TypeError:  # a NaN or an infinity, stored as null by orjson (as when rounded)
-        shown = {k: _round(comps[k]) for k in sorted(comps)}
-        score = _round(score)
     return {
         "key": key,
         "record_ids": [ids] if isinstance(ids, str) else list(ids),
@@ -59,8 +53,8 @@ def row_item(row: Sequence[Any]) -> dict[str, Any]:
         "section": section,
         "source": source,
         "sources": list(sources) or [source],
-        "score": score,
-        "components": shown,
+        "score": _round(score),
+        "components": rounded_components(comps, _round),
         "reasons": list(reasons),
         "decision": decision,
         "reason": reason,
@@ -78,4 +72,5 @@ def row_counts(rows: Sequence[Sequence[Any]]) -> tuple[int, int, int]:
 
 
 def _round(v: Any) -> Any:
+    # A NaN or an infinity is stored as null by orjson (as when rounded): it reads back as null.
     return None if v is None else round4(v)
