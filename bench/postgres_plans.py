@@ -48,17 +48,11 @@ class Recorder:
         def one(sql: str, params: Any = None, **kw: Any) -> list[Any]:
             return self._timed([(sql, params)], kw.get("planner"), lambda: read(sql, params, **kw))
 
-        def many(statements: Any) -> list[list[Any]]:
-            return self._timed(list(statements), None, lambda: read_many(statements))
-
-        with_counts = store._read_with_counts
-
-        def counted(sql: str, params: Any, counts_sql: str, counts_params: Any) -> Any:
-            return self._timed(
-                [(sql, params), (counts_sql, counts_params)],
-                COUNTS_PLANNER,
-                lambda: with_counts(sql, params, counts_sql, counts_params),
-            )
+        def many(statements: Any, counts: Any = None) -> list[list[Any]]:
+            # The word counts' statement, where sent, goes last with its own planner setting.
+            stmts = list(statements) + ([counts] if counts is not None else [])
+            planner = COUNTS_PLANNER if counts is not None else None
+            return self._timed(stmts, planner, lambda: read_many(statements, counts))
 
         versioned = store._read_versioned
 
@@ -72,7 +66,6 @@ class Recorder:
         store._read = one  # type: ignore[method-assign]
         store._read_versioned = searched  # type: ignore[method-assign]
         store._read_many = many  # type: ignore[method-assign]
-        store._read_with_counts = counted  # type: ignore[method-assign]
 
     def _timed(self, stmts: list[tuple[str, Any]], planner: str | None, fn: Any) -> Any:
         t = time.perf_counter()
