@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..assembly.candidates import round4, rounded_components
 from ..assembly.packing import Decision
 from ..ids import new_id
+from .rows import row_item
 from .trace import PendingTrace, SourceRun
 
 
@@ -60,27 +60,8 @@ def build_trace(
 
 
 def decision_dict(d: Decision) -> dict[str, object]:
-    """A decision as the trace's readers see it: `rows.row_item(decision_row(d))`, built
-    directly (tests/test_trace_rows.py holds them equal)."""
-    c = d.candidate
-    records = c.records
-    r = records[0] if records else None
-    return {
-        "key": c.key,
-        "record_ids": [x.id for x in records],
-        "kind": r.kind if r else "synthetic",
-        "author": r.author if r else None,
-        "section": c.section,
-        "source": c.source,
-        "sources": list(c.sources or (c.source,)),
-        "score": round4(c.score),
-        "components": rounded_components(c.components),
-        "reasons": list(c.reasons),
-        "decision": "truncated" if d.truncated else ("kept" if d.kept else "dropped"),
-        "reason": d.reason,
-        "tokens": d.tokens,
-        "preview": c.text[:160],
-    }
+    """A decision as the trace's readers see it: the item its stored row reads back as."""
+    return row_item(decision_row(d))
 
 
 def decision_row(d: Decision) -> tuple[object, ...]:

@@ -23,7 +23,7 @@ from ..assembly.candidates import round4, rounded_components
 # The key under which a trace document holds its rows instead of `items`.
 ITEM_ROWS = "item_rows"
 # What each value of a row is: the item's keys, in order.
-ITEM_FIELDS = (  # rows.ITEM_FIELDS.index("decision") == 10 (row_counts)
+ITEM_FIELDS = (
     "key",
     "record_ids",  # one record's id as a string, else a list of ids
     "kind",
@@ -40,9 +40,11 @@ ITEM_FIELDS = (  # rows.ITEM_FIELDS.index("decision") == 10 (row_counts)
     "preview",
 )
 
+_DECISION_AT = ITEM_FIELDS.index("decision")
+
 
 def row_item(row: Sequence[Any]) -> dict[str, Any]:
-    """The item a stored row stands for, exactly as `build.decision_dict` builds it."""
+    """The item a stored row stands for (`build.decision_dict` is this of a live decision)."""
     key, ids, kind, author, section, source, sources, score, comps, reasons, *rest = row
     decision, reason, tokens, preview = rest
     return {
@@ -66,7 +68,7 @@ def row_item(row: Sequence[Any]) -> dict[str, Any]:
 def row_counts(rows: Sequence[Sequence[Any]]) -> tuple[int, int, int]:
     """How many of the rows' items were kept (truncated ones included), truncated, and dropped:
     `Trace.decision_counts` with no item built (a listing's summaries)."""
-    decisions = [r[10] for r in rows]
+    decisions = [r[_DECISION_AT] for r in rows]
     dropped = decisions.count("dropped")
     return len(decisions) - dropped, decisions.count("truncated"), dropped
 
