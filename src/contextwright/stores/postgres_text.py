@@ -97,7 +97,7 @@ _COUNTS = (
     "THEN (SELECT count(*) FROM record_words "
     "WHERE tsv @@ plainto_tsquery('english', f.word)) END FROM f ORDER BY f.i"
 )
-# The project's store version, as PostgresStore.version reads it.
+# The project's store version (PostgresStore.version, and with a call's first read or search).
 VERSION_SQL = "SELECT version FROM project_versions WHERE project = %(p)s"
 # A word's count: (records with it, max rid when counted).
 _Count = tuple[int, int]
