@@ -80,9 +80,10 @@ def _early(engine: Engine, pool: ThreadPoolExecutor, **kw: Any) -> ahead.Early:
     request = AssembleRequest(project=P, agent="ann", task=TASK, budget=4000, **kw)
     people = {P: (0, frozenset({"ann", "bob"}))}
     early = ahead.start(
-        engine.store, pool, engine.assembler.sources, people, request, 5.0, ahead.Answered()
+        engine.store, pool, engine.assembler.sources, people, request, ahead.Answered()
     )
     assert early is not None
+    early.deadline = time.perf_counter() + 5.0  # as the call's sources start (run.py)
     early.future.result()  # sent and answered before what the test does next
     return early
 
@@ -123,7 +124,7 @@ def test_nothing_is_started_where_the_call_is_not_known_yet(
 
     def started(**kw: Any) -> bool:
         request = AssembleRequest(**{"project": P, "agent": "ann", "task": TASK, **kw})
-        return ahead.start(store, pool, sources, people, request, 5.0, ahead.Answered()) is not None
+        return ahead.start(store, pool, sources, people, request, ahead.Answered()) is not None
 
     assert started()
     assert not started(task_id="t1")  # the task's text is read from the store
@@ -131,7 +132,7 @@ def test_nothing_is_started_where_the_call_is_not_known_yet(
     assert not started(project="other")  # its people never read
     assert not started(task="  ")
     request = AssembleRequest(project=P, agent="ann", task=TASK)
-    assert ahead.start(store, None, sources, people, request, 5.0, ahead.Answered()) is None
+    assert ahead.start(store, None, sources, people, request, ahead.Answered()) is None
 
 
 def test_the_search_is_sent_before_the_calls_first_read_and_the_window_is_the_same(
@@ -259,7 +260,12 @@ def test_a_pipelines_full_text_never_waits_on_the_pool_for_the_calls_search() ->
     concurrent calls would hold every pool thread waiting for searches queued behind them,
     until the deadline cut the sources off."""
     pipelines = [{"name": "narrow", "steps": [{"step": "fulltext", "topK": 5}]}]
-    engine = Engine(_SlowRemote(), workers=2, cache_ttl_s=0, assemble_slots=0, pipelines=pipelines)
+    # A deadline far past what six calls' searches take on two threads even on a loaded machine
+    # (~0.25 s): only threads that wait for each other reach it.
+    engine = Engine(
+        _SlowRemote(), workers=2, cache_ttl_s=0, assemble_slots=0, pipelines=pipelines,
+        deadline_ms=5000,
+    )  # fmt: skip
     engine.register_agent("p", "ann", "developer")
     engine.add_many(
         [{"project": "p", "author": "ann", "content": f"parquet export {i}", "created_at": T0 + i}

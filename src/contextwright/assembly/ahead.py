@@ -10,11 +10,12 @@ from the request. The full-text source takes the hits only where its own search 
 same (`Early.__call__`): the same project, agent, text and limit, and a version no older than the
 call's (a version's records commit with its bump, so a search that saw it holds them all).
 Otherwise, or where it failed, the source searches as it does without this (on the pool, under
-the call's deadline), so the window is the one it would be. The words' counts the search needs are read by it, on the pool (the call's
-first read then carries none: `Assembler._resolve`). The source runs on the calling thread
-(`pipeline.is_inline`), which waits for the search until the call's deadline (past it, the
-source fails as one the deadline cut off): a pool thread waiting for another would hold two of
-the pool's threads for one search."""
+the call's deadline), so the window is the one it would be. The words' counts the search needs
+are read by it, on the pool (the call's first read then carries none: `Assembler._resolve`).
+The source runs on the calling thread (`pipeline.is_inline`), which waits for the search until
+the sources' deadline (past it, the source fails as one the deadline cut off): a pool thread
+waiting for another would hold two of the pool's threads for one search. Only the call's own
+full-text source takes it (a pipeline's step runs on the pool: retrieval.py)."""
 
 from __future__ import annotations
 
@@ -73,7 +74,9 @@ class Early:
             cast(SearchesAhead, store).search_ahead, *key
         )
         self.version: int | None = None
-        self.deadline = 0.0  # perf_counter time past which the search is not waited for
+        # perf_counter time past which the search is not waited for: the sources' (run.py sets
+        # it as they start); until then the hits are not waited for at all.
+        self.deadline = 0.0
 
     def __call__(self, project: str, agent: str, text: str, limit: int) -> list[Hit]:
         """The hits; past the deadline, FutureTimeout (the source fails as one cut off by it)."""
@@ -101,7 +104,6 @@ def start(
     sources: Sequence[Source],
     people: Mapping[str, tuple[int, frozenset[str]]],
     request: AssembleRequest,
-    deadline_s: float,
     answered: Answered,
 ) -> Early | None:
     """The call's search, started on `pool`, or None where nothing is started: no pool, a store
@@ -124,6 +126,4 @@ def start(
         return None
     text = topic(request.task, known[1]) or request.task
     limit = int(request.limits.get(NAME, FullTextSource.LIMIT))
-    early = Early(store, pool, (request.project, request.agent, text, limit))
-    early.deadline = time.perf_counter() + deadline_s  # until the sources start (run.py)
-    return early
+    return Early(store, pool, (request.project, request.agent, text, limit))

@@ -155,7 +155,12 @@ def run_sources(
 
 
 def _waits(src: Source, ctx: SourceContext) -> bool:
-    return src.name in ctx.prepared or (ctx.ahead is not None and isinstance(src, FullTextSource))
+    return src.name in ctx.prepared or _takes_ahead(src, ctx)
+
+
+def _takes_ahead(src: Source, ctx: SourceContext) -> bool:
+    """Is `src` the call's full-text source, whose search was started ahead (ahead.py)?"""
+    return ctx.ahead is not None and isinstance(src, FullTextSource)
 
 
 def _prefetch(
@@ -193,7 +198,7 @@ def is_inline(src: Source, ctx: SourceContext | None = None) -> bool:
             capable(ctx.store, RemoteReads) and cast(RemoteReads, ctx.store).remote
         ):
             return True
-        if ctx.ahead is not None and isinstance(src, FullTextSource):
+        if _takes_ahead(src, ctx):
             return True
     elif inline:
         return True

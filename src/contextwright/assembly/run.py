@@ -155,8 +155,7 @@ class Assembler:
         t0 = time.perf_counter()
         # Before the first read, so that the search overlaps it and the call's setup (ahead.py).
         early = ahead.start(
-            self.store, self.pool, self.sources, self._people, request, self.deadline_s,
-            self._answered,
+            self.store, self.pool, self.sources, self._people, request, self._answered
         )  # fmt: skip
         request, agent_obj, active, read_version, terms = self._resolve(request, early is None)
         bud = request.budget
@@ -214,7 +213,7 @@ class Assembler:
         )  # fmt: skip
         ruled, rule_warnings = actions.includes(rule, ctx, ruleset.root)
         warnings.extend(rule_warnings)
-        if early is not None:  # the sources' own deadline (run_sources), not one from before
+        if early is not None:  # the sources' own deadline (run_sources)
             early.deadline = time.perf_counter() + self.deadline_s
         found, runs = run_sources(active, ctx, self.pool, self.deadline_s, cache=self.cache)
         self._answered.note(request, version, runs)
