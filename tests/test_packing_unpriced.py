@@ -15,6 +15,7 @@ from contextwright import Engine
 from contextwright.assembly import packing
 from contextwright.assembly.candidates import Candidate
 from contextwright.assembly.render import DATED_SECTIONS
+from contextwright.assembly.scoring import day_label
 from contextwright.assembly.sources import SourceContext, pair_tool_calls, record_candidate
 from contextwright.ports import Tokenizer
 from contextwright.records import Record, build_record
@@ -62,7 +63,7 @@ def test_the_least_cost_is_at_most_what_pack_counts(
             cost, _, _ = packing.fit_cost(c, dated, days, fmt, "alice", counter, stored)
             assert bound <= cost, (c.key, c.section, fmt)
         if c.records and c.section != "history":  # a paid day's line costs nothing more
-            day = packing.day_label(c.records[0])
+            day = day_label(c.records[0])
             cost, _, _ = packing.fit_cost(c, dated, {day}, fmt, "alice", counter, stored)
             assert bound <= cost
 

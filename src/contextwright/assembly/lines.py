@@ -42,6 +42,29 @@ def _dated(r: Record, counter: Tokenizer) -> tuple[str, int]:
     return f"{prefix} {r.content}", counter.count(prefix) + r.tokens + 1
 
 
+def undated_line(r: Record, counter: Tokenizer, lines: Lines | None) -> Line:
+    """A record's line under its day's line in a dated section: its day, its prefix without the
+    date, `short` (`prefix content`) and, where the content is printable (one line that
+    render.quoted shows as it is), `cost` (kept in `lines` where given)."""
+    return lines.undated(r) if lines is not None else _undated(Line(r), counter)
+
+
+def line_cost(prefix: str, r: Record, counter: Tokenizer) -> int:
+    """What `prefix content` and its newline cost with the content on one line: the prefix's
+    count, the content's stored count, the space and the newline."""
+    return counter.count(prefix) + r.tokens + 2
+
+
+def _undated(m: Line, counter: Tokenizer) -> Line:
+    r = m.record
+    prefix = m.prefix = item_prefix(r, dated=False)
+    m.day = day_label(r)
+    if r.content.isprintable():
+        m.cost = line_cost(prefix, r, counter)
+    m.short = f"{prefix} {r.content}"  # last: a thread that finds it takes the rest
+    return m
+
+
 @dataclass(slots=True)
 class Line:
     """One record's lines and counts (None: not needed yet, or not derived here)."""
@@ -50,8 +73,9 @@ class Line:
     text: str | None = None  # `prefix content`, a dated line
     tokens: int = 0  # as `dated_line` counts `text`
     day: str | None = None
-    short: str | None = None  # `undated-prefix content`, shown under its day
-    cost: int | None = None  # as fit_cost counts `short` and its newline; None: several lines
+    prefix: str | None = None  # the prefix without the date, of `short`
+    short: str | None = None  # `prefix content`, shown under its day
+    cost: int | None = None  # `line_cost`, where the content is printable (one line as it is)
     text_count: int | None = None  # the exact count of `text` and a newline
     short_count: int | None = None  # the exact count of `short` and a newline
 
@@ -84,15 +108,10 @@ class Lines:
         return text, m.tokens
 
     def undated(self, r: Record) -> Line:
-        """`r`'s entry with its day and its line under that day (`short`) made, and `cost` as
-        `fit_cost` counts a line of one line (None where the content has further lines)."""
+        """`undated_line(r, ...)`, kept."""
         m = self.line(r)
         if m.short is None:
-            short = item_prefix(r, dated=False)
-            m.day = day_label(r)
-            if r.content.isprintable():  # one line: quoted() shows it as it is
-                m.cost = self.counter.count(short) + r.tokens + 2  # the line and its newline
-            m.short = f"{short} {r.content}"
+            _undated(m, self.counter)
         return m
 
     def shown_count(self, r: Record, text: str, count: ShownCount, *args: Any) -> int | None:

@@ -18,9 +18,8 @@ from ..ports import Tokenizer
 from .candidates import SECTIONS, Candidate, Item
 from .caps import charged_source
 from .costs import fixed_cost, heading_cost, shown_count, unit_cost
-from .lines import Lines
+from .lines import Lines, line_cost, undated_line
 from .render import DATED_SECTIONS, PER_MESSAGE, TOOL_CALL_OVERHEAD, day_heading, quoted
-from .scoring import day_label, item_prefix
 
 MIN_TRUNCATE = 24
 _BOUNDARY = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -131,19 +130,15 @@ def fit_cost(
     if not (dated and c.dated_line):
         return unit_cost(c, fmt, agent, counter, stored_counts), None, c.text
     r = c.records[0]
-    if lines is not None:
-        m = lines.undated(r)
-        if m.cost is not None:
-            day = m.day
-            assert day is not None and m.short is not None
-            return m.cost + (0 if day in days else day_cost(day, counter)), day, m.short
-    day, short = day_label(r), item_prefix(r, dated=False)
-    line = f"{short} {r.content}"
-    shown = quoted(line)
-    if shown is line:
-        cost = counter.count(short) + r.tokens + 2  # the line and its newline
-    else:  # its further lines are indented (render.quoted)
-        cost = shown_count(counter, short, r, shown, stored_counts) + 1
+    m = undated_line(r, counter, lines)
+    day, prefix, line, cost = m.day, m.prefix, m.short, m.cost
+    assert day is not None and prefix is not None and line is not None
+    if cost is None:
+        shown = quoted(line)
+        if shown is line:  # not printable, but one line all the same
+            cost = line_cost(prefix, r, counter)
+        else:  # its further lines are indented (render.quoted)
+            cost = shown_count(counter, prefix, r, shown, stored_counts) + 1
     return cost + (0 if day in days else day_cost(day, counter)), day, line
 
 
