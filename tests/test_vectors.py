@@ -535,6 +535,67 @@ def test_a_query_asked_again_ranks_only_the_rows_added_since(seed: int, who: str
     assert reused >= 6  # the cut moves now and then, not at most turns
 
 
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(0, 2**16),
+    st.sampled_from([None, "y"]),
+    st.lists(st.sampled_from(["far", "near", "again", "limit"]), min_size=1, max_size=10),
+)
+def test_a_query_asked_again_with_no_new_row_near_gets_the_last_answer(
+    seed: int, who: str | None, steps: list[str]
+) -> None:
+    """A row added far from the query (outside the cut) leaves the rows ranked as they were:
+    the search answers with its last answer, without ranking again. A row near the query, a
+    row embedded again or another limit ranks anew. Every answer is a fresh matrix's."""
+    rng = np.random.default_rng(seed)
+    query = rng.standard_normal(16).astype(np.float32)
+    m = VectorMatrix(16)
+    ids: list[str] = []
+    vecs: list[np.ndarray[Any, Any]] = []
+    access: list[Access] = []
+
+    def add(vec: np.ndarray[Any, Any], rid: str | None = None, private: bool = False) -> None:
+        acc = Access("x", "private" if private else "project")  # a private row: far for "y"
+        rid = rid or f"r{len(ids)}"
+        m.add([rid], vec[None, :], [acc])
+        if rid in ids:
+            at = ids.index(rid)
+            vecs[at], access[at] = vec, acc
+        else:
+            ids.append(rid), vecs.append(vec), access.append(acc)
+
+    for v in rng.standard_normal((300, 16)).astype(np.float32):
+        add(v, private=rng.random() < 0.2)
+    limit = 10
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_vectors, "EXACT_UP_TO", 50)
+        last = m.search(query, who, limit)
+        for step in steps:
+            noise = 0.01 * rng.standard_normal(16).astype(np.float32)
+            if step == "far":  # every sign bit opposite the query's: past any cut
+                add(-np.sign(query) * np.abs(query).mean(), private=rng.random() < 0.5)
+            elif step == "near":
+                add(query + noise)
+            elif step == "again":  # a row embedded again: the kept distances are void
+                add(query + noise, rid=ids[int(rng.integers(0, len(ids)))])
+            else:
+                limit = 15 if limit == 10 else 10
+            kept = m._dists[(query.tobytes(), who if m._restricted else None)]
+            before = kept.found
+            got = m.search(query, who, limit)
+            fresh = VectorMatrix(16)
+            fresh.add(ids, np.stack(vecs), access)
+            want = fresh.search(query, who, limit)
+            assert [rid for rid, _ in got] == [rid for rid, _ in want]
+            assert np.allclose([c for _, c in got], [c for _, c in want], rtol=1e-5, atol=1e-5)
+            now = m._dists[(query.tobytes(), who if m._restricted else None)]
+            if step == "far":
+                assert got == last and now.found is before  # the last answer, not ranked again
+            else:
+                assert now.found is not before
+            last = got
+
+
 def test_the_matrix_keeps_its_ids_where_the_cyclic_gc_does_not_walk() -> None:
     """A full collection walks every container it tracks: a list of 100k record ids added 3 ms to
     each one in a process with the vector engine. The ids (an object array) and the rows by id
@@ -561,7 +622,7 @@ def _preselected(m: VectorMatrix, query: np.ndarray[Any, Any], who: str) -> set[
     n = len(m.ids)
     mask = m._masks.get(who) if m._restricted else None
     cut = None if mask is None else mask[:n]
-    rows, _ = m._scored(query, n, cut, min(100, n - 1), who if cut is not None else None)
+    rows, _, _ = m._scored(query, n, cut, min(100, n - 1), who if cut is not None else None)
     return {m.ids[int(r)] for r in rows}
 
 
