@@ -68,6 +68,8 @@ def hamming(
     """The Hamming distances of rows [lo, n) of `bits` (sign bits, word-major) to `qbits`, `far`
     where `mask` (of rows [lo, n)) is False, and their histogram over 0..far."""
     words = bits.shape[0]
+    if n - lo <= FEW:
+        return _hamming_few(bits, qbits, lo, n, mask, far)
     dist: np.ndarray[Any, np.dtype[np.uint16]] | None = None
     # Three words' counts (at most 192) are summed in bytes and only then widened: half the
     # uint16 passes over the rows (384 dimensions: one widening add instead of five).
@@ -83,6 +85,32 @@ def hamming(
     if mask is not None:
         np.putmask(dist, ~mask, far)
     return dist, np.bincount(dist, minlength=far + 1).astype(np.int64)
+
+
+# Up to this many rows, `hamming` counts in Python: the agent loop adds a row or two a turn, and
+# two dozen numpy calls on arrays of one row cost more than the counting (0.06-0.1 ms a turn).
+FEW = 4
+
+
+def _hamming_few(
+    bits: np.ndarray[Any, np.dtype[np.uint64]],
+    qbits: np.ndarray[Any, np.dtype[np.uint64]],
+    lo: int,
+    n: int,
+    mask: np.ndarray[Any, np.dtype[np.bool_]] | None,
+    far: int,
+) -> tuple[np.ndarray[Any, np.dtype[np.uint16]], np.ndarray[Any, np.dtype[np.int64]]]:
+    query = qbits.tolist()
+    rows = bits[:, lo:n].T.tolist()
+    seen = [True] * (n - lo) if mask is None else mask.tolist()
+    found = [
+        sum((w ^ qw).bit_count() for w, qw in zip(row, query, strict=True)) if ok else far
+        for row, ok in zip(rows, seen, strict=True)
+    ]
+    hist = np.zeros(far + 1, dtype=np.int64)
+    for d in found:
+        hist[d] += 1
+    return np.asarray(found, dtype=np.uint16), hist
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,9 +351,20 @@ class VectorMatrix:
         lo = kept.n
         if lo < n:
             part = None if mask is None else mask[lo:n]
-            dist, counts = hamming(self._bits, signs(q, words), lo, n, part, far)
-            kept.hist = kept.hist + counts
-            kept.dist = dist if lo == 0 else np.concatenate([kept.dist, dist])
+            if kept.qbits is None:
+                kept.qbits = signs(q, words)
+            dist, counts = hamming(self._bits, kept.qbits, lo, n, part, far)
+            np.add(kept.hist, counts, out=kept.hist)
+            if lo == 0:
+                kept.dist = dist
+            elif len(kept.dist) < n:
+                # Room for many turns' rows: copying 200 KB of distances to add a row or two
+                # took a loop turn's search 0.1 ms (a fresh allocation, its pages faulted in).
+                grown = np.empty(n + max(1024, n // 8), dtype=np.uint16)
+                grown[:lo] = kept.dist[:lo]
+                kept.dist = grown
+            if lo:
+                kept.dist[lo:n] = dist
             kept.n = n
             if key not in self._dists and len(self._dists) >= DISTANCES_KEPT:
                 del self._dists[next(iter(self._dists))]  # the oldest query
@@ -339,7 +378,7 @@ class VectorMatrix:
                 kept.scores = np.concatenate([kept.scores, self._dot(new, q)])
         else:
             kept.found = None
-            kept.rows = np.flatnonzero(kept.dist <= cut)
+            kept.rows = np.flatnonzero(kept.dist[:n] <= cut)
             kept.scores = self._dot(kept.rows, q)
         kept.cut = cut
         return kept.rows, kept.scores, kept
@@ -350,7 +389,7 @@ class _Distances:
     """One query's Hamming distances to rows [0, n), as one reader sees them, and their
     histogram, and the rows and cosines of its last search (VectorMatrix._scored)."""
 
-    dist: np.ndarray[Any, np.dtype[np.uint16]]
+    dist: np.ndarray[Any, np.dtype[np.uint16]]  # rows [0, n), then room for more
     hist: np.ndarray[Any, np.dtype[np.int64]]
     n: int
     rewrites: int  # VectorMatrix._rewrites when the first row was counted
@@ -361,6 +400,7 @@ class _Distances:
     # That search's answer and the limit it was asked for; None once the rows ranked change.
     found: tuple[tuple[str, float], ...] | None = None
     limit: int = 0
+    qbits: np.ndarray[Any, np.dtype[np.uint64]] | None = None  # the query's sign bits
 
 
 class MemoryVectors:
