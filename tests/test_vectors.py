@@ -1051,3 +1051,53 @@ def test_access_of_a_stored_row_keeps_only_a_direct_records_recipients() -> None
     assert shared == Access("ann", "project", ()) and shared.allows("dee")
     private = Access.of_row("ann", "private", '["bob"]')
     assert private.to == () and not private.allows("bob") and private.allows("ann")
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_the_loops_hits_are_made_candidates_once_and_its_windows_stay_the_same(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent loop asks the same task every turn: from its third call on, hits that are the
+    very records and cosines of the call before are not made into candidates again, and every
+    window (and trace) is the one an engine that makes them afresh each turn assembles."""
+    from contextwright import vector_source
+    from contextwright.stores.memory import MemoryStore
+
+    made: list[int] = []
+    real_make = vector_source.VectorSource._make
+    monkeypatch.setattr(
+        vector_source.VectorSource,
+        "_make",
+        lambda self, hits, ctx: (made.append(len(hits)), real_make(self, hits, ctx))[1],
+    )
+
+    def loop(on: Store) -> list[str]:
+        now = [1_700_000_000.0]
+        e = Engine(on, embedder=HashEmbedder(), persist_traces=False, clock=lambda: now[0])
+        for i in range(30):
+            author = "ann" if i % 2 else "bob"
+            e.add(project="p", author=author, content=f"note {i} on topic {i % 7}", id=f"n{i}")
+        e.wait_for_embeddings(timeout=30)
+        out = []
+        for turn in range(6):
+            now[0] += 60
+            r = e.assemble("p", "ann", "what is the topic of the notes?", 2000, session="s1")
+            trace = r.trace.to_json_dict()
+            out.append(repr((r.messages, trace["item_rows"], trace["sections"], trace["tokens"])))
+            if turn in (1, 3):  # a reply between two turns
+                e.add(
+                    project="p", author="ann", content=f"reply {turn}", session="s1", id=f"r{turn}"
+                )
+                e.wait_for_embeddings(timeout=30)
+        e.close()
+        return out
+
+    def new_store(name: str) -> Store:
+        return MemoryStore() if kind == "memory" else SQLiteStore(str(tmp_path / name))
+
+    windows = loop(new_store("kept.db"))
+    turns_made = len(made)
+    monkeypatch.setattr(vector_source, "MADE_KEPT", 0)  # nothing kept: made every turn
+    made.clear()
+    assert loop(new_store("fresh.db")) == windows
+    assert len(made) == 6 and turns_made < 6
