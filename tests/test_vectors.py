@@ -1101,3 +1101,58 @@ def test_the_loops_hits_are_made_candidates_once_and_its_windows_stay_the_same(
     made.clear()
     assert loop(new_store("fresh.db")) == windows
     assert len(made) == 6 and turns_made < 6
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.text(max_size=4),
+            st.sampled_from(["knowledge", "suggestions", "history", "state"]),
+            st.integers(0, 2),  # records
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.dictionaries(st.sampled_from(["vector", "bm25", "relevance"]), st.floats(0, 1)),
+            st.booleans(),
+            st.integers(0, 500),
+            st.one_of(st.none(), st.text(max_size=3)),
+            st.booleans(),
+        ),
+        max_size=6,
+    )
+)
+def test_frozen_candidates_thaw_into_equal_candidates_of_their_own(
+    rows: list[tuple[str, str, int, float, dict[str, float], bool, int, str | None, bool]],
+) -> None:
+    """`thaw(freeze(cs))` gives candidates equal to `cs`, field by field (it builds them by
+    position), each with a components dict of its own: the loop's vector hits (vector_source)
+    and the source cache hand them to scoring, which writes into them."""
+    from contextwright.assembly.candidates import Candidate, freeze, thaw
+    from contextwright.records import Record
+
+    made = [
+        Candidate(
+            key=f"k{i}{key}",
+            section=section,
+            source=f"s{i}",
+            text=f"text {key}",
+            records=tuple(
+                Record(f"r{i}-{j}", "p", "ann", "note", f"{i}-{j}", float(j), 3, f"c{i}-{j}")
+                for j in range(n)
+            ),
+            score=score,
+            components=comps,
+            reasons=(f"why {i}",),
+            pinned=pinned,
+            tokens=tokens,
+            created_at=float(i),
+            content_hash=f"h{i}",
+            sources=(f"s{i}", "vector"),
+            beside=beside,
+            dated_line=dated,
+            deep=not dated,
+        )
+        for i, (key, section, n, score, comps, pinned, tokens, beside, dated) in enumerate(rows)
+    ]
+    back = thaw(freeze(made))
+    assert back == made
+    assert all(a.components is not b.components for a, b in zip(back, made, strict=True))
