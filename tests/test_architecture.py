@@ -17,7 +17,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "cli", "server", "mcp", "integrations", "demo", "evals", "importers", "testing",
     ),
     "facade": ("engine", "__init__"),
-    "features": ("sessions", "tasks", "vectors"),
+    "features": ("sessions", "tasks", "vectors", "vector_source"),
     "assembly": ("assembly", "traces", "rules", "recordbook", "agents"),
     "adapters": ("stores", "embedders", "summarizers"),  # behind the ports: core only
     "core": (

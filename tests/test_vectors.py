@@ -535,6 +535,67 @@ def test_a_query_asked_again_ranks_only_the_rows_added_since(seed: int, who: str
     assert reused >= 6  # the cut moves now and then, not at most turns
 
 
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(0, 2**16),
+    st.sampled_from([None, "y"]),
+    st.lists(st.sampled_from(["far", "near", "again", "limit"]), min_size=1, max_size=10),
+)
+def test_a_query_asked_again_with_no_new_row_near_gets_the_last_answer(
+    seed: int, who: str | None, steps: list[str]
+) -> None:
+    """A row added far from the query (outside the cut) leaves the rows ranked as they were:
+    the search answers with its last answer, without ranking again. A row near the query, a
+    row embedded again or another limit ranks anew. Every answer is a fresh matrix's."""
+    rng = np.random.default_rng(seed)
+    query = rng.standard_normal(16).astype(np.float32)
+    m = VectorMatrix(16)
+    ids: list[str] = []
+    vecs: list[np.ndarray[Any, Any]] = []
+    access: list[Access] = []
+
+    def add(vec: np.ndarray[Any, Any], rid: str | None = None, private: bool = False) -> None:
+        acc = Access("x", "private" if private else "project")  # a private row: far for "y"
+        rid = rid or f"r{len(ids)}"
+        m.add([rid], vec[None, :], [acc])
+        if rid in ids:
+            at = ids.index(rid)
+            vecs[at], access[at] = vec, acc
+        else:
+            ids.append(rid), vecs.append(vec), access.append(acc)
+
+    for v in rng.standard_normal((300, 16)).astype(np.float32):
+        add(v, private=rng.random() < 0.2)
+    limit = 10
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_vectors, "EXACT_UP_TO", 50)
+        last = m.search(query, who, limit)
+        for step in steps:
+            noise = 0.01 * rng.standard_normal(16).astype(np.float32)
+            if step == "far":  # every sign bit opposite the query's: past any cut
+                add(-np.sign(query) * np.abs(query).mean(), private=rng.random() < 0.5)
+            elif step == "near":
+                add(query + noise)
+            elif step == "again":  # a row embedded again: the kept distances are void
+                add(query + noise, rid=ids[int(rng.integers(0, len(ids)))])
+            else:
+                limit = 15 if limit == 10 else 10
+            kept = m._dists[(query.tobytes(), who if m._restricted else None)]
+            before = kept.found
+            got = m.search(query, who, limit)
+            fresh = VectorMatrix(16)
+            fresh.add(ids, np.stack(vecs), access)
+            want = fresh.search(query, who, limit)
+            assert [rid for rid, _ in got] == [rid for rid, _ in want]
+            assert np.allclose([c for _, c in got], [c for _, c in want], rtol=1e-5, atol=1e-5)
+            now = m._dists[(query.tobytes(), who if m._restricted else None)]
+            if step == "far":
+                assert got == last and now.found is before  # the last answer, not ranked again
+            else:
+                assert now.found is not before
+            last = got
+
+
 def test_the_matrix_keeps_its_ids_where_the_cyclic_gc_does_not_walk() -> None:
     """A full collection walks every container it tracks: a list of 100k record ids added 3 ms to
     each one in a process with the vector engine. The ids (an object array) and the rows by id
@@ -561,7 +622,7 @@ def _preselected(m: VectorMatrix, query: np.ndarray[Any, Any], who: str) -> set[
     n = len(m.ids)
     mask = m._masks.get(who) if m._restricted else None
     cut = None if mask is None else mask[:n]
-    rows, _ = m._scored(query, n, cut, min(100, n - 1), who if cut is not None else None)
+    rows, _, _ = m._scored(query, n, cut, min(100, n - 1), who if cut is not None else None)
     return {m.ids[int(r)] for r in rows}
 
 
@@ -990,3 +1051,108 @@ def test_access_of_a_stored_row_keeps_only_a_direct_records_recipients() -> None
     assert shared == Access("ann", "project", ()) and shared.allows("dee")
     private = Access.of_row("ann", "private", '["bob"]')
     assert private.to == () and not private.allows("bob") and private.allows("ann")
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_the_loops_hits_are_made_candidates_once_and_its_windows_stay_the_same(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent loop asks the same task every turn: from its third call on, hits that are the
+    very records and cosines of the call before are not made into candidates again, and every
+    window (and trace) is the one an engine that makes them afresh each turn assembles."""
+    from contextwright import vector_source
+    from contextwright.stores.memory import MemoryStore
+
+    made: list[int] = []
+    real_make = vector_source.VectorSource._make
+    monkeypatch.setattr(
+        vector_source.VectorSource,
+        "_make",
+        lambda self, hits, ctx: (made.append(len(hits)), real_make(self, hits, ctx))[1],
+    )
+
+    def loop(on: Store) -> list[str]:
+        now = [1_700_000_000.0]
+        e = Engine(on, embedder=HashEmbedder(), persist_traces=False, clock=lambda: now[0])
+        for i in range(30):
+            author = "ann" if i % 2 else "bob"
+            e.add(project="p", author=author, content=f"note {i} on topic {i % 7}", id=f"n{i}")
+        e.wait_for_embeddings(timeout=30)
+        out = []
+        for turn in range(6):
+            now[0] += 60
+            r = e.assemble("p", "ann", "what is the topic of the notes?", 2000, session="s1")
+            trace = r.trace.to_json_dict()
+            out.append(repr((r.messages, trace["item_rows"], trace["sections"], trace["tokens"])))
+            if turn in (1, 3):  # a reply between two turns
+                e.add(
+                    project="p", author="ann", content=f"reply {turn}", session="s1", id=f"r{turn}"
+                )
+                e.wait_for_embeddings(timeout=30)
+        e.close()
+        return out
+
+    def new_store(name: str) -> Store:
+        return MemoryStore() if kind == "memory" else SQLiteStore(str(tmp_path / name))
+
+    windows = loop(new_store("kept.db"))
+    turns_made = len(made)
+    monkeypatch.setattr(vector_source, "MADE_KEPT", 0)  # nothing kept: made every turn
+    made.clear()
+    assert loop(new_store("fresh.db")) == windows
+    assert len(made) == 6 and turns_made < 6
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.text(max_size=4),
+            st.sampled_from(["knowledge", "suggestions", "history", "state"]),
+            st.integers(0, 2),  # records
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.dictionaries(st.sampled_from(["vector", "bm25", "relevance"]), st.floats(0, 1)),
+            st.booleans(),
+            st.integers(0, 500),
+            st.one_of(st.none(), st.text(max_size=3)),
+            st.booleans(),
+        ),
+        max_size=6,
+    )
+)
+def test_frozen_candidates_thaw_into_equal_candidates_of_their_own(
+    rows: list[tuple[str, str, int, float, dict[str, float], bool, int, str | None, bool]],
+) -> None:
+    """`thaw(freeze(cs))` gives candidates equal to `cs`, field by field (it builds them by
+    position), each with a components dict of its own: the loop's vector hits (vector_source)
+    and the source cache hand them to scoring, which writes into them."""
+    from contextwright.assembly.candidates import Candidate, freeze, thaw
+    from contextwright.records import Record
+
+    made = [
+        Candidate(
+            key=f"k{i}{key}",
+            section=section,
+            source=f"s{i}",
+            text=f"text {key}",
+            records=tuple(
+                Record(f"r{i}-{j}", "p", "ann", "note", f"{i}-{j}", float(j), 3, f"c{i}-{j}")
+                for j in range(n)
+            ),
+            score=score,
+            components=comps,
+            reasons=(f"why {i}",),
+            pinned=pinned,
+            tokens=tokens,
+            created_at=float(i),
+            content_hash=f"h{i}",
+            sources=(f"s{i}", "vector"),
+            beside=beside,
+            dated_line=dated,
+            deep=not dated,
+        )
+        for i, (key, section, n, score, comps, pinned, tokens, beside, dated) in enumerate(rows)
+    ]
+    back = thaw(freeze(made))
+    assert back == made
+    assert all(a.components is not b.components for a, b in zip(back, made, strict=True))

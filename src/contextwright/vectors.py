@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from . import ports
-from .assembly.candidates import Candidate
-from .assembly.reads import kept_hits
 from .assembly.scoring import ScoringConfig
-from .assembly.sources import Source, SourceContext, hit_candidates
-from .ports import Embedder, KeepsVectors, NearestHere, Store, VectorStore, capable
+from .assembly.sources import Source
+from .ports import Embedder, Store, VectorStore, capable
 from .records import Record
+from .vector_source import VectorSource, supports_vectors
 
 if TYPE_CHECKING:
     from .assembly.run import Assembler
@@ -54,15 +52,6 @@ STAGED_MAX = 256
 def embed_text(r: Record) -> str:
     """What gets embedded: the author's name helps questions that name people ("what did Ann...")."""
     return f"{r.author}: {r.content}"
-
-
-def searches_here(store: object) -> bool:
-    """The store searches its vectors in this process (`vector_nearest`: SQLite, memory)."""
-    return capable(store, NearestHere)
-
-
-def supports_vectors(store: object) -> bool:
-    return capable(store, KeepsVectors)
 
 
 class EmbeddingWorker:
@@ -176,117 +165,6 @@ class EmbeddingWorker:
             self._lag, self._caught_up = None, seen  # (the next pass came after the rest)
             return self._notified != seen
         return True
-
-
-class VectorSource:
-    """Records nearest to the task by cosine of their embeddings, each with a `vector` signal
-    (cosine scaled over the list) that scoring.fuse_relevance fuses with `bm25` into `relevance`;
-    the last `cache_size` query embeddings are kept."""
-
-    name, top_k = "vector", 40  # top_k: the hits read where nothing sizes the list
-    # On a store that searches in this process (`vector_nearest`: SQLite, memory), the query's
-    # embedding and the search run on the pool, started before any source, and the hits are
-    # read on the calling thread (pipeline.py): the pool's work holds the GIL little, so it
-    # overlaps the other sources' reads. On PostgreSQL (`remote`) all of it runs on the pool.
-    inline = "local"
-    prepare_weight = 4.0  # a query embedding and the search: the longest work of a call
-
-    def __init__(self, embedder: Embedder, cache_size: int = 256) -> None:
-        self.embedder = embedder
-        self.cache_size = cache_size
-        self._cache: OrderedDict[str, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def _cached(self, text: str) -> Any:
-        with self._lock:
-            vec = self._cache.get(text)
-            if vec is not None:
-                self._cache.move_to_end(text)
-            return vec
-
-    def _keep(self, text: str, vec: Any) -> Any:
-        with self._lock:
-            self._cache[text] = vec
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-        return vec
-
-    def _embedding(self, text: str) -> Callable[[], Callable[[], Any]]:
-        """The embedding of `text` as work that returns what is left to do: for an embedder with
-        `query_steps` (MiniLM) the text is tokenized now, on the calling thread, the work runs
-        the model alone and returns the pooling of its output; otherwise the work does it all."""
-        steps = getattr(self.embedder, "query_steps", None)
-        if steps is None:
-
-            def whole() -> Callable[[], Any]:
-                vec = self.embedder.embed([text])[0]
-                return lambda: vec
-
-            return whole
-        split = steps(text)
-
-        def model() -> Callable[[], Any]:
-            out = split.run()
-            return lambda: split.vector(out)
-
-        return model
-
-    def _nearest(self, ctx: SourceContext) -> Callable[[], Callable[[], list[tuple[str, float]]]]:
-        """The query's embedding (unless cached) and the search, as one piece of work: on the
-        pool beside the other sources' reads, it made calls 0.1-1.1 ms faster at p50 than the
-        search on the calling thread after them, in seven paired runs (docs/vectors.md)."""
-        text, store = ctx.query_text, cast(NearestHere, ctx.store)  # prepare and run ask first
-        vec = self._cached(text)
-        embed = None if vec is not None else self._embedding(text)
-        project, agent, model = ctx.project, ctx.agent, self.embedder.name
-        limit = ctx.depth(self.name, self.top_k)
-
-        def work() -> Callable[[], list[tuple[str, float]]]:
-            v = vec if embed is None else self._keep(text, embed()())
-            found: list[tuple[str, float]] = store.vector_nearest(project, agent, v, limit, model)
-            return lambda: found
-
-        return work
-
-    def applies(self, ctx: SourceContext) -> bool:
-        return bool(ctx.task.strip()) and supports_vectors(ctx.store)
-
-    def prepare(self, ctx: SourceContext) -> Callable[[], Callable[[], Any]] | None:
-        """Work for the pool while the other sources read: the embedding, and the search where
-        the store searches in this process. None for a task asked again (the loop): its search
-        (kept distances, half a millisecond of small numpy steps that took the GIL from the
-        calling thread on the pool) runs on the caller, and the spare core is left to others."""
-        text = ctx.query_text
-        if not self.applies(ctx) or self._cached(text) is not None:
-            return None
-        return self._nearest(ctx) if searches_here(ctx.store) else self._embedding(text)
-
-    def run(self, ctx: SourceContext) -> list[Candidate]:
-        store = ctx.store
-        if not self.applies(ctx):
-            return []
-        if searches_here(store):
-            # What `prepare` started (or all of it here); hits read already are not read again.
-            found = ctx.prepared_result(self.name, lambda: self._nearest(ctx)())()
-            hits = kept_hits(store, ctx.shared, ctx.version, ctx.project, found, ctx.records_read())
-        else:
-            text = ctx.query_text
-            vec = self._cached(text)
-            if vec is None:  # what `prepare` started, or (no pool) all of it here
-                finish = ctx.prepared_result(self.name, lambda: self._embedding(text)())
-                vec = self._keep(text, finish())
-            hits = cast(KeepsVectors, store).vector_search(
-                ctx.project, ctx.agent, vec, ctx.depth(self.name, self.top_k), self.embedder.name
-            )
-        if not hits:
-            return []
-        # Cosines crowd into a narrow band; spread the returned list over 0..1 (min-max),
-        # which fused with bm25 measured better than cosine / best (docs/recall.md).
-        top, floor = hits[0].score, min(h.score for h in hits) if len(hits) > 1 else 0.0
-        span = max(top - floor, 1e-6)
-        rels = [(h.score - floor) / span for h in hits]
-        why = "close in meaning to the task (cosine {:.2f})"
-        return hit_candidates(hits, rels, ctx, self.name, "vector", why, ("tool_call",), self.top_k)
 
 
 class Vectors:
