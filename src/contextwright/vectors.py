@@ -16,8 +16,10 @@ trace says that too.
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -47,6 +49,8 @@ LAG_TTL_S = 5.0
 # (longer than a model call between two turns), at STAGED_MAX held, and when the worker stops.
 FLUSH_IDLE_S = 30.0
 STAGED_MAX = 256
+# How long the interpreter's exit waits for a model still loading (`_close_at_exit`).
+EXIT_LOAD_WAIT_S = 60.0
 
 
 def embed_text(r: Record) -> str:
@@ -202,6 +206,7 @@ class Vectors:
         self._joined: list[Source] | None = None
         if embedder is None:
             return
+        _OPEN.add(self)
         if not isinstance(embedder, str):
             self.configured = embedder.name
             self._start(embedder)
@@ -376,3 +381,18 @@ class Vectors:
             self._closed = True  # a model still loading is dropped when it arrives
         if self.worker is not None:
             self.worker.stop()
+
+
+# A thread inside onnxruntime when the interpreter finalizes aborts the process ("terminate
+# called without an active exception", exit 134): a script that adds records and ends without
+# close() would crash after its work. So at exit every engine's vectors are closed (the worker
+# finishes its batch and stops) and a model still loading is waited for; close() itself does not
+# wait for the load, so an engine opened and closed at once stays quick.
+_OPEN: weakref.WeakSet[Vectors] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    for vectors in list(_OPEN):
+        vectors.close()
+        vectors._loaded.wait(EXIT_LOAD_WAIT_S)
