@@ -428,8 +428,11 @@ def _array(values: list[str], kind: str) -> str:
     return f"{literal}::{kind}[]"
 
 
-# A record's BM25 length discount; `n` is its length in lexemes.
-_DISCOUNT = f"(1 + {K1} * (1 - {B} + {B} * {{n}} / %(avg)s::float8))"
+# A record's BM25 length discount; `n` is its length in lexemes. Its constants are float8: written
+# bare they are numeric, and `0.75 * n` was numeric arithmetic cast to float8 through its text on
+# every row of the window, 0.5 ms of a 3 ms search at 1M records. The values are the same to the
+# bit (0.75 times an integer, and 0.25, are exact in both).
+_DISCOUNT = f"(1 + {K1}::float8 * (1 - {B}::float8 + {B}::float8 * {{n}} / %(avg)s::float8))"
 
 
 def _window(words: int, newest: str, visible: str) -> str:
