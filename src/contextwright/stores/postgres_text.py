@@ -16,7 +16,8 @@ statistics of the tsvector column say it is common; the store's size is the plan
 past EXACT_TOTAL records; the newest matches are sought among the newest rows first (see
 `search_text`). No tsvector is read to rank: each record's length in lexemes is kept beside it
 (m008_fulltext_lengths), and which words a row holds is which words' index scans found it
-(`_window`), except for words so common that the rows are walked (`_walked_window`)."""
+(postgres_search.py, which writes the search's statement), except for words so common that
+the rows are walked."""
 
 from __future__ import annotations
 
