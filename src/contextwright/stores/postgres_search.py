@@ -37,8 +37,13 @@ def search_sql(
         "window": max(limit * 8, LARGE_WINDOW) if large else None,  # NULL: no limit
     }
     visible = f" AND {visible}" if agent is not None else ""
-    words = kept(list(df), df, large)
-    weights = [_weight(params, i, t, df[t], n) for i, t in enumerate(words)]
+    words = _kept(list(df), df, large)
+    for i, t in enumerate(words):
+        # A word counted in no record may be in one now (counts are cached): weigh it as the
+        # rarest and keep it in the match; matching nothing costs nothing.
+        f = max(df[t], 1)
+        params[f"t{i}"] = t
+        params[f"w{i}"] = math.log(1 + (n - f + 0.5) / (f + 0.5))
     # The newest `window` matches. GIN answers in no order, so they are all collected and the
     # newest kept; past the window, only among the newest rows (`rid > floor`), where a
     # window and a quarter is expected by the words' counts (625 for 500: five standard
@@ -58,24 +63,14 @@ def search_sql(
         floor = max(0, top - math.ceil(1.25 * params["window"] * n / matches))
     params["floor"] = floor
     if newest == "r.rid" and len(words) > 1:
-        window = _walked_window(weights, visible)
+        window = _walked_window(len(words), visible)
     else:
-        window = _window(weights, newest, visible)
+        window = _window(len(words), newest, visible)
     # Above a floor, the planner walks the rid index and tests every row's tsvector (20,000
     # rows, 39 ms at 100k records) rather than intersect the two indexes (760 rows, 4 ms):
     # it does not know what a tsvector test costs.
     planner = "enable_indexscan = off" if floor else None
     return _joined(window, cols), params, planner
-
-
-def _weight(params: dict[str, Any], i: int, word: str, count: int, n: int) -> str:
-    """Word `i`'s BM25 weight, as a parameter of the search."""
-    params[f"t{i}"] = word
-    # A word counted in no record may be in one now (counts are cached): weigh it as the rarest
-    # and keep it in the match; matching nothing costs nothing.
-    f = max(count, 1)
-    params[f"w{i}"] = math.log(1 + (n - f + 0.5) / (f + 0.5))
-    return f"%(w{i})s::float8"
 
 
 def _joined(window: str, cols: str) -> str:
@@ -88,7 +83,7 @@ def _joined(window: str, cols: str) -> str:
     )
 
 
-def kept(words: Sequence[str], counts: Mapping[str, int], large: bool) -> list[str]:
+def _kept(words: Sequence[str], counts: Mapping[str, int], large: bool) -> list[str]:
     """The words a search keeps, in their order: past COMMON_DF records on a large store a word
     is common and left out, but the rarest is always kept."""
     if not large:
@@ -103,7 +98,7 @@ def kept(words: Sequence[str], counts: Mapping[str, int], large: bool) -> list[s
 _DISCOUNT = f"(1 + {K1}::float8 * (1 - {B}::float8 + {B}::float8 * {{n}} / %(avg)s::float8))"
 
 
-def _window(weights: list[str], newest: str, visible: str) -> str:
+def _window(words: int, newest: str, visible: str) -> str:
     """The CTEs `w` (the newest `window` matches above the floor) and `s` (the `limit` best of
     them by score), without reading a tsvector: each word's newest `window` matches are found on
     its own, and a row's words are the scans that found it. The newest `window` matches of any
@@ -113,7 +108,6 @@ def _window(weights: list[str], newest: str, visible: str) -> str:
     result's is several kB, compressed and out of line: half of a search's time at 100k).
     `rid + 0` keeps the planner, misled by its coarse estimate of a word's share, from walking the
     rid index newest first (105,000 rows for a word in 4,500)."""
-    words = len(weights)
     scans = " UNION ALL ".join(
         f"(SELECT r.rid, {i} AS i, r.visibility, r.author, r.recipients, r.tsv_len AS n "
         f"FROM record_words r WHERE r.project = %(project)s AND r.tsv @@ {TSQ.format(i=i)} "
@@ -121,14 +115,14 @@ def _window(weights: list[str], newest: str, visible: str) -> str:
         for i in range(words)
     )
     if words == 1:
-        found, present = f"SELECT * FROM ({scans}) m", weights[0]
+        found, present = f"SELECT * FROM ({scans}) m", "%(w0)s::float8"
     else:
         held = ", ".join(f"bool_or(i = {i}) AS m{i}" for i in range(words))
         found = (
             f"SELECT rid, visibility, author, recipients, n, {held} FROM ({scans}) m "
             "GROUP BY rid, visibility, author, recipients, n ORDER BY rid DESC LIMIT %(window)s"
         )
-        present = " + ".join(f"{w} * r.m{i}::int" for i, w in enumerate(weights))
+        present = " + ".join(f"%(w{i})s::float8 * r.m{i}::int" for i in range(words))
     return (
         f"WITH w AS ({found}), s AS (SELECT r.rid, ({present}) * {K1 + 1} / "
         f"{_DISCOUNT.format(n='r.n')} AS score FROM w r WHERE true{visible} "
@@ -136,14 +130,16 @@ def _window(weights: list[str], newest: str, visible: str) -> str:
     )
 
 
-def _walked_window(weights: list[str], visible: str) -> str:
+def _walked_window(words: int, visible: str) -> str:
     """`w` and `s` as `_window` makes them, for words so common that the rows are walked newest
     first: there a rarer word walked alone would read far more rows than all of them together,
     so one walk finds the matches and each row's tsvector says which words it holds. It is
     unpacked once (`strip`, in a LATERAL that the planner may not inline) and every word looked
     up in that copy: each `@@` on the stored, compressed value would decompress it again."""
-    ors = " || ".join(TSQ.format(i=i) for i in range(len(weights)))
-    present = " + ".join(f"{w} * (l.v @@ {TSQ.format(i=i)})::int" for i, w in enumerate(weights))
+    ors = " || ".join(TSQ.format(i=i) for i in range(words))
+    present = " + ".join(
+        f"%(w{i})s::float8 * (l.v @@ {TSQ.format(i=i)})::int" for i in range(words)
+    )
     return (
         "WITH w AS (SELECT r.rid, r.visibility, r.author, r.recipients, r.tsv, r.tsv_len "
         f"FROM record_words r WHERE r.project = %(project)s AND r.tsv @@ ({ors}) "
