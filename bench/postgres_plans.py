@@ -10,7 +10,7 @@ ten that warm the caches. `--plans` prints each statement's whole plan, not only
 A round trip is a pooled read (`PostgresStore._reading`): one statement, or several sent in one
 pipeline (`query_many`, `follow_ups`, `doc_with_version` with the word counts, the project's
 version with the search started ahead, and the words' counts between them where they are not
-known yet: `_read_counted`).
+known yet and common: `_read_guessed`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from postgres import built
 from contextwright import Engine
 from contextwright.stores.postgres import PostgresStore
 from contextwright.stores.postgres_schema import set_planner
-from contextwright.stores.postgres_text import COUNTS_PLANNER, VERSION_SQL
+from contextwright.stores.postgres_text import _OWN_LEXEMES, COUNTS_PLANNER, VERSION_SQL
 from contextwright.stores.postgres_url import take_pool_option
 
 # One round trip: (start ms in the call, ms waited, thread, [(sql, params)], planner setting).
@@ -64,15 +64,15 @@ class Recorder:
                 lambda: versioned(project, sql, params, planner),
             )
 
-        counted = store._read_counted
+        guessed = store._read_guessed
 
-        def counting(project: str | None, counts: Any, search: Any) -> Any:
-            # The version (if read), the counts, then the search with its planner setting.
+        def guessing(project: str | None, words: Any, search: Any) -> Any:
+            # The version (if read), the words' lexemes, then the search with its setting.
             stmts = [(VERSION_SQL, {"p": project})] if project is not None else []
-            stmts += [counts, search[:2]]
-            return self._timed(stmts, search[2], lambda: counted(project, counts, search))
+            stmts += [(_OWN_LEXEMES, {"words": words}), search[:2]]
+            return self._timed(stmts, search[2], lambda: guessed(project, words, search))
 
-        store._read_counted = counting  # type: ignore[method-assign]
+        store._read_guessed = guessing  # type: ignore[method-assign]
         store._read = one  # type: ignore[method-assign]
         store._read_versioned = searched  # type: ignore[method-assign]
         store._read_many = many  # type: ignore[method-assign]

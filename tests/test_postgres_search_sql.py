@@ -109,11 +109,11 @@ def test_words_the_statistics_call_common_are_counted_in_the_searchs_round_trip(
     pg: PostgresStore, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On a large store, a search whose words not counted yet are all common lexemes by
-    ANALYZE's statistics is one round trip: the project's version, the counts, and the search
-    written with the statistics' estimates, which are the counts given; its hits are those of the
-    counts read first and the search sent after them, score for score. A word counted (not
-    common) costs its round trip first, as before; a count that is not its estimate, a second
-    search with the counts."""
+    ANALYZE's statistics is one round trip: the project's version, the check that each is its
+    own lexeme, and the search written with the statistics' estimates, which are the counts the
+    counts statement gives them; its hits are those of the counts read first and the search sent
+    after them, score for score. A word counted (not common) costs its round trip first, as
+    before; a word that is not its own lexeme, the counts and a second search."""
     _large(pg)
     monkeypatch.setattr("contextwright.stores.postgres_text.TOP_TTL", 3600.0)
     pg.search_text(P, None, "f1", 5)  # the store's size, lengths and common lexemes known
@@ -129,7 +129,7 @@ def test_words_the_statistics_call_common_are_counted_in_the_searchs_round_trip(
     monkeypatch.setattr(pg, "_reading", counting)
     try:
         version, hits = pg.search_ahead(P, "ann", "omega alpha", 40)
-        assert trips == ["_read_counted"]
+        assert trips == ["_read_guessed"]
         assert version == pg.version(P)
         assert len(hits) == 40
         assert _hits(hits) == _hits(plain.search_text(P, "ann", "omega alpha", 40))
@@ -139,11 +139,11 @@ def test_words_the_statistics_call_common_are_counted_in_the_searchs_round_trip(
         assert trips == ["_read", "_read"]
         assert _hits(hits) == _hits(plain.search_text(P, "ann", "gamma alpha", 40))
         trips.clear()
-        pg._text_state()[1].clear()
-        pg._common = {**pg._common, "alpha": 123}  # not its count: searched again
-        hits = pg.search_text(P, None, "alpha", 40)
-        assert trips == ["_read_counted", "_read"]
-        assert _hits(hits) == _hits(plain.search_text(P, None, "alpha", 40))
+        pg._common = {**pg._common, "runs": 5}  # its lexeme is run: counted, searched again
+        hits = pg.search_text(P, None, "alpha runs", 40)
+        assert trips == ["_read_guessed", "_read", "_read"]
+        assert _hits(hits) == _hits(plain.search_text(P, None, "alpha runs", 40))
+        assert pg._text_state()[1]["runs"][0] == 0
     finally:
         plain.close()
 
@@ -159,13 +159,13 @@ def test_a_search_with_its_counts_ranks_as_one_sent_after_them(
     pg.search_text(P, None, "f1", 5)
     plain = _plain(pg_url)
     sent: list[bool] = []
-    counted = pg._read_counted
+    counted = pg._read_guessed
 
     def spy(*args: Any) -> Any:
         sent.append(True)
         return counted(*args)
 
-    monkeypatch.setattr(pg, "_read_counted", spy)
+    monkeypatch.setattr(pg, "_read_guessed", spy)
     try:
 
         @settings(max_examples=30, deadline=None)
