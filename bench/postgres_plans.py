@@ -9,7 +9,8 @@ it); its records and requests are bench/assemble.py's, and the calls are its fir
 ten that warm the caches. `--plans` prints each statement's whole plan, not only its time.
 A round trip is a pooled read (`PostgresStore._reading`): one statement, or several sent in one
 pipeline (`query_many`, `follow_ups`, `doc_with_version` with the word counts, the project's
-version with the search started ahead).
+version with the search started ahead, and the words' counts between them where they are not
+known yet and common: `_read_guessed`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from postgres import built
 from contextwright import Engine
 from contextwright.stores.postgres import PostgresStore
 from contextwright.stores.postgres_schema import set_planner
-from contextwright.stores.postgres_text import COUNTS_PLANNER, VERSION_SQL
+from contextwright.stores.postgres_text import _OWN_LEXEMES, COUNTS_PLANNER, VERSION_SQL
 from contextwright.stores.postgres_url import take_pool_option
 
 # One round trip: (start ms in the call, ms waited, thread, [(sql, params)], planner setting).
@@ -63,6 +64,15 @@ class Recorder:
                 lambda: versioned(project, sql, params, planner),
             )
 
+        guessed = store._read_guessed
+
+        def guessing(project: str | None, words: Any, search: Any) -> Any:
+            # The version (if read), the words' lexemes, then the search with its setting.
+            stmts = [(VERSION_SQL, {"p": project})] if project is not None else []
+            stmts += [(_OWN_LEXEMES, {"words": words}), search[:2]]
+            return self._timed(stmts, search[2], lambda: guessed(project, words, search))
+
+        store._read_guessed = guessing  # type: ignore[method-assign]
         store._read = one  # type: ignore[method-assign]
         store._read_versioned = searched  # type: ignore[method-assign]
         store._read_many = many  # type: ignore[method-assign]
@@ -83,12 +93,13 @@ class Recorder:
 
 def explain(conn: Any, sql: str, params: Any, planner: str | None) -> list[str]:
     """The statement's plan with the server's times, its parameters inlined as the store sent
-    them, and its planner setting (if any) for this statement only."""
+    them, and its planner setting (if any) for the rest of the transaction open on `conn`: the
+    statements of a round trip are explained in one transaction, in their order, the last with
+    the trip's setting."""
     text = psycopg.ClientCursor(conn).mogrify(sql, params)
-    with conn.transaction():
-        if planner:
-            set_planner(conn, planner)
-        return [r[0] for r in conn.execute(f"EXPLAIN (ANALYZE, BUFFERS) {text}").fetchall()]
+    if planner:
+        set_planner(conn, planner)
+    return [r[0] for r in conn.execute(f"EXPLAIN (ANALYZE, BUFFERS) {text}").fetchall()]
 
 
 def main() -> None:
@@ -113,16 +124,19 @@ def main() -> None:
                 print(f"== {agent}: {task!r}: {total:.2f} ms, {len(trips)} round trips")
                 for start, ms, thread, stmts, planner in trips:
                     print(f"  +{start:7.2f} ms  waited {ms:6.2f} ms  {thread}")
-                    for sql, params in stmts:
-                        plan = explain(conn, sql, params, planner)
-                        server_ms = sum(
-                            float(line.split(":")[1].split()[0])
-                            for line in plan
-                            if line.startswith(("Planning Time", "Execution Time"))
-                        )
-                        print(f"      server {server_ms:6.2f} ms  {' '.join(sql.split())[:100]}")
-                        if args.plans:
-                            print("\n".join(f"        {line}" for line in plan))
+                    with conn.transaction():
+                        for k, (sql, params) in enumerate(stmts):
+                            last = k == len(stmts) - 1
+                            plan = explain(conn, sql, params, planner if last else None)
+                            server_ms = sum(
+                                float(line.split(":")[1].split()[0])
+                                for line in plan
+                                if line.startswith(("Planning Time", "Execution Time"))
+                            )
+                            text = " ".join(sql.split())[:100]
+                            print(f"      server {server_ms:6.2f} ms  {text}")
+                            if args.plans:
+                                print("\n".join(f"        {line}" for line in plan))
         engine.close()
 
 

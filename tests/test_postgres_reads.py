@@ -18,7 +18,8 @@ from contextwright.stores import postgres, postgres_text
 from contextwright.stores.fulltext import COMMON_DF, LARGE_WINDOW
 from contextwright.stores.postgres import PostgresStore
 from contextwright.stores.postgres_schema import WORDS_SPAN
-from contextwright.stores.postgres_text import COMMON_SURE, K1, B, _array
+from contextwright.stores.postgres_search import K1, B
+from contextwright.stores.postgres_text import COMMON_SURE, _array
 from contextwright.text import query_terms
 
 pytestmark = pytest.mark.postgres

@@ -16,11 +16,11 @@ statistics of the tsvector column say it is common; the store's size is the plan
 past EXACT_TOTAL records; the newest matches are sought among the newest rows first (see
 `search_text`). No tsvector is read to rank: each record's length in lexemes is kept beside it
 (m008_fulltext_lengths), and which words a row holds is which words' index scans found it
-(`_window`), except for words so common that the rows are walked (`_walked_window`)."""
+(postgres_search.py, which writes the search's statement), except for words so common that
+the rows are walked."""
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -29,15 +29,14 @@ from typing import Any, cast
 from ..errors import StoreError, ValidationError
 from ..ports import Hit
 from ..text import query_terms
-from .fulltext import COMMON_DF, LARGE_WINDOW
+from .fulltext import COMMON_DF
 from .postgres_schema import GROW_WORDS, WORDS_SPAN, set_local, set_planner
+from .postgres_search import TSQ, search_sql
 from .rows import row_to_record
 
-K1, B = 1.2, 0.75
 # How long the store's size, which decides when word counts are recounted (after 20% growth),
 # is taken as known: a round trip per search otherwise, for a number that moves by percents.
 TOP_TTL = 1.0
-_TSQ = "plainto_tsquery('english', %(t{i})s)"  # never a syntax error, whatever the word
 # Past this many records the total is the planner's estimate (pg_class.reltuples), not a count.
 EXACT_TOTAL = 200_000
 # A word whose estimated count passes this is common without being counted. COMMON_DF is the
@@ -129,6 +128,8 @@ class PostgresText:
     _words_retry = 0.0  # monotonic time before which no partition is tried again
     # (when read, (partitions, total), the counts' statement): `_counts_sql`.
     _mce: tuple[float, tuple[tuple[str, ...], int], str] = (0.0, ((), -1), "")
+    # The common lexemes in `_mce`'s statement, each with its estimated count: `_guessed`.
+    _common: dict[str, int] = {}  # noqa: RUF012 (replaced whole, never changed in place)
 
     def _grow_words(self) -> None:
         """Make the partition of `record_words` that holds the newest rid written, the next one,
@@ -222,7 +223,7 @@ class PostgresText:
         if total <= COMMON_DF:
             # One index scan per word: a GIN match needs no recheck, so no tsvector is read.
             counts = ", ".join(
-                f"(SELECT count(*) FROM record_words WHERE tsv @@ {_TSQ.format(i=i)})"
+                f"(SELECT count(*) FROM record_words WHERE tsv @@ {TSQ.format(i=i)})"
                 for i in range(len(words))
             )
             row = self._read(
@@ -241,12 +242,13 @@ class PostgresText:
 
     def counts_read(
         self, terms: Sequence[str]
-    ) -> tuple[str, Any, Callable[[list[Any]], None]] | None:
+    ) -> tuple[str, Any, Callable[[list[Any]], dict[str, int]]] | None:
         """The word counts that a search for `terms` would read next, as a statement to send in
-        another read's round trip (`doc_with_version`, an assemble call's first), with what keeps
-        its rows: (sql, params, keep). The statement runs with `COUNTS_PLANNER` and is prepared
-        (`_count_words`). None where the search would read nothing, or more than the counts
-        (the store's size or the common lexemes are due), or the store is small."""
+        another read's round trip (`doc_with_version`, an assemble call's first, or the search's
+        own: `_search`), with what keeps its rows and gives the counts: (sql, params, keep).
+        The statement runs with `COUNTS_PLANNER` and is prepared (`_count_words`). None where
+        the search would read nothing, or more than the counts (the store's size or the common
+        lexemes are due), or the store is small."""
         lock, cache, avg = self._text_state()
         now = time.monotonic()
         with lock:
@@ -259,10 +261,11 @@ class PostgresText:
         if not stale or total <= COMMON_DF or key != _mce_key(top, total) or now - at > MCE_TTL:
             return None
 
-        def keep(rows: list[Any]) -> None:
+        def keep(rows: list[Any]) -> dict[str, int]:
             counted = _counted(stale, rows)
             with lock:
                 cache.update((t, (c, top)) for t, c in counted.items())
+            return counted
 
         return common, _counts_params(stale), keep
 
@@ -282,6 +285,8 @@ class PostgresText:
                 lex=_array([str(r[0]) for r in rows], "text"),
                 est=_array([repr(float(r[1])) for r in rows], "float8"),
             )
+            # As `_counted` reads the statement's estimate of a word whose lexeme is common.
+            self._common = {str(r[0]): abs(int(float(r[1]))) for r in rows}
             self._mce = (now, key, common)
         return common
 
@@ -289,9 +294,7 @@ class PostgresText:
         terms = query_terms(text)
         if not terms or limit <= 0:
             return []
-        sql, params, planner = self._search_sql(project, agent, limit, self._counts(terms))
-        rows = self._read(sql, params, planner=planner, replan=True)
-        return self._searched(sql, params, rows)
+        return self._search(None, project, agent, limit, terms)[1]
 
     def search_ahead(
         self, project: str, agent: str | None, text: str, limit: int
@@ -301,14 +304,83 @@ class PostgresText:
         (assembly/ahead.py). Each statement of the pipeline reads a snapshot of its own, the
         search's no older than the version's, and a version's records commit with its bump, so
         the hits hold every record of that version, as a search sent after the version's read.
-        What the search needs first (the words' counts, the store's size) it reads before, as
-        `search_text` does."""
+        What the search needs first (the store's size) it reads before, as `search_text` does;
+        the words' counts it sends in its round trip where it can (`_search`)."""
         terms = query_terms(text)
         if not terms or limit <= 0:
             return self.version(project), []
+        return self._search(project, project, agent, limit, terms)
+
+    def _search(
+        self, versioned: str | None, project: str, agent: str | None, limit: int, terms: list[str]
+    ) -> tuple[int, list[Hit]]:
+        """(version, hits): the version of `versioned` read first in the search's round trip
+        (0 without). The words' counts are read first (`_counts`), then the search; except
+        where the counts are all the search would read first and every word not counted yet is
+        a lexeme that ANALYZE's statistics call common (`_guessed`): the counts statement would
+        give each its estimate, not a count, so the search is written with the estimates and
+        sent at once, with a check that each such word is its own one lexeme (`to_tsvector`
+        leaves it as it is), which makes the estimate its count. Where one is not, the counts
+        are read and the search sent again."""
+        counting = self.counts_read(terms)
+        guessed = self._guessed(counting[1]["words"]) if counting is not None else None
+        if counting is not None and guessed is not None:
+            keep = counting[2]
+            sql, params, planner = self._search_sql(
+                project, agent, limit, self._known(terms, guessed)
+            )
+            try:
+                version, same, rows = self._read_guessed(
+                    versioned, list(guessed), (sql, params, planner)
+                )
+            except StoreError:  # searched as below, which reports its failure
+                pass
+            else:
+                if same:
+                    keep([(-c, None) for c in guessed.values()])  # the counts' rows: estimates
+                    return _version(version), self._searched(sql, params, rows)
         sql, params, planner = self._search_sql(project, agent, limit, self._counts(terms))
-        version, rows = self._read_versioned(project, sql, params, planner)
-        return (int(version[0][0]) if version else 0), self._searched(sql, params, rows)
+        if versioned is None:
+            rows = self._read(sql, params, planner=planner, replan=True)
+            return 0, self._searched(sql, params, rows)
+        version, rows = self._read_versioned(versioned, sql, params, planner)
+        return _version(version), self._searched(sql, params, rows)
+
+    def _guessed(self, words: Sequence[str]) -> dict[str, int] | None:
+        """What the counts statement gives each of `words` whose one lexeme is the word itself,
+        where ANALYZE's statistics (`_counts_sql`) hold each as a common lexeme: its estimate.
+        None where one is not there (its count is counted)."""
+        common = self._common
+        if not all(w in common for w in words):
+            return None
+        return {w: common[w] for w in words}
+
+    def _known(self, terms: Sequence[str], guessed: dict[str, int]) -> _Known:
+        """What `_counts` gives for `terms` where the counts of the words not counted yet are
+        `guessed`, with no read."""
+        lock, cache, avg = self._text_state()
+        with lock:
+            counts = {t: (guessed[t], 0) if t in guessed else cache[t] for t in terms}
+            return counts, int(avg[2]), avg[0]
+
+    def _read_guessed(
+        self, project: str | None, words: list[str], search: tuple[str, Any, str | None]
+    ) -> tuple[list[Any], bool, list[Any]]:
+        """The project's version (none where `project` is None), whether each of `words` is its
+        own one lexeme (`_guessed`), and the search, in one round trip."""
+        sql, params, planner = search
+
+        def read(conn: Any) -> tuple[list[Any], bool, list[Any]]:
+            with conn.pipeline():
+                version = None if project is None else conn.execute(VERSION_SQL, {"p": project})
+                same = conn.execute(_OWN_LEXEMES, {"words": words})
+                if planner is not None:
+                    set_planner(conn, planner)
+                found = conn.execute(sql, params, prepare=False)
+            versions = [] if version is None else list(version.fetchall())
+            return versions, bool(same.fetchall()[0][0]), list(found.fetchall())
+
+        return cast(tuple[list[Any], bool, list[Any]], self._reading(read))
 
     def _read_versioned(
         self, project: str, sql: str, params: Any, planner: str | None
@@ -331,61 +403,10 @@ class PostgresText:
     ) -> tuple[str, dict[str, Any], str | None]:
         """The search's statement, parameters and planner setting, from what `_counts` gives."""
         counts, total, avg = known
-        words = list(counts)
-        df = {t: counts[t][0] for t in words}
-        large = total > COMMON_DF
-        if large:
-            words = [t for t in words if df[t] <= COMMON_DF] or [min(words, key=df.__getitem__)]
-        n = max(total, 1)
-        params: dict[str, Any] = {
-            "project": project,
-            "agent": agent,
-            "limit": limit,
-            "avg": avg,
-            "window": max(limit * 8, LARGE_WINDOW) if large else None,  # NULL: no limit
-        }
-        for i, t in enumerate(words):
-            # A word counted in no record may be in one now (counts are cached): weigh it as the
-            # rarest and keep it in the match; matching nothing costs nothing.
-            f = max(df[t], 1)
-            params[f"t{i}"] = t
-            params[f"w{i}"] = math.log(1 + (n - f + 0.5) / (f + 0.5))
-        visible = f" AND {self._visible}" if agent is not None else ""
-        # The newest `window` matches. GIN answers in no order, so they are all collected and the
-        # newest kept; past the window, only among the newest rows (`rid > floor`), where a
-        # window and a quarter is expected by the words' counts (625 for 500: five standard
-        # deviations of a count spread evenly over time): the postings are intersected with the rid
-        # index's range before any row is read, and the rows read are recent and cached. Fewer
-        # than `window` matches above the floor (the words were busier long ago), and the search
-        # runs again without it. A word in a tenth of the records or more is found soonest by
-        # walking the rows newest first (ten rows a match). At 1M records, for a word in 10,600:
-        # about 47,000 rows walked, all 10,600 collected, or 940 above the floor (10 ms beside
-        # 18 ms intersected with a BRIN index, whose lossy pages had every row rechecked); for a
-        # word in 186,000: 2,700 walked.
-        matches = max(sum(df[t] for t in words), 1)
-        top = self._top[1]
-        floor, newest = 0, "r.rid + 0"
-        if large and matches * 10 >= n:
-            newest = "r.rid"
-        elif large and matches > 2 * params["window"] and top > 0:
-            floor = max(0, top - math.ceil(1.25 * params["window"] * n / matches))
-        params["floor"] = floor
-        if newest == "r.rid" and len(words) > 1:
-            window = _walked_window(len(words), visible)
-        else:
-            window = _window(len(words), newest, visible)
-        # Only the `limit` best are joined back for their columns, one index lookup each, instead
-        # of every row of the window (500 lookups at 100k records).
-        sql = (
-            f"{window} SELECT {self._cols}, s.score, (SELECT count(*) FROM w) FROM s "
-            "JOIN records r ON r.project = %(project)s AND r.rid = s.rid "
-            "ORDER BY s.score DESC, r.rid DESC"
-        )
-        # Above a floor, the planner walks the rid index and tests every row's tsvector (20,000
-        # rows, 39 ms at 100k records) rather than intersect the two indexes (760 rows, 4 ms):
-        # it does not know what a tsvector test costs.
-        planner = "enable_indexscan = off" if floor else None
-        return sql, params, planner
+        return search_sql(
+            project, agent, limit, ({t: c[0] for t, c in counts.items()}, total, avg),
+            self._top[1], self._cols, self._visible,
+        )  # fmt: skip
 
     def _searched(self, sql: str, params: dict[str, Any], rows: list[Any]) -> list[Hit]:
         """The hits of a search's rows; fewer than a window above its floor, the search again
@@ -406,6 +427,13 @@ def _mce_key(top: int, total: int) -> tuple[tuple[str, ...], int]:
 
 # The word counts keep one generic plan (`_count_words`).
 COUNTS_PLANNER = "plan_cache_mode = force_generic_plan"
+# Whether each word is its own one lexeme: then the counts statement (`_COUNTS`) gives a word
+# whose lexeme is common that lexeme's estimate (`PostgresText._guessed`). 0.1 ms for four words,
+# where the counts statement took 0.35 ms before the search in its round trip.
+_OWN_LEXEMES = (
+    "SELECT coalesce(bool_and(tsvector_to_array(to_tsvector('english', w)) = ARRAY[w]), true) "
+    "FROM unnest(%(words)s::text[]) w"
+)
 
 
 def _counts_params(words: list[str]) -> dict[str, Any]:
@@ -420,68 +448,16 @@ def _counted(words: list[str], rows: Sequence[Any]) -> dict[str, int]:
     }
 
 
+def _version(rows: list[Any]) -> int:
+    return int(rows[0][0]) if rows else 0
+
+
 def _array(values: list[str], kind: str) -> str:
     """`values` as an SQL array constant of `kind`, for a statement's text that psycopg will
     still read for its `%(name)s` placeholders (so `%` is doubled)."""
     items = ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
     literal = "'{" + items.replace("'", "''").replace("%", "%%") + "}'"
     return f"{literal}::{kind}[]"
-
-
-# A record's BM25 length discount; `n` is its length in lexemes.
-_DISCOUNT = f"(1 + {K1} * (1 - {B} + {B} * {{n}} / %(avg)s::float8))"
-
-
-def _window(words: int, newest: str, visible: str) -> str:
-    """The CTEs `w` (the newest `window` matches above the floor) and `s` (the `limit` best of
-    them by score), without reading a tsvector: each word's newest `window` matches are found on
-    its own, and a row's words are the scans that found it. The newest `window` matches of any
-    word are among those (a match with fewer than `window` newer matches of all the words has
-    fewer of its own words'), so the window and every score are those of one scan of all the
-    words, whose ranking unpacked each matched row's tsvector to see which words it holds (a tool
-    result's is several kB, compressed and out of line: half of a search's time at 100k).
-    `rid + 0` keeps the planner, misled by its coarse estimate of a word's share, from walking the
-    rid index newest first (105,000 rows for a word in 4,500)."""
-    scans = " UNION ALL ".join(
-        f"(SELECT r.rid, {i} AS i, r.visibility, r.author, r.recipients, r.tsv_len AS n "
-        f"FROM record_words r WHERE r.project = %(project)s AND r.tsv @@ {_TSQ.format(i=i)} "
-        f"AND r.rid > %(floor)s ORDER BY {newest} DESC LIMIT %(window)s)"
-        for i in range(words)
-    )
-    if words == 1:
-        found, present = f"SELECT * FROM ({scans}) m", "%(w0)s::float8"
-    else:
-        held = ", ".join(f"bool_or(i = {i}) AS m{i}" for i in range(words))
-        found = (
-            f"SELECT rid, visibility, author, recipients, n, {held} FROM ({scans}) m "
-            "GROUP BY rid, visibility, author, recipients, n ORDER BY rid DESC LIMIT %(window)s"
-        )
-        present = " + ".join(f"%(w{i})s::float8 * r.m{i}::int" for i in range(words))
-    return (
-        f"WITH w AS ({found}), s AS (SELECT r.rid, ({present}) * {K1 + 1} / "
-        f"{_DISCOUNT.format(n='r.n')} AS score FROM w r WHERE true{visible} "
-        "ORDER BY score DESC, r.rid DESC LIMIT %(limit)s)"
-    )
-
-
-def _walked_window(words: int, visible: str) -> str:
-    """`w` and `s` as `_window` makes them, for words so common that the rows are walked newest
-    first: there a rarer word walked alone would read far more rows than all of them together,
-    so one walk finds the matches and each row's tsvector says which words it holds. It is
-    unpacked once (`strip`, in a LATERAL that the planner may not inline) and every word looked
-    up in that copy: each `@@` on the stored, compressed value would decompress it again."""
-    ors = " || ".join(_TSQ.format(i=i) for i in range(words))
-    present = " + ".join(
-        f"%(w{i})s::float8 * (l.v @@ {_TSQ.format(i=i)})::int" for i in range(words)
-    )
-    return (
-        "WITH w AS (SELECT r.rid, r.visibility, r.author, r.recipients, r.tsv, r.tsv_len "
-        f"FROM record_words r WHERE r.project = %(project)s AND r.tsv @@ ({ors}) "
-        "AND r.rid > %(floor)s ORDER BY r.rid DESC LIMIT %(window)s), "
-        f"s AS (SELECT r.rid, ({present}) * {K1 + 1} / {_DISCOUNT.format(n='r.tsv_len')} AS score "
-        "FROM w r CROSS JOIN LATERAL (SELECT strip(r.tsv) AS v OFFSET 0) l "
-        f"WHERE true{visible} ORDER BY score DESC, r.rid DESC LIMIT %(limit)s)"
-    )
 
 
 # What `_counts` reads again: a word counted before the store grew by a fifth, the average
