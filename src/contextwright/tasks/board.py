@@ -63,6 +63,11 @@ def _text(value: object, field: str, limit: int, fix: str) -> str:
     return check_text(field, value.strip())
 
 
+def missing_task(task_id: str) -> NotFound:
+    """The one answer for a task id that names nothing the caller may see."""
+    return NotFound("task", task_id, "create the task first, or check the id")
+
+
 class TaskBoard:
     """Tasks and computed context for one engine (available as `engine.tasks`)."""
 
@@ -179,14 +184,16 @@ class TaskBoard:
             self.book.store.add_edges(project, [(record.id, d, "depends_on") for d in deps])
         return record
 
-    def get(self, project: str, task_id: str) -> Record:
-        """The task `task_id` of `project` (a task of another project reads as missing)."""
+    def get(self, project: str, task_id: str, viewer: str | None = None) -> Record:
+        """The task `task_id` of `project` (a task of another project reads as missing). With a
+        `viewer`, a record that agent may not see reads as missing too, before its kind is
+        told: "is a message record" would say that a hidden record exists."""
         if not isinstance(task_id, str) or not task_id:
             raise ValidationError("task_id", task_id, "give a task id")
         check_text("task_id", task_id)
         found = self.book.store.get_many(project, [task_id])
-        if not found:
-            raise NotFound("task", task_id, "create the task first, or check the id")
+        if not found or (viewer is not None and not found[0].visible_to(viewer)):
+            raise missing_task(task_id)
         if found[0].kind != "task":
             raise ValidationError(
                 "task_id",
@@ -236,8 +243,9 @@ class TaskBoard:
         self, project: str, task_id: str, handoff: Any, *, by: str | None = None
     ) -> Completion:
         """Validate the handoff, then store it with its graph nodes and context-map entries and
-        mark the task completed. Any error leaves the store as it was and the task open."""
-        task = self.get(project, task_id)
+        mark the task completed. Any error leaves the store as it was and the task open. A task
+        that `by` may not see is missing for it: an agent never completes what it cannot read."""
+        task = self.get(project, task_id, by)
         if task.status == "completed":
             raise ValidationError(
                 "task_id",
@@ -405,7 +413,7 @@ class TaskBoard:
         """The spec's computeContext + applyContextLimits for one task, as `agent` may see it."""
         if agent is not None:
             check_name("agent", agent)
-        task = self.get(project, task_id)
+        task = self.get(project, task_id, agent)
         level = complexity or str(task.meta.get("complexity") or "normal")
         lim = self.limits_for(level, limits)
         deps = [str(d) for d in task.meta.get("dependencies") or []]
@@ -428,11 +436,12 @@ class TaskBoard:
     ) -> str:
         return self.computed_context(project, task_id, complexity, debug).render(self.template)
 
-    def task_text(self, project: str, task_id: str, task: str) -> str:
-        """For assemble: check the task belongs to `project`; empty task text -> its objective."""
+    def task_text(self, project: str, task_id: str, task: str, agent: str | None = None) -> str:
+        """For assemble: check the task belongs to `project` and that `agent` may see it (its
+        objective becomes the window's task); empty task text -> its objective."""
         try:
-            record = self.get(project, task_id)
-        except NotFound:  # missing, or another project's: the same answer
+            record = self.get(project, task_id, agent)
+        except NotFound:  # missing, another project's or hidden from the agent: the same answer
             raise ValidationError(
                 "task_id", task_id, f"name a task of project {project!r}"
             ) from None
