@@ -171,3 +171,88 @@ def test_http_a_hidden_record_is_the_404_of_an_unknown_task(
             assert r.status_code == 404
             assert r.text.replace(given, "<id>") == unknown.text.replace(UNKNOWN, "<id>")
     assert state(engine) == before
+
+
+SECRETS = ("SECRETNAME", "SECRETSUM", "SECRETDEC", "SECRETWHY", "SECRETFILE", "SECRETNEXT")
+
+
+def completed_private_task(engine: Engine, visibility: str) -> str:
+    """alice's private (or direct to carol) task, completed by alice with a full handoff."""
+    engine.register_agent("acme", "bob")
+    task = engine.add(
+        project="acme",
+        author="alice",
+        kind="task",
+        content="Task SECRETNAME: move the payroll api to jwt auth",
+        visibility=visibility,
+        to=["carol"] if visibility == "direct" else [],
+        meta={"name": "SECRETNAME", "objective": "move the payroll api to jwt auth"},
+    ).id
+    handoff = {
+        "summary": "SECRETSUM payroll api on jwt auth",
+        "patterns_discovered": [{"pattern": "SECRETPAT jwt auth middleware", "location": "a.py"}],
+        "decisions": [{"decision": "SECRETDEC jwt auth for payroll", "rationale": "SECRETWHY"}],
+        "files_modified": ["src/SECRETFILE.py"],
+        "dependencies_for_next": ["SECRETNEXT"],
+    }
+    engine.complete_task("acme", task, handoff, by="alice")
+    return task
+
+
+@pytest.mark.parametrize("visibility", ["private", "direct"])
+def test_what_completing_a_hidden_task_writes_is_no_wider_than_the_task(
+    engine: Engine, visibility: str
+) -> None:
+    """The handoff ("Handoff from <the task's name>: ..."), its graph nodes and file entries are
+    derived from the task: bob, who may not see the task, sees none of them, in his records, his
+    window, its trace or the computed context of his own task on the same topic."""
+    task = completed_private_task(engine, visibility)
+    mine = engine.tasks.create(
+        "acme", name="auth2", objective="add jwt auth to the payroll api", author="bob"
+    )
+    seen = json.dumps([r.to_dict() for r in engine.records("acme", agent="bob", limit=1000)])
+    window = engine.assemble("acme", "bob", "jwt auth for the payroll api", 4000, task_id=mine.id)
+    computed = engine.tasks.computed_context("acme", mine.id, agent="bob")
+    for where, text in {
+        "records": seen,
+        "window": window.text,
+        "trace": json.dumps(window.trace.to_dict(), default=str),
+        "computed": json.dumps(computed.to_dict(), default=str) + computed.render(None),
+    }.items():
+        leaked = [s for s in (*SECRETS, task) if s in text]
+        assert not leaked, (where, leaked)
+    # Who may see the task sees what its completion wrote.
+    readers = ("alice", "carol") if visibility == "direct" else ("alice",)
+    for reader in readers:
+        own = json.dumps([r.to_dict() for r in engine.records("acme", agent=reader, limit=1000)])
+        assert all(s in own for s in ("SECRETSUM", "SECRETDEC", "SECRETFILE")), reader
+
+
+def test_a_private_completion_supersedes_no_file_entry_others_see(engine: Engine) -> None:
+    public = engine.tasks.create("acme", name="t1", objective="touch the api", author="lead")
+    engine.complete_task("acme", public.id, {"summary": "x", "files_modified": ["src/api.py"]})
+    before = [(r.id, r.status) for r in engine.records("acme", agent="bob", kinds=["file"])]
+    private = engine.add(
+        project="acme", author="alice", kind="task", content="t2", visibility="private"
+    )
+    engine.complete_task(
+        "acme", private.id, {"summary": "y", "files_modified": ["src/api.py"]}, by="alice"
+    )
+    assert [(r.id, r.status) for r in engine.records("acme", agent="bob", kinds=["file"])] == before
+
+
+def test_a_task_may_not_depend_on_a_task_its_author_may_not_see(engine: Engine) -> None:
+    ids = hidden(engine)
+    before = state(engine)
+    messages = []
+    for given in (ids["private task"], ids["direct task"], UNKNOWN):
+        with pytest.raises(ValidationError) as err:
+            engine.tasks.create("acme", name="t", objective="o", author="bob", dependencies=[given])
+        assert err.value.field == "dependencies[0]"
+        messages.append(err.value.message.replace(given, "<id>"))
+    assert messages[0] == messages[1] == messages[2]
+    assert state(engine) == before
+    after = engine.tasks.create(
+        "acme", name="t", objective="o", author="alice", dependencies=[ids["private task"]]
+    )
+    assert after.refs == (ids["private task"],)

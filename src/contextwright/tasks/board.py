@@ -142,8 +142,9 @@ class TaskBoard:
         found = {r.id: r for r in self.book.store.get_many(project, deps)} if deps else {}
         for i, dep in enumerate(deps):
             r = found.get(dep)
-            # Missing and not a task read alike: nothing says what the id is elsewhere.
-            if r is None or r.kind != "task":
+            # Missing, not a task and hidden from the author read alike: nothing says what the
+            # id is elsewhere, or that a task the author may not see exists.
+            if r is None or r.kind != "task" or not r.visible_to(author):
                 raise ValidationError(
                     f"dependencies[{i}]",
                     dep,
@@ -269,8 +270,19 @@ class TaskBoard:
         now = self.book.clock()
         count = self.book.counter.count
 
+        # What a completion writes is derived from the task, so it is never wider than the task:
+        # a private or direct task's handoff, nodes and file entries reach only who sees the task.
+        scope: dict[str, Any] = {}
+        if task.visibility != "project":
+            readers = sorted({task.author, *task.to} - {author})
+            scope = (
+                {"visibility": "direct", "to": readers} if readers else {"visibility": "private"}
+            )
+
         def build(**fields: Any) -> Record:
-            return build_record({"project": project, "author": author, **fields}, count, now=now)
+            return build_record(
+                {"project": project, "author": author, **scope, **fields}, count, now=now
+            )
 
         name = str(task.meta.get("name") or task.id)
         patterns = [
@@ -319,7 +331,7 @@ class TaskBoard:
             )
             for q in parsed.open_questions
         ]
-        files = self._file_entries(project, task.id, parsed, build)
+        files = self._file_entries(project, task.id, parsed, build, author, narrow=bool(scope))
         nodes = [*patterns, *gotchas, *decisions, *questions]
         summary_lines = [f"Handoff from {name}: {parsed.summary}"]
         for f in (*parsed.files_created, *parsed.files_modified):
@@ -356,9 +368,11 @@ class TaskBoard:
         )
 
     def _file_entries(
-        self, project: str, task_id: str, handoff: Handoff, build: Any
+        self, project: str, task_id: str, handoff: Handoff, build: Any, author: str, narrow: bool
     ) -> list[Record]:
-        """UPDATE_OR_ADD: one entry per path; a changed path supersedes its current entry."""
+        """UPDATE_OR_ADD: one entry per path; a changed path supersedes its current entry, one
+        its author may see. An entry narrower than the project (a private task's) supersedes
+        none: those who cannot see it would lose the entry they had, for nothing in its place."""
         latest: dict[str, FileChange] = {}
         for f in (*handoff.files_created, *handoff.files_modified):
             latest[f.path] = f
@@ -368,8 +382,9 @@ class TaskBoard:
             current = [
                 r
                 for r in self.book.store.query(
-                    Query(project, None, kinds=("file",), tag=tag, statuses=("active",), limit=5)
+                    Query(project, author, kinds=("file",), tag=tag, statuses=("active",), limit=5)
                 )
+                if not narrow
             ]
             component = f.component or infer_component(path)
             out.append(
