@@ -256,3 +256,18 @@ def test_a_task_may_not_depend_on_a_task_its_author_may_not_see(engine: Engine) 
         "acme", name="t", objective="o", author="alice", dependencies=[ids["private task"]]
     )
     assert after.refs == (ids["private task"],)
+
+
+def test_an_agent_cannot_change_the_status_of_a_record_it_may_not_see(engine: Engine) -> None:
+    """engine.resolve / set_status act as `by`: alice's private question is, for bob, an id that
+    exists nowhere, and its status stays open."""
+    question = engine.add(
+        project="acme", author="alice", kind="question", content="SECRET?", visibility="private"
+    )
+    same_as_unknown(lambda i: engine.resolve("acme", i, by="bob"), question.id)
+    same_as_unknown(
+        lambda i: engine.set_status("acme", i, "cancelled", by="bob", note="x"), question.id
+    )
+    assert engine.get("acme", question.id).status == "open"
+    assert engine.store.status_history("acme", question.id) == []
+    assert engine.resolve("acme", question.id, by="alice").status == "resolved"

@@ -156,6 +156,8 @@ class RecordBook:
         check_display_name("by", by)
         check_texts(("note", note))
         record = self.get(project, record_id)
+        if not record.visible_to(by):  # a change by whom may not see it, told as a missing id
+            raise NotFound("record", record_id)
         self.store.set_status(project, record.id, status, by, self.clock(), note)
         return self.get(project, record_id)
 
