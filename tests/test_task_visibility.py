@@ -271,3 +271,34 @@ def test_an_agent_cannot_change_the_status_of_a_record_it_may_not_see(engine: En
     assert engine.get("acme", question.id).status == "open"
     assert engine.store.status_history("acme", question.id) == []
     assert engine.resolve("acme", question.id, by="alice").status == "resolved"
+
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        {"reply_to": "{id}"},
+        {"refs": ["rec:{id}"]},
+        {"kind": "decision", "supersedes": "{id}"},
+    ],
+    ids=["reply_to", "refs", "supersedes"],
+)
+def test_a_link_to_a_hidden_record_is_refused_like_one_to_nothing(
+    engine: Engine, link: dict[str, Any]
+) -> None:
+    """Accepted for alice's private record but refused for an unknown id, a link told bob
+    whether a hidden id exists (client ids like "note-1" are guessable)."""
+    secret = engine.add(
+        project="acme", author="alice", kind="decision", content="SECRET", visibility="private"
+    )
+    before = state(engine)
+
+    def write(given: str) -> object:
+        fields = {k: json.loads(json.dumps(v).replace("{id}", given)) for k, v in link.items()}
+        return engine.add(project="acme", author="bob", content="re", **fields)
+
+    same_as_unknown(write, secret.id)
+    turn = engine.sessions.append  # a tool result names the call it answers
+    same_as_unknown(lambda i: turn("acme", "bob", "s", "tool_result", "x", reply_to=i), secret.id)
+    assert state(engine) == before
+    mine = {k: json.loads(json.dumps(v).replace("{id}", secret.id)) for k, v in link.items()}
+    assert engine.add(project="acme", author="alice", content="re", **mine).project == "acme"
