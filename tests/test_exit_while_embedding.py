@@ -1,0 +1,40 @@
+"""A script that uses the engine and ends without close() (what a user's first script does) must
+exit cleanly. With vectors on by default, the daemon embedder thread is inside onnxruntime when
+the interpreter finalizes, and the process dies with SIGABRT ("terminate called without an active
+exception", exit 134): a crash after the user's work, in every short script that writes records.
+Closing the engine while the model is still loading aborts the same way, less often.
+
+Left for the owner of vectors.py (an exit hook that stops the worker and waits for the loader);
+this test fails until then."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = """
+from contextwright import Engine
+engine = Engine.open("memory://", embedder="minilm")
+assert engine.wait_for_embeddings(120)  # the model is loaded; nothing to embed yet
+for i in range(200):
+    engine.add(project="chat", author="José Núñez", content=f"note {i} about the login form")
+print("done")
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="vectors.py: no exit hook stops the embedder thread; the process aborts (exit 134)",
+)
+def test_a_script_that_ends_while_records_are_embedded_exits_cleanly(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("CONTEXTWRIGHT_EMBEDDER", None)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], env=env, cwd=tmp_path, capture_output=True, timeout=300
+    )
+    assert done.stdout.strip() == b"done", done.stderr[-2000:]
+    assert done.returncode == 0, done.stderr[-2000:]
