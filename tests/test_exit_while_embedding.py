@@ -20,7 +20,7 @@ SCRIPT = """
 from contextwright import Engine
 engine = Engine.open("memory://", embedder="minilm")
 assert engine.wait_for_embeddings(120)  # the model is loaded; nothing to embed yet
-for i in range(200):
+for i in range(2000):
     engine.add(project="chat", author="José Núñez", content=f"note {i} about the login form")
 print("done")
 """
@@ -33,8 +33,11 @@ print("done")
 def test_a_script_that_ends_while_records_are_embedded_exits_cleanly(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     env.pop("CONTEXTWRIGHT_EMBEDDER", None)
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, cwd=tmp_path, capture_output=True, timeout=300
-    )
-    assert done.stdout.strip() == b"done", done.stderr[-2000:]
-    assert done.returncode == 0, done.stderr[-2000:]
+    # Where the thread is when the interpreter ends varies: about one run in ten gets out clean,
+    # so three runs must all exit cleanly (a fixed exit path passes every time).
+    for _ in range(3):
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT], env=env, cwd=tmp_path, capture_output=True, timeout=300
+        )
+        assert done.stdout.strip() == b"done", done.stderr[-2000:]
+        assert done.returncode == 0, done.stderr[-2000:]
