@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -299,6 +300,22 @@ def _depth(value: Any, limit: int) -> bool:
     return True
 
 
+def _non_finite(value: Any) -> str | None:
+    """Where `value` holds NaN or an infinity, if anywhere. A file's reader refuses them as it
+    parses; a call's pipelines come parsed by a JSON reader that takes NaN, and the schema's
+    range checks pass NaN (every comparison with it is false)."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return json_path(at)
+        if isinstance(v, Mapping):
+            stack.extend((x, (*at, k)) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((x, (*at, i)) for i, x in enumerate(v))
+    return None
+
+
 def parse_document(doc: Any, file: str) -> tuple[list[Pipeline], list[RuleError]]:
     """The pipelines of one parsed JSON document, or every problem with it."""
     if not _depth(doc, MAX_DEPTH):
@@ -316,6 +333,8 @@ def parse_document(doc: Any, file: str) -> tuple[list[Pipeline], list[RuleError]
             errors.append(e)
     if errors:
         return [], errors
+    if (where := _non_finite(doc)) is not None:  # what the schema's ranges let through
+        return [], [RuleError(file, where, "give a finite number (JSON has no NaN or infinity)")]
     out: list[Pipeline] = []
     names: dict[str, int] = {}
     for i, p in enumerate(doc["pipelines"]):
