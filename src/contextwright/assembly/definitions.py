@@ -57,6 +57,7 @@ NARROWING_STEPS = ("filter", "cap")
 # A valid file nests 6 deep ({pipelines: [{steps: [{kind: [...]}]}]}); the bound only keeps a
 # hostile document from reaching the validator's recursion.
 MAX_DEPTH = 16
+FINITE = "give a number of days above 0 and at most 36500 (JSON has no NaN)"
 MAX_FILE_BYTES = 1_000_000
 
 
@@ -300,22 +301,6 @@ def _depth(value: Any, limit: int) -> bool:
     return True
 
 
-def _non_finite(value: Any) -> str | None:
-    """Where `value` holds NaN or an infinity, if anywhere. A file's reader refuses them as it
-    parses; a call's pipelines come parsed by a JSON reader that takes NaN, and the schema's
-    range checks pass NaN (every comparison with it is false)."""
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
-    while stack:
-        v, at = stack.pop()
-        if isinstance(v, float) and not math.isfinite(v):
-            return json_path(at)
-        if isinstance(v, Mapping):
-            stack.extend((x, (*at, k)) for k, x in v.items())
-        elif isinstance(v, list):
-            stack.extend((x, (*at, i)) for i, x in enumerate(v))
-    return None
-
-
 def parse_document(doc: Any, file: str) -> tuple[list[Pipeline], list[RuleError]]:
     """The pipelines of one parsed JSON document, or every problem with it."""
     if not _depth(doc, MAX_DEPTH):
@@ -333,8 +318,6 @@ def parse_document(doc: Any, file: str) -> tuple[list[Pipeline], list[RuleError]
             errors.append(e)
     if errors:
         return [], errors
-    if (where := _non_finite(doc)) is not None:  # what the schema's ranges let through
-        return [], [RuleError(file, where, "give a finite number (JSON has no NaN or infinity)")]
     out: list[Pipeline] = []
     names: dict[str, int] = {}
     for i, p in enumerate(doc["pipelines"]):
@@ -358,6 +341,10 @@ def parse_document(doc: Any, file: str) -> tuple[list[Pipeline], list[RuleError]
                 )
             )
         names.setdefault(p["name"], i)
+        # The schema's range passes NaN (every comparison with it is false), which a call's
+        # pipelines can carry (Python's JSON reader takes it); a NaN age dropped every candidate.
+        for j in (j for j, st in enumerate(steps) if math.isnan(st.max_age_days or 0.0)):
+            errors.append(RuleError(file, f"pipelines[{i}].steps[{j}].max_age_days", FINITE))
         out.append(
             Pipeline(
                 name=p["name"],
