@@ -199,9 +199,10 @@ def record_links(r: Record) -> list[tuple[str, str, bool]]:
 
 def check_links(store: Store, records: Sequence[Record], *, batch: bool) -> None:
     """Every record that `records` name is a record of the writer's own project, stored or
-    another of the batch (never the record itself), that its author may see; else a ValidationError names the first field that does not resolve
-    (`records[i].field` when `batch`). Nothing is written, and nothing says whether the id exists
-    in another project."""
+    another of the batch (never the record itself), that its author may see; else a
+    ValidationError names the first field that does not resolve (`records[i].field` when
+    `batch`). Nothing is written, and nothing says whether the id exists in another project or
+    is hidden from the writer."""
     wanted: dict[str, set[str]] = {}
     in_batch = {(r.project, r.id): r for r in records}
     # Most records name none: only those that do are looked at again below.
