@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound, ValidationError
 from ..ports import Query
-from ..records import MAX_NAME_CHARS, Record, build_record, check_identifier, check_name, check_text
+from ..records import (
+    MAX_NAME_CHARS,
+    STATUSES,
+    Record,
+    build_record,
+    check_identifier,
+    check_name,
+    check_text,
+)
 from .computed import ComputedContext, compute_context
 from .context_map import infer_component
 from .dependencies import extract_dependency_context, handoff_of, latest_handoffs
@@ -206,8 +214,8 @@ class TaskBoard:
 
     def find(self, project: str, status: str | None = None, limit: int = 200) -> list[Record]:
         check_identifier("project", project)
-        if status is not None:
-            check_name("status", status)
+        if status is not None and status not in STATUSES:  # a typo, not a filter matching none
+            raise ValidationError("status", status, f"use one of {', '.join(STATUSES)}")
         statuses = (status,) if status else None
         return self.book.store.query(
             Query(
