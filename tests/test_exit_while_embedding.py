@@ -19,7 +19,7 @@ EMBEDDING = """
 from contextwright import Engine
 engine = Engine.open("memory://", embedder="minilm")
 assert engine.wait_for_embeddings(120)  # the model is loaded; nothing to embed yet
-for i in range(200):
+for i in range(2000):
     engine.add(project="chat", author="José Núñez", content=f"note {i} about the login form")
 print("done")
 """
@@ -38,8 +38,11 @@ def test_a_script_that_ends_while_records_are_embedded_exits_cleanly(
 ) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     env.pop("CONTEXTWRIGHT_EMBEDDER", None)
-    done = subprocess.run(
-        [sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, timeout=300
-    )
-    assert done.stdout.strip() == b"done", done.stderr[-2000:]
-    assert done.returncode == 0, done.stderr[-2000:]
+    # Where the thread is when the interpreter ends varies (about one run in ten of the old code
+    # got out clean), so three runs must all exit cleanly.
+    for _ in range(3):
+        done = subprocess.run(
+            [sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, timeout=300
+        )
+        assert done.stdout.strip() == b"done", done.stderr[-2000:]
+        assert done.returncode == 0, done.stderr[-2000:]

@@ -64,8 +64,17 @@ def _load_json(path: Path) -> Any:
 
 
 def read_jsonl(path: Path, project: str) -> Iterator[Row]:
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
+    # Read as bytes: a line that is not UTF-8 is then named by its number, like a JSON error.
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValidationError(
+                    f"line {n}",
+                    raw[:60],
+                    f"save the file as UTF-8 ({exc.reason} at byte {exc.start})",
+                ) from None
             if not line.strip():
                 continue
             try:
@@ -93,21 +102,44 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def _chatgpt_messages(conv: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _object(where: str, value: Any, fix: str) -> Mapping[str, Any]:
+    """`value` as an object, or the error that names its place in the file."""
+    if not isinstance(value, Mapping):
+        raise ValidationError(where, value, fix)
+    return value
+
+
+def _seconds(where: str, value: Any) -> float | None:
+    """A time in the file: seconds since the epoch, or absent."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(where, value, "give seconds since the epoch as a number")
+    return float(value)
+
+
+def _chatgpt_messages(conv: Mapping[str, Any], where: str) -> list[Mapping[str, Any]]:
     """Walk a ChatGPT export's `mapping` from `current_node` back to the root (the shown branch)."""
-    mapping = conv.get("mapping") or {}
+    mapping = _object(f"{where}.mapping", conv.get("mapping") or {}, "give {node id: node}")
+    nodes = {
+        k: _object(f"{where}.mapping.{k}", n, "give a node object (message, parent)")
+        for k, n in mapping.items()
+    }
     node_id = conv.get("current_node")
     chain: list[Mapping[str, Any]] = []
     seen: set[str] = set()
-    while node_id and node_id in mapping and node_id not in seen:
+    while isinstance(node_id, str) and node_id in nodes and node_id not in seen:
         seen.add(node_id)
-        node = mapping[node_id]
+        node = nodes[node_id]
         if node.get("message"):
             chain.append(node["message"])
         node_id = node.get("parent")
     if not chain:  # no current_node: fall back to insertion order
-        chain = [n["message"] for n in reversed(list(mapping.values())) if n.get("message")]
-    return list(reversed(chain))
+        chain = [n["message"] for n in reversed(list(nodes.values())) if n.get("message")]
+    return [
+        _object(f"{where}.mapping: message {i}", m, "give a message object (author, content)")
+        for i, m in enumerate(reversed(chain))
+    ]
 
 
 def read_openai(path: Path, project: str) -> Iterator[Row]:
@@ -117,15 +149,19 @@ def read_openai(path: Path, project: str) -> Iterator[Row]:
         if not isinstance(conv, Mapping):
             raise ValidationError(f"conversations[{ci}]", conv, "each conversation is an object")
         session = _slug(str(conv.get("id") or conv.get("title") or ""), f"conversation-{ci}")
-        base = float(conv.get("create_time") or 0) or None
+        base = _seconds(f"conversations[{ci}].create_time", conv.get("create_time")) or None
         if "mapping" in conv:
             messages: list[Mapping[str, Any]] = [
                 {
-                    "role": (m.get("author") or {}).get("role", "user"),
+                    "role": _object(
+                        f"conversations[{ci}].mapping: message {mi}.author",
+                        m.get("author") or {},
+                        "give the author as an object with its role",
+                    ).get("role", "user"),
                     "content": _text_of(m.get("content")),
                     "create_time": m.get("create_time"),
                 }
-                for m in _chatgpt_messages(conv)
+                for mi, m in enumerate(_chatgpt_messages(conv, f"conversations[{ci}]"))
             ]
         elif isinstance(conv.get("messages"), list):
             messages = conv["messages"]
@@ -148,9 +184,10 @@ def read_openai(path: Path, project: str) -> Iterator[Row]:
                 "content": text,
                 "meta": {"role": role},
             }
-            at = msg.get("create_time") or (base + mi if base else None)
-            if isinstance(at, int | float):
-                item["created_at"] = float(at)
+            at = _seconds(f"conversations[{ci}].messages[{mi}].create_time", msg.get("create_time"))
+            at = at or (base + mi if base else None)
+            if at is not None:
+                item["created_at"] = at
             yield f"conversations[{ci}].messages[{mi}]", item
 
 
@@ -178,7 +215,15 @@ def read_locomo(path: Path, project: str) -> Iterator[Row]:
         n = 1
         while f"session_{n}" in conv:
             start = _locomo_time(conv.get(f"session_{n}_date_time")) or float(n * 86400)
-            for ti, turn in enumerate(conv[f"session_{n}"]):
+            turns = conv[f"session_{n}"]
+            if not isinstance(turns, list):
+                raise ValidationError(
+                    f"samples[{si}].conversation.session_{n}", turns, "give the turns as a list"
+                )
+            for ti, turn in enumerate(turns):
+                _object(
+                    f"samples[{si}].session_{n}[{ti}]", turn, "give a turn object (speaker, text)"
+                )
                 text = str(turn.get("text") or "")
                 if turn.get("blip_caption"):
                     text += f" [shares an image: {turn['blip_caption']}]"

@@ -11,6 +11,7 @@ from .assembly.stored_counts import StoredCounts
 from .errors import NotFound, ValidationError, _short
 from .ports import Query, ReportsWrites, Store, Tokenizer, Written, capable
 from .records import (
+    KINDS,
     MAX_CONTENT_CHARS,
     STATUSES,
     Record,
@@ -138,10 +139,14 @@ class RecordBook:
                 else f"filter by {', '.join(sorted(FILTERS))}"
             )
             raise ValidationError(name, filters[name], fix, problem="is not a filter")
-        for key in ("kinds", "statuses"):
+        for key, allowed in (("kinds", KINDS), ("statuses", STATUSES)):
             if isinstance(filters.get(key), list | str):
                 value = filters[key]
                 filters[key] = (value,) if isinstance(value, str) else tuple(value)
+            # A kind or status no record can have is a typo, not a filter that matches nothing.
+            for i, v in enumerate(filters.get(key) or ()):
+                if v not in allowed:
+                    raise ValidationError(f"{key}[{i}]", v, f"use one of {', '.join(allowed)}")
         for key in ("since", "before"):
             if filters.get(key) is not None:
                 check_time(key, filters[key])
@@ -156,6 +161,8 @@ class RecordBook:
         check_display_name("by", by)
         check_texts(("note", note))
         record = self.get(project, record_id)
+        if not record.visible_to(by):  # a change by whom may not see it, told as a missing id
+            raise NotFound("record", record_id)
         self.store.set_status(project, record.id, status, by, self.clock(), note)
         return self.get(project, record_id)
 

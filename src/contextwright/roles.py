@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ValidationError
+from .tokens.models import model_spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +73,34 @@ class RoleProfile:
         complexity = data.get("complexity", "normal")
         if complexity not in ("easy", "normal", "complex"):
             raise ValidationError("profile.complexity", complexity, "use easy, normal or complex")
+        # Checked here, not when a window is first built on them: a NaN weight scored every item
+        # NaN, and a window of NaN, infinity or 1e400 failed int() (a 500 over HTTP).
+        weight = data.get("default_kind_weight", 0.5)
+        if not isinstance(weight, int | float) or isinstance(weight, bool) or not 0 <= weight <= 10:
+            raise ValidationError(
+                "profile.default_kind_weight", weight, "give a weight from 0 to 10"
+            )
+        model = data.get("default_model", "gpt-4o")
+        try:
+            spec = model_spec(model)
+        except ValidationError as exc:
+            raise ValidationError("profile.default_model", model, exc.fix) from None
+        window = data.get("default_window", 8_000)
+        if (
+            not isinstance(window, int)
+            or isinstance(window, bool)
+            or not 1 <= window <= spec.window
+        ):
+            raise ValidationError(
+                "profile.default_window", window, f"give whole tokens from 1 to {spec.window}"
+            )
         return cls(
             name=name,
             kind_weights=dict(data.get("kind_weights", {})),
             source_weights=dict(data.get("source_weights", {})),
-            default_kind_weight=float(data.get("default_kind_weight", 0.5)),
-            default_model=str(data.get("default_model", "gpt-4o")),
-            default_window=int(data.get("default_window", 8_000)),
+            default_kind_weight=float(weight),
+            default_model=model,
+            default_window=window,
             complexity=complexity,
         )
 

@@ -183,24 +183,26 @@ def addressed_refs(
     ]
 
 
-# The fields of a record that name another record, and whether the writer must be able to see it.
-_LINKS = (("supersedes", True), ("reply_to", False))
+# The fields of a record that name another record, and whether the writer must be able to see it:
+# always, since a link accepted to a record hidden from the writer and refused to an id that
+# exists nowhere would tell the writer that a hidden record exists.
+_LINKS = (("supersedes", True), ("reply_to", True))
 
 
 def record_links(r: Record) -> list[tuple[str, str, bool]]:
     """(field, id, must be visible to the author) of every record that `r` names: `supersedes`,
     `reply_to`, and each `refs` entry written `rec:ID` (other refs are free labels: paths, URLs)."""
     out = [(name, value, seen) for name, seen in _LINKS if (value := getattr(r, name))]
-    out += [(f"refs[{i}]", ref[4:], False) for i, ref in enumerate(r.refs) if ref[:4] == "rec:"]
+    out += [(f"refs[{i}]", ref[4:], True) for i, ref in enumerate(r.refs) if ref[:4] == "rec:"]
     return out
 
 
 def check_links(store: Store, records: Sequence[Record], *, batch: bool) -> None:
     """Every record that `records` name is a record of the writer's own project, stored or
-    another of the batch (never the record itself), and a superseded one is a record that its
-    author may see; else a ValidationError names the first field that does not resolve
-    (`records[i].field` when `batch`). Nothing is written, and nothing says whether the id exists
-    in another project."""
+    another of the batch (never the record itself), that its author may see; else a
+    ValidationError names the first field that does not resolve (`records[i].field` when
+    `batch`). Nothing is written, and nothing says whether the id exists in another project or
+    is hidden from the writer."""
     wanted: dict[str, set[str]] = {}
     in_batch = {(r.project, r.id): r for r in records}
     # Most records name none: only those that do are looked at again below.

@@ -69,7 +69,7 @@ class Assembler:
     persist_traces: bool = True
     locality: bool = True
     notes: list[TraceNotes] = field(default_factory=list)
-    task_text: Callable[[str, str, str], str] | None = None
+    task_text: Callable[[str, str, str, str], str] | None = None
     # A call's own pipelines -> (them resolved, their sources): retrieval.install sets it.
     call_pipelines: Callable[[Any], tuple[Any, list[Source]]] | None = None
     _people: dict[str, tuple[int, frozenset[str]]] = field(default_factory=dict)
@@ -122,7 +122,8 @@ class Assembler:
         (not where the search was started ahead, which reads its own)."""
         if request.task_id is not None and self.task_text is not None:
             request = replace(
-                request, task=self.task_text(request.project, request.task_id, request.task)
+                request,
+                task=self.task_text(request.project, request.task_id, request.task, request.agent),
             )
         version: int | None = None
         terms = query_terms(request.task)

@@ -29,6 +29,8 @@ def read_file(path: Path) -> tuple[list[Rule], list[RuleError]]:
                 name, f"line {exc.lineno} column {exc.colno}", f"fix the JSON syntax: {exc.msg}"
             )
         ]
+    except ValueError:  # a number of 4,300+ digits: Python's int conversion limit
+        return [], [RuleError(name, "(document)", "write numbers of fewer than 4,300 digits")]
     return parse_document(doc, name)
 
 

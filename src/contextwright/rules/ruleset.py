@@ -364,7 +364,9 @@ def parse_action(doc: Any, path: str, errs: _Errors) -> Action | None:
         return None
     by = doc.get("by", 1.0)
     if name == "boost" and (
-        not isinstance(by, int | float) or isinstance(by, bool) or abs(by) > MAX_BOOST
+        # Written as a range, so NaN (JSON's NaN literal, which Python's parser takes) fails it:
+        # abs(nan) > MAX_BOOST is False, and a NaN boost made every score it touched NaN.
+        not isinstance(by, int | float) or isinstance(by, bool) or not -MAX_BOOST <= by <= MAX_BOOST
     ):
         errs.add(f"{path}.by", f"give a number from -{MAX_BOOST:g} to {MAX_BOOST:g}")
         return None

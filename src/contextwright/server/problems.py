@@ -50,6 +50,12 @@ STATUS: list[tuple[type[ContextwrightError], int, str]] = [
 ]
 
 
+BODY_UNREADABLE = "There was an error parsing the body"
+UNREADABLE_FIX = (
+    "send it as UTF-8, with objects and lists nested fewer than 500 levels deep and numbers of "
+    "fewer than 4,300 digits"
+)
+
 # What any route can answer besides its success, as problem details (see `install`): a body that
 # does not parse (400), a missing or wrong key (401, 403), an unknown id (404), the wrong method
 # (405), a body over the limit (413), invalid input (422), an unavailable store (503).
@@ -226,11 +232,23 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
-        detail = str(exc.detail)
+        detail, field, fix = str(exc.detail), None, None
         if exc.status_code == 404 and detail == "Not Found":
             detail = f"no route {request.method} {request.url.path}; see /docs"
+        if exc.status_code == 400 and detail == BODY_UNREADABLE:
+            # FastAPI's answer when the JSON parser fails other than on syntax (that is a 422):
+            # bytes that are not UTF-8, nesting deeper than its recursion allows, a 4,300+ digit number.
+            field, fix = "body", UNREADABLE_FIX
+            detail = f"body: the body cannot be read as JSON: {fix}"
         _count(request, "http_error", exc.status_code)
-        return problem(exc.status_code, title, detail, kind=title.lower().replace(" ", "_"))
+        return problem(
+            exc.status_code,
+            title,
+            detail,
+            kind=title.lower().replace(" ", "_"),
+            field=field,
+            fix=fix,
+        )
 
     @app.exception_handler(UnicodeError)
     async def text_error(request: Request, exc: UnicodeError) -> JSONResponse:

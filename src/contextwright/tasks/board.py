@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound, ValidationError
 from ..ports import Query
-from ..records import MAX_NAME_CHARS, Record, build_record, check_identifier, check_name, check_text
+from ..records import (
+    MAX_NAME_CHARS,
+    STATUSES,
+    Record,
+    build_record,
+    check_identifier,
+    check_name,
+    check_text,
+)
 from .computed import ComputedContext, compute_context
 from .context_map import infer_component
 from .dependencies import extract_dependency_context, handoff_of, latest_handoffs
@@ -61,6 +69,11 @@ def _text(value: object, field: str, limit: int, fix: str) -> str:
             field, f"<{len(value)} characters>", f"keep it under {limit} characters"
         )
     return check_text(field, value.strip())
+
+
+def missing_task(task_id: str) -> NotFound:
+    """The one answer for a task id that names nothing the caller may see."""
+    return NotFound("task", task_id, "create the task first, or check the id")
 
 
 class TaskBoard:
@@ -137,8 +150,9 @@ class TaskBoard:
         found = {r.id: r for r in self.book.store.get_many(project, deps)} if deps else {}
         for i, dep in enumerate(deps):
             r = found.get(dep)
-            # Missing and not a task read alike: nothing says what the id is elsewhere.
-            if r is None or r.kind != "task":
+            # Missing, not a task and hidden from the author read alike: nothing says what the
+            # id is elsewhere, or that a task the author may not see exists.
+            if r is None or r.kind != "task" or not r.visible_to(author):
                 raise ValidationError(
                     f"dependencies[{i}]",
                     dep,
@@ -179,14 +193,16 @@ class TaskBoard:
             self.book.store.add_edges(project, [(record.id, d, "depends_on") for d in deps])
         return record
 
-    def get(self, project: str, task_id: str) -> Record:
-        """The task `task_id` of `project` (a task of another project reads as missing)."""
+    def get(self, project: str, task_id: str, viewer: str | None = None) -> Record:
+        """The task `task_id` of `project` (a task of another project reads as missing). With a
+        `viewer`, a record that agent may not see reads as missing too, before its kind is
+        told: "is a message record" would say that a hidden record exists."""
         if not isinstance(task_id, str) or not task_id:
             raise ValidationError("task_id", task_id, "give a task id")
         check_text("task_id", task_id)
         found = self.book.store.get_many(project, [task_id])
-        if not found:
-            raise NotFound("task", task_id, "create the task first, or check the id")
+        if not found or (viewer is not None and not found[0].visible_to(viewer)):
+            raise missing_task(task_id)
         if found[0].kind != "task":
             raise ValidationError(
                 "task_id",
@@ -198,8 +214,8 @@ class TaskBoard:
 
     def find(self, project: str, status: str | None = None, limit: int = 200) -> list[Record]:
         check_identifier("project", project)
-        if status is not None:
-            check_name("status", status)
+        if status is not None and status not in STATUSES:  # a typo, not a filter matching none
+            raise ValidationError("status", status, f"use one of {', '.join(STATUSES)}")
         statuses = (status,) if status else None
         return self.book.store.query(
             Query(
@@ -236,8 +252,9 @@ class TaskBoard:
         self, project: str, task_id: str, handoff: Any, *, by: str | None = None
     ) -> Completion:
         """Validate the handoff, then store it with its graph nodes and context-map entries and
-        mark the task completed. Any error leaves the store as it was and the task open."""
-        task = self.get(project, task_id)
+        mark the task completed. Any error leaves the store as it was and the task open. A task
+        that `by` may not see is missing for it: an agent never completes what it cannot read."""
+        task = self.get(project, task_id, by)
         if task.status == "completed":
             raise ValidationError(
                 "task_id",
@@ -261,8 +278,19 @@ class TaskBoard:
         now = self.book.clock()
         count = self.book.counter.count
 
+        # What a completion writes is derived from the task, so it is never wider than the task:
+        # a private or direct task's handoff, nodes and file entries reach only who sees the task.
+        scope: dict[str, Any] = {}
+        if task.visibility != "project":
+            readers = sorted({task.author, *task.to} - {author})
+            scope = (
+                {"visibility": "direct", "to": readers} if readers else {"visibility": "private"}
+            )
+
         def build(**fields: Any) -> Record:
-            return build_record({"project": project, "author": author, **fields}, count, now=now)
+            return build_record(
+                {"project": project, "author": author, **scope, **fields}, count, now=now
+            )
 
         name = str(task.meta.get("name") or task.id)
         patterns = [
@@ -311,7 +339,7 @@ class TaskBoard:
             )
             for q in parsed.open_questions
         ]
-        files = self._file_entries(project, task.id, parsed, build)
+        files = self._file_entries(project, task.id, parsed, build, author, narrow=bool(scope))
         nodes = [*patterns, *gotchas, *decisions, *questions]
         summary_lines = [f"Handoff from {name}: {parsed.summary}"]
         for f in (*parsed.files_created, *parsed.files_modified):
@@ -348,9 +376,11 @@ class TaskBoard:
         )
 
     def _file_entries(
-        self, project: str, task_id: str, handoff: Handoff, build: Any
+        self, project: str, task_id: str, handoff: Handoff, build: Any, author: str, narrow: bool
     ) -> list[Record]:
-        """UPDATE_OR_ADD: one entry per path; a changed path supersedes its current entry."""
+        """UPDATE_OR_ADD: one entry per path; a changed path supersedes its current entry, one
+        its author may see. An entry narrower than the project (a private task's) supersedes
+        none: those who cannot see it would lose the entry they had, for nothing in its place."""
         latest: dict[str, FileChange] = {}
         for f in (*handoff.files_created, *handoff.files_modified):
             latest[f.path] = f
@@ -360,8 +390,9 @@ class TaskBoard:
             current = [
                 r
                 for r in self.book.store.query(
-                    Query(project, None, kinds=("file",), tag=tag, statuses=("active",), limit=5)
+                    Query(project, author, kinds=("file",), tag=tag, statuses=("active",), limit=5)
                 )
+                if not narrow
             ]
             component = f.component or infer_component(path)
             out.append(
@@ -405,7 +436,7 @@ class TaskBoard:
         """The spec's computeContext + applyContextLimits for one task, as `agent` may see it."""
         if agent is not None:
             check_name("agent", agent)
-        task = self.get(project, task_id)
+        task = self.get(project, task_id, agent)
         level = complexity or str(task.meta.get("complexity") or "normal")
         lim = self.limits_for(level, limits)
         deps = [str(d) for d in task.meta.get("dependencies") or []]
@@ -428,11 +459,12 @@ class TaskBoard:
     ) -> str:
         return self.computed_context(project, task_id, complexity, debug).render(self.template)
 
-    def task_text(self, project: str, task_id: str, task: str) -> str:
-        """For assemble: check the task belongs to `project`; empty task text -> its objective."""
+    def task_text(self, project: str, task_id: str, task: str, agent: str | None = None) -> str:
+        """For assemble: check the task belongs to `project` and that `agent` may see it (its
+        objective becomes the window's task); empty task text -> its objective."""
         try:
-            record = self.get(project, task_id)
-        except NotFound:  # missing, or another project's: the same answer
+            record = self.get(project, task_id, agent)
+        except NotFound:  # missing, another project's or hidden from the agent: the same answer
             raise ValidationError(
                 "task_id", task_id, f"name a task of project {project!r}"
             ) from None

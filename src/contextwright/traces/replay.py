@@ -51,11 +51,32 @@ def check_overrides(overrides: Mapping[str, Any]) -> None:
         )
 
 
+def sources_with(stored: Any, pipelines: Any) -> Any:
+    """The stored request's sources as the replay's pipelines change them: one switched off
+    leaves, one added joins. A stored request names every source that ran, so without this an
+    added pipeline would not run and a switched-off one would be refused as an unknown source.
+    Definitions that are not well formed are left to the engine, which names their fields."""
+    if not isinstance(stored, list | tuple) or not isinstance(pipelines, list | tuple):
+        return stored
+    names = list(stored)
+    for p in pipelines:
+        name = p.get("name") if isinstance(p, Mapping) else None
+        if not isinstance(name, str):
+            continue
+        if p.get("enabled", True) is False:
+            names = [n for n in names if n != name]
+        elif name not in names:
+            names.append(name)
+    return names
+
+
 def replay(trace: Trace, assemble: Callable[..., Assembly], **overrides: Any) -> Assembly:
     """Run a stored assembly's request again with `overrides` (budget, rules, sources, ...)."""
     check_overrides(overrides)
     kwargs = stored_request(trace)
     kwargs.update({k: v for k, v in overrides.items() if v is not None})
+    if overrides.get("pipelines") is not None and overrides.get("sources") is None:
+        kwargs["sources"] = sources_with(kwargs.get("sources"), overrides["pipelines"])
     accepted = inspect.signature(assemble).parameters
     if "rules" in kwargs and "rules" not in accepted:
         raise ValidationError("rules", kwargs["rules"], "this engine's assemble takes no rules")

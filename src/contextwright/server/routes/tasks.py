@@ -7,8 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...errors import NotFound, ValidationError
+from ...errors import ValidationError
 from ...records import Record
+from ...tasks.board import missing_task
 from ..deps import ProjectDep
 
 router = APIRouter(tags=["tasks"])
@@ -41,10 +42,10 @@ def own_task(ctx: ProjectDep, task_id: str) -> Record:
         # "is a message record, not a task" would tell an agent-scoped key that a record it may
         # not see exists: it gets the 404 of an id that exists nowhere.
         if ctx.access.agents is not None:
-            raise NotFound("task", task_id) from None
+            raise missing_task(task_id) from None
         raise
     if not ctx.access.sees(task):
-        raise NotFound("task", task_id)
+        raise missing_task(task_id)
     return task
 
 
