@@ -10,7 +10,7 @@ ten that warm the caches. `--plans` prints each statement's whole plan, not only
 A round trip is a pooled read (`PostgresStore._reading`): one statement, or several sent in one
 pipeline (`query_many`, `follow_ups`, `doc_with_version` with the word counts, the project's
 version with the search started ahead, and the words' counts between them where they are not
-known yet and common: `_read_guessed`).
+known yet and common: `_read_versioned` with them).
 """
 
 from __future__ import annotations
@@ -57,22 +57,18 @@ class Recorder:
 
         versioned = store._read_versioned
 
-        def searched(project: str, sql: str, params: Any, planner: str | None) -> Any:
+        def searched(
+            project: str | None, sql: str, params: Any, planner: str | None, guessed: Any = None
+        ) -> Any:
+            # The version (if read), the guessed words' lexemes (if any), then the search.
+            stmts = [(VERSION_SQL, {"p": project})] if project is not None else []
+            stmts += [(_OWN_LEXEMES, {"words": list(guessed)})] if guessed else []
             return self._timed(
-                [(VERSION_SQL, {"p": project}), (sql, params)],
+                [*stmts, (sql, params)],
                 planner,
-                lambda: versioned(project, sql, params, planner),
+                lambda: versioned(project, sql, params, planner, guessed),
             )
 
-        guessed = store._read_guessed
-
-        def guessing(project: str | None, words: Any, search: Any) -> Any:
-            # The version (if read), the words' lexemes, then the search with its setting.
-            stmts = [(VERSION_SQL, {"p": project})] if project is not None else []
-            stmts += [(_OWN_LEXEMES, {"words": words}), search[:2]]
-            return self._timed(stmts, search[2], lambda: guessed(project, words, search))
-
-        store._read_guessed = guessing  # type: ignore[method-assign]
         store._read = one  # type: ignore[method-assign]
         store._read_versioned = searched  # type: ignore[method-assign]
         store._read_many = many  # type: ignore[method-assign]

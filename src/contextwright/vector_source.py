@@ -150,6 +150,8 @@ class VectorSource:
         (reads.ById keeps their records), so making 80 candidates again cost it 0.45 ms. A
         task's first call only notes its hits; its second keeps its candidates (frozen), so
         that new tasks do not pay for keeping them."""
+        if not searches_here(ctx.store):  # hits read afresh as new records are never the same
+            return self._make(hits, ctx)
         key = (ctx.project, ctx.agent, ctx.query_text)
         seen = tuple((h.record, h.score) for h in hits)
         grows = ctx.grows(self.name)

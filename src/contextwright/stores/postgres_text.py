@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from ..errors import StoreError, ValidationError
@@ -329,21 +329,15 @@ class PostgresText:
             sql, params, planner = self._search_sql(
                 project, agent, limit, self._known(terms, guessed)
             )
-            try:
-                version, same, rows = self._read_guessed(
-                    versioned, list(guessed), (sql, params, planner)
-                )
-            except StoreError:  # searched as below, which reports its failure
-                pass
-            else:
-                if same:
-                    keep([(-c, None) for c in guessed.values()])  # the counts' rows: estimates
-                    return _version(version), self._searched(sql, params, rows)
+            version, same, rows = self._read_versioned(versioned, sql, params, planner, guessed)
+            if same:
+                keep([(-c, None) for c in guessed.values()])  # the counts' rows: estimates
+                return _version(version), self._searched(sql, params, rows)
         sql, params, planner = self._search_sql(project, agent, limit, self._counts(terms))
         if versioned is None:
             rows = self._read(sql, params, planner=planner, replan=True)
             return 0, self._searched(sql, params, rows)
-        version, rows = self._read_versioned(versioned, sql, params, planner)
+        version, _, rows = self._read_versioned(versioned, sql, params, planner)
         return _version(version), self._searched(sql, params, rows)
 
     def _guessed(self, words: Sequence[str]) -> dict[str, int] | None:
@@ -363,40 +357,30 @@ class PostgresText:
             counts = {t: (guessed[t], 0) if t in guessed else cache[t] for t in terms}
             return counts, int(avg[2]), avg[0]
 
-    def _read_guessed(
-        self, project: str | None, words: list[str], search: tuple[str, Any, str | None]
+    def _read_versioned(
+        self,
+        project: str | None,
+        sql: str,
+        params: Any,
+        planner: str | None,
+        guessed: Mapping[str, int] | None = None,
     ) -> tuple[list[Any], bool, list[Any]]:
-        """The project's version (none where `project` is None), whether each of `words` is its
-        own one lexeme (`_guessed`), and the search, in one round trip."""
-        sql, params, planner = search
+        """The project's version (none where `project` is None), whether each word `guessed`
+        is its own one lexeme (`_guessed`; True with none), then a read planned for its values
+        (`replan`), in one round trip; `planner` is the read's alone (set after the others)."""
 
         def read(conn: Any) -> tuple[list[Any], bool, list[Any]]:
             with conn.pipeline():
                 version = None if project is None else conn.execute(VERSION_SQL, {"p": project})
-                same = conn.execute(_OWN_LEXEMES, {"words": words})
+                same = None if not guessed else conn.execute(_OWN_LEXEMES, {"words": list(guessed)})
                 if planner is not None:
                     set_planner(conn, planner)
                 found = conn.execute(sql, params, prepare=False)
             versions = [] if version is None else list(version.fetchall())
-            return versions, bool(same.fetchall()[0][0]), list(found.fetchall())
+            own = same is None or bool(same.fetchall()[0][0])
+            return versions, own, list(found.fetchall())
 
         return cast(tuple[list[Any], bool, list[Any]], self._reading(read))
-
-    def _read_versioned(
-        self, project: str, sql: str, params: Any, planner: str | None
-    ) -> tuple[list[Any], list[Any]]:
-        """The project's version, then a read planned for its values (`replan`), in one round
-        trip; `planner` is the read's alone (set after the version's read)."""
-
-        def read(conn: Any) -> tuple[list[Any], list[Any]]:
-            with conn.pipeline():
-                version = conn.execute(VERSION_SQL, {"p": project})
-                if planner is not None:
-                    set_planner(conn, planner)
-                found = conn.execute(sql, params, prepare=False)
-            return list(version.fetchall()), list(found.fetchall())
-
-        return cast(tuple[list[Any], list[Any]], self._reading(read))
 
     def _search_sql(
         self, project: str, agent: str | None, limit: int, known: _Known
