@@ -9,7 +9,11 @@ import pytest
 from mcp import Client
 
 from contextwright import Engine
+from contextwright.assembly.request import AssembleRequest
 from contextwright.mcp.server import build_server
+from contextwright.server import create_app
+from contextwright.settings import Settings
+from servers import ADMIN_KEY, KEYS, auth
 
 
 def _call(engine: Engine, tool: str, arguments: dict[str, Any]) -> Any:
@@ -64,5 +68,53 @@ def test_mcp_budget_that_is_not_a_whole_number_is_refused(budget: object) -> Non
         assert result.is_error
         assert "budget" in result.content[0].text and "whole number" in result.content[0].text
         assert engine.traces("p", "bob", 5) == []
+    finally:
+        engine.close()
+
+
+def _overflowing_session(engine: Engine) -> None:
+    """A session whose correction (required, kept whole) fits no small window: only a reset
+    makes it fit."""
+    s = engine.sessions
+    for i in range(4):
+        s.append("p", "dev", "s1", "user", f"question {i} about the parser")
+        s.append("p", "dev", "s1", "assistant", f"answer {i}")
+    big = "Actually, I meant: " + " ".join(f"thing{i}" for i in range(3_000))
+    s.append("p", "dev", "s1", "correction", big)
+    s.append("p", "dev", "s1", "user", "ok")
+
+
+@pytest.mark.parametrize("interface", ["library", "http", "mcp"])
+def test_a_session_reset_by_the_overflow_ladder_is_in_the_windows_warnings(
+    interface: str,
+) -> None:
+    engine = Engine.open("memory://")
+    try:
+        _overflowing_session(engine)
+        if interface == "library":
+            result = engine.window(
+                AssembleRequest.build("p", "dev", "next", 3000, "markdown", session="s1")
+            )
+            warnings, trace_id = result.warnings, result.trace.id
+        elif interface == "http":
+            from fastapi.testclient import TestClient
+
+            client = TestClient(create_app(engine, Settings(api_keys=KEYS)))
+            body = {"agent": "dev", "task": "next", "budget": 3000, "session": "s1"}
+            answer = client.post("/v1/projects/p/assemble", json=body, headers=auth(ADMIN_KEY))
+            assert answer.status_code == 200, answer.text
+            warnings, trace_id = answer.json()["warnings"], answer.json()["trace_id"]
+        else:
+            args = {"project": "p", "agent": "dev", "task": "next", "budget": 3000}
+            result = _call(engine, "assemble_context", {**args, "session": "s1"})
+            assert not result.is_error, result
+            data = result.structured_content
+            warnings, trace_id = data["warnings"], data["trace_id"]
+        trace = engine.trace("p", trace_id, "dev")
+        new = trace.notes["session"]["session"]
+        assert new != "s1"
+        said = [w for w in warnings if "reset" in w]
+        assert said == [w for w in trace.warnings if "reset" in w]
+        assert len(said) == 1 and "s1" in said[0] and new in said[0]
     finally:
         engine.close()
