@@ -6,10 +6,12 @@ import asyncio
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from mcp import Client
 
 from contextwright import Engine
 from contextwright.assembly.request import AssembleRequest
+from contextwright.errors import ValidationError
 from contextwright.mcp.server import build_server
 from contextwright.server import create_app
 from contextwright.settings import Settings
@@ -97,8 +99,6 @@ def test_a_session_reset_by_the_overflow_ladder_is_in_the_windows_warnings(
             )
             warnings, trace_id = result.warnings, result.trace.id
         elif interface == "http":
-            from fastapi.testclient import TestClient
-
             client = TestClient(create_app(engine, Settings(api_keys=KEYS)))
             body = {"agent": "dev", "task": "next", "budget": 3000, "session": "s1"}
             answer = client.post("/v1/projects/p/assemble", json=body, headers=auth(ADMIN_KEY))
@@ -116,5 +116,43 @@ def test_a_session_reset_by_the_overflow_ladder_is_in_the_windows_warnings(
         said = [w for w in warnings if "reset" in w]
         assert said == [w for w in trace.warnings if "reset" in w]
         assert len(said) == 1 and "s1" in said[0] and new in said[0]
+    finally:
+        engine.close()
+
+
+def _snapshot(engine: Engine) -> list[tuple[str, str, str]]:
+    return sorted((r.id, r.status, r.kind) for r in engine.records("p", limit=1000))
+
+
+def test_limits_naming_no_source_is_refused_naming_the_sources() -> None:
+    engine = Engine.open("memory://")
+    try:
+        for i in range(30):  # enough history that a session window compacts first
+            engine.sessions.append("p", "dev", "s1", "user", f"question {i} " + "word " * 80)
+            engine.sessions.append("p", "dev", "s1", "assistant", f"answer {i} " + "text " * 80)
+        before = _snapshot(engine)
+        for session in (None, "s1"):
+            request = AssembleRequest.build(
+                "p", "dev", "next", 3000, session=session, limits={"fulltxt": 3}
+            )
+            with pytest.raises(ValidationError) as err:
+                engine.window(request)
+            assert err.value.field == "limits.fulltxt"
+            assert "fulltext" in err.value.fix and "history" in err.value.fix
+            assert _snapshot(engine) == before  # the session window compacted nothing
+        # An unknown source, likewise, is refused before a session window compacts.
+        with pytest.raises(ValidationError):
+            engine.window(
+                AssembleRequest.build("p", "dev", "x", 3000, session="s1", sources=["no"])
+            )
+        assert _snapshot(engine) == before
+        # A source's own size still works, plain and in a session.
+        ok = engine.window(AssembleRequest.build("p", "dev", "next", 3000, limits={"fulltext": 2}))
+        assert ok.tokens <= ok.available
+        engine.window(AssembleRequest.build("p", "dev", "x", 3000, session="s1", limits={"kv": 1}))
+        client = TestClient(create_app(engine, Settings(api_keys=KEYS)))
+        body = {"agent": "dev", "task": "x", "budget": 3000, "limits": {"nope": 1}}
+        answer = client.post("/v1/projects/p/assemble", json=body, headers=auth(ADMIN_KEY))
+        assert answer.status_code == 422 and "limits.nope" in answer.text
     finally:
         engine.close()
