@@ -156,3 +156,31 @@ def test_limits_naming_no_source_is_refused_naming_the_sources() -> None:
         assert answer.status_code == 422 and "limits.nope" in answer.text
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize(
+    ("role", "extra", "field"),
+    [
+        ("user", {"reply_to": "r1"}, "reply_to"),
+        ("tool_call", {"tool": "ls", "reply_to": "r1"}, "reply_to"),
+        ("assistant", {"tool": "ls"}, "tool"),
+        ("tool_result", {"arguments": {"path": "."}}, "arguments"),
+        ("note", {"arguments": "{}"}, "arguments"),
+    ],
+)
+def test_append_refuses_a_field_its_role_does_not_keep(
+    role: str, extra: dict[str, Any], field: str
+) -> None:
+    engine = Engine.open("memory://")
+    try:
+        call = engine.sessions.append("p", "dev", "s1", "tool_call", "", tool="ls")
+        before = _snapshot(engine)
+        with pytest.raises(ValidationError) as err:
+            engine.sessions.append("p", "dev", "s1", role, "text", **extra)
+        assert err.value.field == field and role in err.value.message
+        assert _snapshot(engine) == before
+        # Where the role keeps it, the field is taken as before.
+        done = engine.sessions.append("p", "dev", "s1", "tool_result", "ok", reply_to=call.id)
+        assert done.reply_to == call.id
+    finally:
+        engine.close()
