@@ -184,3 +184,28 @@ def test_append_refuses_a_field_its_role_does_not_keep(
         assert done.reply_to == call.id
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("as_object", [False, True])
+def test_a_profile_weighing_a_kind_no_record_has_is_refused(as_object: bool) -> None:
+    from contextwright import RoleProfile
+
+    engine = Engine.open("memory://")
+    try:
+        data = {"name": "r", "kind_weights": {"decision": 1.0, "decisions": 2.0}}
+        profile: Any = RoleProfile.from_dict(data) if as_object else data
+        with pytest.raises(ValidationError) as err:
+            engine.register_agent("p", "ann", "r", profile)
+        assert err.value.field == "profile.kind_weights.decisions"
+        assert "decision" in err.value.fix and "gotcha" in err.value.fix
+        assert engine.agents("p") == []
+        client = TestClient(create_app(engine, Settings(api_keys=KEYS)))
+        answer = client.put(
+            "/v1/projects/p/agents/ann",
+            json={"role": "r", "profile": data},
+            headers=auth(ADMIN_KEY),
+        )
+        assert answer.status_code == 422 and "profile.kind_weights.decisions" in answer.text
+        assert engine.agents("p") == []
+    finally:
+        engine.close()
