@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from mcp import Client
 
 from contextwright import Engine
 from contextwright.assembly.request import AssembleRequest
-from contextwright.errors import ValidationError
+from contextwright.errors import NotFound, ValidationError
 from contextwright.mcp.server import build_server
 from contextwright.server import create_app
 from contextwright.settings import Settings
@@ -209,3 +210,24 @@ def test_a_profile_weighing_a_kind_no_record_has_is_refused(as_object: bool) -> 
         assert engine.agents("p") == []
     finally:
         engine.close()
+
+
+def test_cli_trace_list_of_an_unknown_agent_says_it_does_not_exist(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from contextwright.cli import cli
+
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    with Engine.open(db) as engine:
+        engine.add(project="p", author="bob", content="hello")
+        trace_id = engine.assemble("p", "bob", "hello", 2000).trace.id
+        try:
+            engine.agent("p", "nobody")
+        except NotFound as exc:
+            library = exc.message
+    runner = CliRunner()
+    unknown = runner.invoke(cli, ["--db", db, "trace", "list", "-p", "p", "-a", "nobody"])
+    assert unknown.exit_code != 0 and "no traces" not in unknown.output
+    assert library.splitlines()[0] in unknown.stderr
+    known = runner.invoke(cli, ["--db", db, "trace", "list", "-p", "p", "-a", "bob"])
+    assert known.exit_code == 0 and trace_id in known.stdout
