@@ -133,7 +133,8 @@ async def _exercise(client: Client, task_id: str) -> None:
     )
     assert done["status"] == "completed"
     again = await client.call_tool(
-        "complete_task", {"project": "acme", "task_id": task_id, "handoff": {"summary": "x"}}
+        "complete_task",
+        {"project": "acme", "task_id": task_id, "handoff": {"summary": "x"}, "agent": "bob"},
     )
     assert again.is_error and "already completed" in again.content[0].text
 

@@ -45,7 +45,7 @@ REQUESTS: list[tuple[str, str, dict[str, str], bytes]] = [
      b'{"agent": "bob", "task": "login", "budget": {"model": "gpt-4o", "window": 3000},'
      b' "format": "markdown"}'),
     (ADMIN_KEY, "/v1/projects/acme/assemble", JSON,
-     b'{"agent": "alice", "task": "login", "format": "anthropic", "limits": {"recent": 3}}'),
+     b'{"agent": "alice", "task": "login", "format": "anthropic", "limits": {"history": 3}}'),
     # Not plainly well formed: the app's own answers.
     (ADMIN_KEY, "/v1/projects/acme/records", JSON, b'{"author": "alice", "content": "x", "zz": 1}'),
     (ADMIN_KEY, "/v1/projects/acme/records", JSON, b'{"author": "alice", "content": 5}'),

@@ -10,7 +10,7 @@ from typing import Any, cast
 from .errors import NotFound, ValidationError
 from .ports import Query, ReadsDocWithVersion, Store, capable
 from .records import check_display_name, check_identifier, check_json_text, check_name
-from .roles import ROLE_PROFILES, Agent, RoleProfile, profile_for
+from .roles import ROLE_PROFILES, Agent, RoleProfile, check_kinds, profile_for
 
 
 class AgentDirectory:
@@ -46,6 +46,7 @@ class AgentDirectory:
         else:
             check_json_text("profile", profile)
             prof = RoleProfile.from_dict(profile)
+        check_kinds(prof)
         a = Agent(id=agent, role=role, profile=prof)
         check_json_text("profile", a.to_dict()["profile"])
         self.store.put_doc(

@@ -283,11 +283,11 @@ class Engine:
         skills: Sequence[str] = (),
         files: Sequence[str] | Mapping[str, str] = (),
     ) -> Assembly:
-        """An agent's window, the one call every interface makes: the session pipeline
-        (pruning, compaction, memory flush, overflow recovery; `sessions.window`) when the
-        request names a session, plain assembly when it does not."""
+        """An agent's window, the one call every interface makes: plain assembly, or the session
+        pipeline (`sessions.window`) when the request names a session."""
         if (sid := request.session) is None:
             return self.gate.run(self.assembler.assemble, request)
+        self.assembler.check_names(request)  # its sources and limits, before the session writes
         return self.gate.run(lambda: self.sessions.window(
             request.project, request.agent, sid, request.task, request.budget, request.format,
             system=system, tools=tools, skills=skills, files=files, request=request,

@@ -145,6 +145,8 @@ class RecordBook:
                 filters[key] = (value,) if isinstance(value, str) else tuple(value)
             # A kind or status no record can have is a typo, not a filter that matches nothing.
             for i, v in enumerate(filters.get(key) or ()):
+                if isinstance(v, str):  # unreadable text says so, not "use one of"
+                    check_text(f"{key}[{i}]", v)
                 if v not in allowed:
                     raise ValidationError(f"{key}[{i}]", v, f"use one of {', '.join(allowed)}")
         for key in ("since", "before"):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ValidationError
+from .records import KINDS
 from .tokens.models import model_spec
 
 
@@ -195,6 +196,20 @@ class Agent:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Agent:
         return cls(id=data["id"], role=data["role"], profile=RoleProfile.from_dict(data["profile"]))
+
+
+def check_kinds(profile: RoleProfile) -> None:
+    """Each weighed kind is a record kind: a typo would weigh nothing, and the role would see
+    that kind at the default weight. Checked when a profile is registered, not when a stored one
+    is read back, so that an agent stored before keeps working."""
+    for kind in profile.kind_weights:
+        if kind not in KINDS:
+            raise ValidationError(
+                f"profile.kind_weights.{kind}",
+                kind,
+                f"weigh record kinds: {', '.join(KINDS)}",
+                problem="is not a record kind",
+            )
 
 
 def profile_for(role: str) -> RoleProfile:

@@ -150,3 +150,20 @@ def check_task(task: object) -> str:
             "task", f"<{len(task)} characters>", f"keep the task under {MAX_TASK_CHARS} characters"
         )
     return task
+
+
+def check_limits(limits: Mapping[str, int], sources: Sequence[Any]) -> None:
+    """Each `limits` key names a source that exists (or a key a source reads, `limit_keys`): a
+    misspelt name would otherwise be ignored and the call run on the source's default size.
+    Runs per call, so only a set lookup per key; the names are listed only for the error."""
+    if not limits:
+        return
+    known = {s.name for s in sources}
+    for name in limits:
+        if name not in known and not any(name in getattr(s, "limit_keys", ()) for s in sources):
+            raise ValidationError(
+                f"limits.{name}",
+                limits[name],
+                f"name a source: {', '.join(s.name for s in sources)}",
+                problem="names no source",
+            )

@@ -30,7 +30,7 @@ from .packing import Decision, drop_last, pack
 from .pipeline import merge, run_sources
 from .references import addressed_refs, validate_refs
 from .render import render
-from .request import AssembleRequest
+from .request import AssembleRequest, check_limits
 from .result import Assembly
 from .scoring import ScoringConfig, topic
 from .selection import select
@@ -114,6 +114,20 @@ class Assembler:
         request, agent, active, _, _ = self._resolve(request)
         return request, agent, active
 
+    def check_names(
+        self, request: AssembleRequest
+    ) -> tuple[AssembleRequest, list[Source], list[Source]]:
+        """The request with its pipelines resolved, the sources it may name and those it runs:
+        its `sources` and `limits` keys checked against them. A session window checks first,
+        since its steps (compaction) write before the assembly would."""
+        sources = self.sources
+        if request.pipelines is not None and self.call_pipelines is not None:
+            resolved, sources = self.call_pipelines(request.pipelines)
+            request = replace(request, pipelines=resolved)
+        active = pick_sources(sources, request.sources)
+        check_limits(request.limits, sources)
+        return request, sources, active
+
     def _resolve(
         self, request: AssembleRequest, counts: bool = True
     ) -> tuple[AssembleRequest, Agent, list[Source], int | None, list[str]]:
@@ -138,11 +152,7 @@ class Assembler:
             request = replace(
                 request, budget=Budget(model=p.default_model, window=p.default_window)
             )
-        sources = self.sources
-        if request.pipelines is not None and self.call_pipelines is not None:
-            resolved, sources = self.call_pipelines(request.pipelines)
-            request = replace(request, pipelines=resolved)
-        active = pick_sources(sources, request.sources)
+        request, _, active = self.check_names(request)
         return (
             replace(request, sources=tuple(s.name for s in active)),
             agent,

@@ -19,14 +19,31 @@ import functools
 import inspect
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
+
+from pydantic import BeforeValidator
 
 from ..assembly.request import AssembleRequest
 from ..engine import Engine
-from ..errors import ContextwrightError, MissingExtra
+from ..errors import ContextwrightError, MissingExtra, ValidationError
 
 T = TypeVar("T")
+
+
+def _whole_tokens(value: object) -> object:
+    """The SDK validates arguments in pydantic's lax mode, where `true` becomes 1 and "2000"
+    becomes 2000: a budget is a number of tokens, refused otherwise as HTTP (strict) refuses it."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise ValueError(
+        ValidationError(
+            "budget", value, "give the tokens available for the window as a whole number"
+        ).message
+    )
+
+
+TokenCount = Annotated[int | None, BeforeValidator(_whole_tokens)]
 
 TOOLS = (
     "post_message",
@@ -141,7 +158,7 @@ def build_server(engine: Engine, name: str = "contextwright") -> Any:
         project: str,
         agent: str,
         task: str = "",
-        budget: int | None = None,
+        budget: TokenCount = None,
         format: str = "markdown",
         session: str | None = None,
         pipelines: list[dict[str, Any]] | None = None,
@@ -165,11 +182,16 @@ def build_server(engine: Engine, name: str = "contextwright") -> Any:
     def search_memory(project: str, agent: str, query: str, limit: int = 10) -> dict[str, Any]:
         return {"results": search(engine, project, agent, query, limit)}
 
-    @tool(description="Complete a task with its structured handoff (a mapping, YAML or JSON).")
+    @tool(
+        description="Complete a task as `agent` with its structured handoff (a mapping, YAML or "
+        "JSON); a task the agent may not see is unknown to it."
+    )
     @_errors_as_tool_errors
     def complete_task(
-        project: str, task_id: str, handoff: dict[str, Any] | str, agent: str | None = None
+        project: str, task_id: str, handoff: dict[str, Any] | str, agent: str
     ) -> dict[str, Any]:
+        # Required, as in every other tool: the server is bound to no agent, and without one the
+        # task would be read and completed unchecked (a private task's text in the answer).
         return engine.complete_task(project, task_id, handoff, by=agent).to_dict()
 
     @tool(description="Gauge an agent's session: tokens used against its window, with a hint.")
@@ -231,8 +253,6 @@ def search(
     engine: Engine, project: str, agent: str, query: str, limit: int
 ) -> list[dict[str, Any]]:
     """Full-text search as `agent` sees the project (the engine's own search when it has one)."""
-    from ..errors import ValidationError
-
     if not isinstance(query, str) or not query.strip():
         raise ValidationError("query", query, "give the words to search for")
     if not isinstance(limit, int) or not 1 <= limit <= 100:

@@ -279,6 +279,7 @@ class SessionSource:
     """Feeds a session plan's candidates into assemble; returns nothing unless a plan is named."""
 
     name = "session"
+    limit_keys = (PLAN_LIMIT,)  # the window's plan token: a `limits` key, though not a source
     inline = True  # a dictionary lookup: never worth a thread (assembly/pipeline.py)
 
     def __init__(self, board: PlanBoard) -> None:

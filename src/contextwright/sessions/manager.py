@@ -42,7 +42,7 @@ from .overflow import parse_provider_error, retarget
 from .pruning import Pruned
 from .reset import Reset, run_reset
 from .scopes import Scope
-from .turns import SESSION_KINDS, Turn, build_turns, call_text
+from .turns import SESSION_KINDS, Turn, build_turns, call_text, check_turn
 from .undo import CompactionReport, Undo, reports, run_undo
 from .window import Layers, SessionWindow, check_fixed, effective_budget, estimate, make_layers
 from .window import build as build_window
@@ -52,8 +52,6 @@ if TYPE_CHECKING:
     from ..agents import AgentDirectory
     from ..assembly.run import Assembler
     from ..recordbook import RecordBook
-
-ROLES = ("user", "assistant", "tool_call", "tool_result", "note", "instruction", "correction")
 
 
 class SessionManager:
@@ -164,8 +162,7 @@ class SessionManager:
         instruction (a pinned user message) and correction (a user message marked as one).
         A `/compact` message compacts the session at once; it is kept as a record that never
         enters a window."""
-        if role not in ROLES:
-            raise ValidationError("role", role, f"use one of {', '.join(ROLES)}")
+        check_turn(role, tool, arguments, reply_to)
         with self._lock(project, agent, session):
             st = self._active(project, agent, session)
             extra_meta: dict[str, Any] = dict(meta or {})

@@ -14,7 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ValidationError
 from ..records import Record
+
+ROLES = ("user", "assistant", "tool_call", "tool_result", "note", "instruction", "correction")
 
 # Kinds that make up a session's conversation (the history layer).
 SESSION_KINDS = ("message", "tool_call", "tool_result", "summary", "note")
@@ -157,3 +160,25 @@ def call_text(tool: str, arguments: Mapping[str, Any] | str | None) -> str:
         return f"{tool}({arguments})"
     # default=str: a value JSON cannot hold is refused by the meta check, with its field.
     return f"{tool}({json.dumps(arguments, ensure_ascii=False, sort_keys=True, default=str)})"
+
+
+def check_turn(role: object, tool: object, arguments: object, reply_to: object) -> None:
+    """A turn's role, and no field its role does not keep: `reply_to` belongs to a tool_result,
+    `tool` and `arguments` to a tool_call; on another turn they would be dropped unsaid."""
+    if role not in ROLES:
+        raise ValidationError("role", role, f"use one of {', '.join(ROLES)}")
+    if reply_to is not None and role != "tool_result":
+        raise ValidationError(
+            "reply_to",
+            reply_to,
+            f"give reply_to only with role tool_result (this turn is {role}), or leave it out",
+            problem=f"is not kept on a {role} turn",
+        )
+    for name, value in (("tool", tool), ("arguments", arguments)):
+        if value is not None and role != "tool_call":
+            raise ValidationError(
+                name,
+                value,
+                f"give {name} only with role tool_call (this turn is {role}), or leave it out",
+                problem=f"is not kept on a {role} turn",
+            )

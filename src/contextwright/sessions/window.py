@@ -417,6 +417,17 @@ def build(
             f"recovery step; left out: {', '.join(missing[:5])}",
             breakdown=bd.to_dict(),
         )
+    if reset is not None:
+        # The caller asked for one session and got another: say so where every interface looks
+        # (HTTP and MCP answer only the assembly), not only in the trace's notes.
+        said = (
+            f"session {reset.old_session} was reset to {reset.new_session}: the window overflowed "
+            f"after compaction, the tool-result purge and dropping files; a transfer summary "
+            f"carries it over; post the next turns to {reset.new_session}"
+        )
+        asm.warnings.append(said)
+        if asm.trace.warnings is not asm.warnings:
+            asm.trace.warnings.append(said)
     asm.trace.notes["session"] = {
         "session": st.session,
         "steps": steps,
