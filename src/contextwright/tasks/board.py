@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound, ValidationError
 from ..ports import Query
+from ..recordbook import check_choice
 from ..records import (
     MAX_NAME_CHARS,
     STATUSES,
@@ -224,9 +225,7 @@ class TaskBoard:
 
     def find(self, project: str, status: str | None = None, limit: int = 200) -> list[Record]:
         check_identifier("project", project)
-        if status is not None and status not in STATUSES:  # a typo, not a filter matching none
-            raise ValidationError("status", status, f"use one of {', '.join(STATUSES)}")
-        statuses = (status,) if status else None
+        statuses = None if status is None else (check_choice("status", status, STATUSES),)
         return self.book.store.query(
             Query(
                 project, None, kinds=("task",), statuses=statuses, limit=limit, newest_first=False
