@@ -194,6 +194,8 @@ class RecordBook:
 
 def check_choice(field: str, value: Any, allowed: Sequence[str]) -> str:
     """A kind or status no record can have is a typo, not a filter that matches nothing."""
+    if isinstance(value, str):
+        check_text(field, value)  # a NUL or lone surrogate is named as such, not as a typo
     if not isinstance(value, str) or value not in allowed:
         raise ValidationError(field, value, f"use one of {', '.join(allowed)}")
     return value
