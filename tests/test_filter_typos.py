@@ -35,6 +35,16 @@ def test_a_kind_or_status_no_record_can_have_is_refused(engine: Engine) -> None:
     ]
 
 
+def test_a_filter_that_is_not_a_list_of_names_is_refused_by_name(engine: Engine) -> None:
+    """kinds=5 or kinds=True was a bare TypeError ('bool' object is not iterable)."""
+    engine.add(project="acme", author="bob", kind="decision", content="use jwt")
+    for key, value in (("kinds", 5), ("kinds", True), ("statuses", 1.5), ("kinds", [5])):
+        with pytest.raises(ValidationError) as err:
+            engine.records("acme", **{key: value})
+        assert err.value.field in (key, f"{key}[0]")
+    assert len(engine.records("acme", kinds={"decision"}, statuses=("active", "open"))) == 1
+
+
 def test_http_filters_with_typos_are_422(tmp_path: Path) -> None:
     with Engine.open(f"sqlite:///{tmp_path / 'f.db'}") as engine:
         engine.add(project="acme", author="bob", kind="decision", content="use jwt")

@@ -74,7 +74,33 @@ CASES: list[tuple[str, str, Any, str]] = [
         "locomo",
         "a turn that is a string",
         {"conversation": {"session_1": [GOOD_TURN, "hello"]}},
-        "samples[0].session_1[1]",
+        "samples[0].conversation.session_1[1]",
+    ),
+    (
+        "openai",
+        "a mapping message's time in words",
+        [
+            {
+                "mapping": {
+                    "n1": {
+                        "message": {
+                            "author": {"role": "user"},
+                            "content": {"parts": ["hi"]},
+                            "create_time": "noon",
+                        },
+                        "parent": None,
+                    }
+                },
+                "current_node": "n1",
+            }
+        ],
+        "conversations[0].mapping: message 0.create_time",
+    ),
+    (
+        "openai",
+        "a message's time that is not finite",
+        [{"messages": [{"role": "user", "content": "hi", "create_time": float("inf")}]}],
+        "conversations[0].messages[0].create_time",
     ),
 ]
 

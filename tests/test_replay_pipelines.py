@@ -45,6 +45,19 @@ def test_a_replay_runs_the_pipelines_it_adds_and_not_those_it_switches_off(
     assert ran(named.trace.summary()) == ["history"]
 
 
+def test_a_replay_with_other_pipelines_drops_those_of_the_old_call(engine: Engine) -> None:
+    """A call made with pipelines=[p1] replayed with pipelines=[p2] failed with
+    `sources='p1' is not valid`; a packaged pipeline the old call redefined still runs."""
+    engine.add(project="acme", author="bob", kind="decision", content="use jwt for the login")
+    fulltext = {"name": "fulltext", "steps": [{"step": "fulltext", "topK": 2}]}
+    trace = engine.assemble("acme", "bob", "login", 2000, pipelines=[MINE, fulltext]).trace.id
+    other = {"name": "other", "steps": [{"step": "fulltext", "topK": 2}]}
+    names = ran(engine.replay("acme", trace, "bob", pipelines=[other]).trace.summary())
+    assert "other" in names and "mine" not in names and "fulltext" in names
+    kept = ran(engine.replay("acme", trace, "bob", pipelines=[MINE]).trace.summary())
+    assert "mine" in kept and "fulltext" in kept
+
+
 @pytest.mark.parametrize(
     ("pipelines", "present", "absent"),
     [([MINE], "mine", None), ([OFF], "fulltext", "decisions"), ([MINE, OFF], "mine", "decisions")],

@@ -7,11 +7,12 @@ Each is now a 422 naming the field, and nothing is stored."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
-from contextwright import Engine
+from contextwright import Engine, ValidationError
 from contextwright.server import create_app
 from contextwright.settings import Settings
 from servers import auth, running
@@ -69,3 +70,25 @@ def test_a_profile_in_range_is_stored_and_used(served: tuple[httpx.Client, Engin
     assert r.status_code == 200, r.text
     window = client.post("/v1/projects/acme/assemble", json={"agent": "Ada Lovelace", "task": "x"})
     assert window.status_code == 200 and window.json()["breakdown"]["window"] == 4000
+
+
+def test_a_stored_profile_naming_a_model_of_another_process_still_reads(tmp_path: Path) -> None:
+    """register_model is per process: a profile stored by a process that registered its model
+    is read back by one that did not. Reading it failed engine.agents(project) and every
+    engine.agent() of the project; the model is checked when the profile is written."""
+    engine = Engine.open(f"sqlite:///{tmp_path / 'p.db'}")
+    doc = {
+        "id": "bob",
+        "role": "custom",
+        "profile": {"name": "custom", "default_model": "my-model-8b", "default_window": 12000},
+    }
+    engine.store.put_doc("agents", "acme/bob", "acme", doc, 1.0, key="bob")
+    engine.register_agent("acme", "carol")
+    assert [a.id for a in engine.agents("acme")] == ["bob", "carol"]
+    assert engine.agent("acme", "bob").profile.default_model == "my-model-8b"
+    assert engine.agent("acme", "carol").role == "default"
+    with pytest.raises(ValidationError) as err:
+        engine.register_agent("acme", "dave", "custom", doc["profile"])
+    assert err.value.field == "profile.default_model"
+    assert [a.id for a in engine.agents("acme")] == ["bob", "carol"]
+    engine.close()

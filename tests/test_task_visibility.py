@@ -252,10 +252,82 @@ def test_a_task_may_not_depend_on_a_task_its_author_may_not_see(engine: Engine) 
         messages.append(err.value.message.replace(given, "<id>"))
     assert messages[0] == messages[1] == messages[2]
     assert state(engine) == before
+
+
+def test_a_project_task_may_not_depend_on_a_narrower_task(engine: Engine) -> None:
+    """Even its author's own: bob would read the private id in the task's refs and its status in
+    the computed context's skipped dependencies."""
+    ids = hidden(engine)
+    before = state(engine)
+    for given in (ids["private task"], ids["direct task"]):
+        with pytest.raises(ValidationError) as err:
+            engine.tasks.create(
+                "acme", name="t", objective="o", author="alice", dependencies=[given]
+            )
+        assert err.value.field == "dependencies[0]"
+        assert "project-wide" in err.value.message
+    assert state(engine) == before
+    public = engine.tasks.create("acme", name="p", objective="o", author="alice")
     after = engine.tasks.create(
-        "acme", name="t", objective="o", author="alice", dependencies=[ids["private task"]]
+        "acme", name="t", objective="o", author="alice", dependencies=[public.id]
     )
-    assert after.refs == (ids["private task"],)
+    assert after.refs == (public.id,)
+
+
+def test_completing_without_by_refuses_before_writing_when_the_assignee_is_blind(
+    engine: Engine,
+) -> None:
+    """The author is then the assignee; one that may not see the task was refused by set_status
+    only after the handoff and file entries were stored (each retry adding more)."""
+    task = engine.add(
+        project="acme",
+        author="alice",
+        kind="task",
+        content="t",
+        visibility="private",
+        meta={"name": "n", "objective": "o", "assignee": "carol"},
+    )
+    before = state(engine)
+    for _ in range(2):
+        with pytest.raises(ValidationError) as err:
+            engine.complete_task("acme", task.id, {"summary": "done", "files_modified": ["a.py"]})
+        assert err.value.field == "by"
+    assert state(engine) == before
+    engine.complete_task("acme", task.id, {"summary": "done"}, by="alice")
+    assert engine.get("acme", task.id).status == "completed"
+
+
+def test_handoff_of_a_task_the_agent_may_not_see_reads_as_unknown(engine: Engine) -> None:
+    task = completed_private_task(engine, "private")
+    same_as_unknown(lambda i: engine.tasks.handoff("acme", i, "bob"), task)
+    assert engine.tasks.handoff("acme", task, "alice") is not None
+
+
+def test_a_file_entry_supersedes_only_the_current_one_of_its_audience(engine: Engine) -> None:
+    """A private completion supersedes its author's earlier private entry; a project completion
+    supersedes the project entry, never the author's private one: each reader sees one current
+    entry per path."""
+
+    def active(agent: str) -> list[tuple[str, str]]:
+        return sorted(
+            (r.author, r.visibility)
+            for r in engine.records("acme", agent=agent, kinds=["file"], limit=100)
+            if r.status == "active"
+        )
+
+    change = {"summary": "x", "files_modified": ["src/api.py"]}
+    first = engine.tasks.create("acme", name="t1", objective="o", author="lead")
+    engine.complete_task("acme", first.id, change)
+    for _ in range(2):
+        private = engine.add(
+            project="acme", author="alice", kind="task", content="t", visibility="private"
+        )
+        engine.complete_task("acme", private.id, change, by="alice")
+    assert active("alice") == [("alice", "private"), ("lead", "project")]
+    second = engine.tasks.create("acme", name="t2", objective="o", author="lead")
+    engine.complete_task("acme", second.id, change, by="alice")
+    assert active("bob") == [("alice", "project")]
+    assert active("alice") == [("alice", "private"), ("alice", "project")]
 
 
 def test_an_agent_cannot_change_the_status_of_a_record_it_may_not_see(engine: Engine) -> None:

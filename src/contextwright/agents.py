@@ -47,7 +47,7 @@ class AgentDirectory:
             check_json_text("profile", profile)
             prof = RoleProfile.from_dict(profile)
         check_kinds(prof)
-        a = Agent(id=agent, role=role, profile=prof)
+        a = Agent(id=agent, role=role, profile=prof.check_model())
         check_json_text("profile", a.to_dict()["profile"])
         self.store.put_doc(
             "agents", f"{project}/{agent}", project, a.to_dict(), self.clock(), key=agent

@@ -21,6 +21,7 @@ and are made safe for URLs.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -113,7 +114,7 @@ def _seconds(where: str, value: Any) -> float | None:
     """A time in the file: seconds since the epoch, or absent."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValidationError(where, value, "give seconds since the epoch as a number")
     return float(value)
 
@@ -150,28 +151,34 @@ def read_openai(path: Path, project: str) -> Iterator[Row]:
             raise ValidationError(f"conversations[{ci}]", conv, "each conversation is an object")
         session = _slug(str(conv.get("id") or conv.get("title") or ""), f"conversation-{ci}")
         base = _seconds(f"conversations[{ci}].create_time", conv.get("create_time")) or None
+        # Each message with its place in the file: errors and rows name where it is.
         if "mapping" in conv:
-            messages: list[Mapping[str, Any]] = [
-                {
-                    "role": _object(
-                        f"conversations[{ci}].mapping: message {mi}.author",
-                        m.get("author") or {},
-                        "give the author as an object with its role",
-                    ).get("role", "user"),
-                    "content": _text_of(m.get("content")),
-                    "create_time": m.get("create_time"),
-                }
+            messages: list[tuple[str, Any]] = [
+                (
+                    f"conversations[{ci}].mapping: message {mi}",
+                    {
+                        "role": _object(
+                            f"conversations[{ci}].mapping: message {mi}.author",
+                            m.get("author") or {},
+                            "give the author as an object with its role",
+                        ).get("role", "user"),
+                        "content": _text_of(m.get("content")),
+                        "create_time": m.get("create_time"),
+                    },
+                )
                 for mi, m in enumerate(_chatgpt_messages(conv, f"conversations[{ci}]"))
             ]
         elif isinstance(conv.get("messages"), list):
-            messages = conv["messages"]
+            messages = [
+                (f"conversations[{ci}].messages[{mi}]", m) for mi, m in enumerate(conv["messages"])
+            ]
         else:
             raise ValidationError(
                 f"conversations[{ci}]", list(conv)[:5], "give a 'mapping' or a 'messages' list"
             )
-        for mi, msg in enumerate(messages):
+        for mi, (place, msg) in enumerate(messages):
             if not isinstance(msg, Mapping):
-                raise ValidationError(f"conversations[{ci}].messages[{mi}]", msg, "give an object")
+                raise ValidationError(place, msg, "give an object")
             text = _text_of(msg.get("content"))
             role = str(msg.get("role") or "user")
             if not text.strip() or (role == "system" and not text.strip()):
@@ -184,11 +191,11 @@ def read_openai(path: Path, project: str) -> Iterator[Row]:
                 "content": text,
                 "meta": {"role": role},
             }
-            at = _seconds(f"conversations[{ci}].messages[{mi}].create_time", msg.get("create_time"))
+            at = _seconds(f"{place}.create_time", msg.get("create_time"))
             at = at or (base + mi if base else None)
             if at is not None:
                 item["created_at"] = at
-            yield f"conversations[{ci}].messages[{mi}]", item
+            yield place, item
 
 
 def _locomo_time(text: Any) -> float | None:
@@ -221,9 +228,8 @@ def read_locomo(path: Path, project: str) -> Iterator[Row]:
                     f"samples[{si}].conversation.session_{n}", turns, "give the turns as a list"
                 )
             for ti, turn in enumerate(turns):
-                _object(
-                    f"samples[{si}].session_{n}[{ti}]", turn, "give a turn object (speaker, text)"
-                )
+                place = f"samples[{si}].conversation.session_{n}[{ti}]"
+                _object(place, turn, "give a turn object (speaker, text)")
                 text = str(turn.get("text") or "")
                 if turn.get("blip_caption"):
                     text += f" [shares an image: {turn['blip_caption']}]"
@@ -231,7 +237,7 @@ def read_locomo(path: Path, project: str) -> Iterator[Row]:
                     continue
                 dia = str(turn.get("dia_id") or f"D{n}:{ti + 1}")
                 yield (
-                    f"samples[{si}].session_{n}[{ti}]",
+                    place,
                     {
                         "project": target,
                         "id": _slug(f"{sample_id}:{dia}", f"{sample_id}-{n}-{ti}"),

@@ -140,15 +140,17 @@ class RecordBook:
             )
             raise ValidationError(name, filters[name], fix, problem="is not a filter")
         for key, allowed in (("kinds", KINDS), ("statuses", STATUSES)):
-            if isinstance(filters.get(key), list | str):
-                value = filters[key]
-                filters[key] = (value,) if isinstance(value, str) else tuple(value)
-            # A kind or status no record can have is a typo, not a filter that matches nothing.
-            for i, v in enumerate(filters.get(key) or ()):
-                if isinstance(v, str):  # unreadable text says so, not "use one of"
-                    check_text(f"{key}[{i}]", v)
-                if v not in allowed:
-                    raise ValidationError(f"{key}[{i}]", v, f"use one of {', '.join(allowed)}")
+            value = filters.get(key)
+            if value is None:
+                continue
+            if isinstance(value, str):
+                value = (value,)
+            elif not isinstance(value, list | tuple | set | frozenset):
+                fix = f"give a list of names, e.g. [{allowed[0]!r}]"
+                raise ValidationError(key, value, fix)
+            filters[key] = tuple(
+                check_choice(f"{key}[{i}]", v, allowed) for i, v in enumerate(value)
+            )
         for key in ("since", "before"):
             if filters.get(key) is not None:
                 check_time(key, filters[key])
@@ -188,6 +190,15 @@ class RecordBook:
         if value is None:
             raise NotFound("key", key, f"set it with kv_set({project!r}, {key!r}, ...)")
         return value
+
+
+def check_choice(field: str, value: Any, allowed: Sequence[str]) -> str:
+    """A kind or status no record can have is a typo, not a filter that matches nothing."""
+    if isinstance(value, str):
+        check_text(field, value)  # a NUL or lone surrogate is named as such, not as a typo
+    if not isinstance(value, str) or value not in allowed:
+        raise ValidationError(field, value, f"use one of {', '.join(allowed)}")
+    return value
 
 
 def check_texts(*pairs: tuple[str, Any]) -> None:

@@ -41,6 +41,17 @@ class RoleProfile:
             "complexity": self.complexity,
         }
 
+    def check_model(self) -> RoleProfile:
+        """A profile being registered names a model this process knows, and a window it has."""
+        try:
+            spec = model_spec(self.default_model)
+        except ValidationError as exc:
+            raise ValidationError("profile.default_model", self.default_model, exc.fix) from None
+        if not 1 <= self.default_window <= spec.window:
+            fix = f"give whole tokens from 1 to {spec.window}"
+            raise ValidationError("profile.default_window", self.default_window, fix)
+        return self
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RoleProfile:
         if not isinstance(data, Mapping):
@@ -81,20 +92,14 @@ class RoleProfile:
             raise ValidationError(
                 "profile.default_kind_weight", weight, "give a weight from 0 to 10"
             )
+        # Only the types here: this also reads stored profiles, whose model may be registered
+        # in another process (register_model is per process); check_model runs on writes.
         model = data.get("default_model", "gpt-4o")
-        try:
-            spec = model_spec(model)
-        except ValidationError as exc:
-            raise ValidationError("profile.default_model", model, exc.fix) from None
+        if not isinstance(model, str) or not model:
+            raise ValidationError("profile.default_model", model, "name a model, e.g. 'gpt-4o'")
         window = data.get("default_window", 8_000)
-        if (
-            not isinstance(window, int)
-            or isinstance(window, bool)
-            or not 1 <= window <= spec.window
-        ):
-            raise ValidationError(
-                "profile.default_window", window, f"give whole tokens from 1 to {spec.window}"
-            )
+        if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+            raise ValidationError("profile.default_window", window, "give whole tokens, 1 or more")
         return cls(
             name=name,
             kind_weights=dict(data.get("kind_weights", {})),

@@ -57,7 +57,6 @@ NARROWING_STEPS = ("filter", "cap")
 # A valid file nests 6 deep ({pipelines: [{steps: [{kind: [...]}]}]}); the bound only keeps a
 # hostile document from reaching the validator's recursion.
 MAX_DEPTH = 16
-FINITE = "give a number of days above 0 and at most 36500 (JSON has no NaN)"
 MAX_FILE_BYTES = 1_000_000
 
 
@@ -344,7 +343,9 @@ def parse_document(doc: Any, file: str) -> tuple[list[Pipeline], list[RuleError]
         # The schema's range passes NaN (every comparison with it is false), which a call's
         # pipelines can carry (Python's JSON reader takes it); a NaN age dropped every candidate.
         for j in (j for j, st in enumerate(steps) if math.isnan(st.max_age_days or 0.0)):
-            errors.append(RuleError(file, f"pipelines[{i}].steps[{j}].max_age_days", FINITE))
+            fix = _schema()["$defs"]["filter"]["properties"]["max_age_days"]["x-fix"]  # one text
+            at = f"pipelines[{i}].steps[{j}].max_age_days"
+            errors.append(RuleError(file, at, f"{fix} (JSON has no NaN)"))
         out.append(
             Pipeline(
                 name=p["name"],

@@ -183,17 +183,11 @@ def addressed_refs(
     ]
 
 
-# The fields of a record that name another record, and whether the writer must be able to see it:
-# always, since a link accepted to a record hidden from the writer and refused to an id that
-# exists nowhere would tell the writer that a hidden record exists.
-_LINKS = (("supersedes", True), ("reply_to", True))
-
-
-def record_links(r: Record) -> list[tuple[str, str, bool]]:
-    """(field, id, must be visible to the author) of every record that `r` names: `supersedes`,
-    `reply_to`, and each `refs` entry written `rec:ID` (other refs are free labels: paths, URLs)."""
-    out = [(name, value, seen) for name, seen in _LINKS if (value := getattr(r, name))]
-    out += [(f"refs[{i}]", ref[4:], True) for i, ref in enumerate(r.refs) if ref[:4] == "rec:"]
+def record_links(r: Record) -> list[tuple[str, str]]:
+    """(field, id) of every record that `r` names: `supersedes`, `reply_to`, and each `refs`
+    entry written `rec:ID` (other refs are free labels: paths, URLs)."""
+    out = [(name, value) for name in ("supersedes", "reply_to") if (value := getattr(r, name))]
+    out += [(f"refs[{i}]", ref[4:]) for i, ref in enumerate(r.refs) if ref[:4] == "rec:"]
     return out
 
 
@@ -208,14 +202,14 @@ def check_links(store: Store, records: Sequence[Record], *, batch: bool) -> None
     # Most records name none: only those that do are looked at again below.
     linking = [(i, r, links) for i, r in enumerate(records) if (links := record_links(r))]
     for _, r, links in linking:
-        for _, target, _ in links:
+        for _, target in links:
             if (r.project, target) not in in_batch:
                 wanted.setdefault(r.project, set()).add(target)
     known = dict(in_batch)
     for project, ids in wanted.items():
         known.update(((project, s.id), s) for s in store.get_many(project, sorted(ids)))
     for i, r, links in linking:
-        for name, target, must_see in links:
+        for name, target in links:
             field = f"records[{i}].{name}" if batch else name
             if target == r.id:
                 # The record is not there before its own write: a decision that superseded itself
@@ -227,10 +221,12 @@ def check_links(store: Store, records: Sequence[Record], *, batch: bool) -> None
                     f"{name.split('[')[0]} out",
                     problem="names the record itself",
                 )
+            # Each target must be one the writer may see: a link accepted to a hidden record and
+            # refused to an id that exists nowhere would tell the writer the hidden one exists.
             found = known.get((r.project, target))
-            if found is not None and (not must_see or found.visible_to(r.author)):
+            if found is not None and found.visible_to(r.author):
                 continue
-            who = f" that {r.author!r} may see" if must_see else ""
+            who = f" that {r.author!r} may see"
             raise ValidationError(
                 field,
                 target,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound, ValidationError
 from ..ports import Query
+from ..recordbook import check_choice
 from ..records import (
     MAX_NAME_CHARS,
     STATUSES,
@@ -74,6 +75,11 @@ def _text(value: object, field: str, limit: int, fix: str) -> str:
 def missing_task(task_id: str) -> NotFound:
     """The one answer for a task id that names nothing the caller may see."""
     return NotFound("task", task_id, "create the task first, or check the id")
+
+
+def audience(visibility: str, author: str, to: Collection[str]) -> frozenset[str] | None:
+    """Who sees a record: None for the whole project, else its author and recipients."""
+    return None if visibility == "project" else frozenset({author, *to})
 
 
 class TaskBoard:
@@ -159,6 +165,11 @@ class TaskBoard:
                     f"name a task of project {project!r} (engine.tasks.find lists them)",
                     problem=f"names no task of project {project!r}",
                 )
+            # The new task is project-wide: its refs, meta and computed context would show every
+            # reader a narrower task's id and status.
+            if r.visibility != "project":
+                fix = "name a project-wide task: a project task may depend only on those"
+                raise ValidationError(f"dependencies[{i}]", dep, fix, problem="is not project-wide")
         signals = signals_of_task(
             {
                 "name": name,
@@ -214,9 +225,7 @@ class TaskBoard:
 
     def find(self, project: str, status: str | None = None, limit: int = 200) -> list[Record]:
         check_identifier("project", project)
-        if status is not None and status not in STATUSES:  # a typo, not a filter matching none
-            raise ValidationError("status", status, f"use one of {', '.join(STATUSES)}")
-        statuses = (status,) if status else None
+        statuses = None if status is None else (check_choice("status", status, STATUSES),)
         return self.book.store.query(
             Query(
                 project, None, kinds=("task",), statuses=statuses, limit=limit, newest_first=False
@@ -228,8 +237,10 @@ class TaskBoard:
     ) -> Handoff | None:
         """The task's newest handoff that `agent` (one name, or any of several) may see; None
         reads as every agent (the library's caller is trusted)."""
-        task = self.get(project, task_id)
         viewers = None if agent is None else (agent,) if isinstance(agent, str) else agent
+        task = self.get(project, task_id)
+        if viewers is not None and not any(task.visible_to(v) for v in viewers):
+            raise missing_task(task_id)  # as an unknown id: None would say the task exists
         found = latest_handoffs(self.book.store, project, [task.id], viewers).get(task.id)
         return handoff_of(found) if found else None
 
@@ -262,8 +273,17 @@ class TaskBoard:
                 "it is already completed; create a follow-up task instead",
                 problem="is already completed",
             )
-        parsed = parse_handoff(handoff)
         author = by or str(task.meta.get("assignee") or "") or task.author
+        if not task.visible_to(author):
+            # Checked before any write: set_status acts as `author` and would refuse only after
+            # the handoff, nodes and entries were stored (each retry adding more).
+            raise ValidationError(
+                "by",
+                by,
+                "name the agent completing it (by=...): one that may see the task",
+                problem=f"is unset, and the assignee {author!r} may not see the task",
+            )
+        parsed = parse_handoff(handoff)
         store = self.book.store
         for i, d in enumerate(parsed.decisions):
             if d.supersedes is not None:
@@ -339,7 +359,8 @@ class TaskBoard:
             )
             for q in parsed.open_questions
         ]
-        files = self._file_entries(project, task.id, parsed, build, author, narrow=bool(scope))
+        seen_by = audience(scope.get("visibility", "project"), author, scope.get("to", ()))
+        files = self._file_entries(project, task.id, parsed, build, author, seen_by)
         nodes = [*patterns, *gotchas, *decisions, *questions]
         summary_lines = [f"Handoff from {name}: {parsed.summary}"]
         for f in (*parsed.files_created, *parsed.files_modified):
@@ -376,24 +397,27 @@ class TaskBoard:
         )
 
     def _file_entries(
-        self, project: str, task_id: str, handoff: Handoff, build: Any, author: str, narrow: bool
+        self,
+        project: str,
+        task_id: str,
+        handoff: Handoff,
+        build: Any,
+        author: str,
+        readers: frozenset[str] | None,
     ) -> list[Record]:
-        """UPDATE_OR_ADD: one entry per path; a changed path supersedes its current entry, one
-        its author may see. An entry narrower than the project (a private task's) supersedes
-        none: those who cannot see it would lose the entry they had, for nothing in its place."""
+        """UPDATE_OR_ADD: one entry per path; a changed path supersedes its current entry of the
+        same audience. A wider or narrower entry stays: those who see only one of the two would
+        lose the entry they had for nothing in its place (or see two current entries)."""
         latest: dict[str, FileChange] = {}
         for f in (*handoff.files_created, *handoff.files_modified):
             latest[f.path] = f
         out = []
         for path, f in latest.items():
             tag = f"path:{path.lower()}"
-            current = [
-                r
-                for r in self.book.store.query(
-                    Query(project, author, kinds=("file",), tag=tag, statuses=("active",), limit=5)
-                )
-                if not narrow
-            ]
+            found = self.book.store.query(
+                Query(project, author, kinds=("file",), tag=tag, statuses=("active",), limit=50)
+            )
+            current = [r for r in found if audience(r.visibility, r.author, r.to) == readers]
             component = f.component or infer_component(path)
             out.append(
                 build(

@@ -17,6 +17,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..assembly.definitions import default_pipelines
 from ..assembly.result import Assembly
 from ..errors import ValidationError
 from .trace import Trace
@@ -51,14 +52,25 @@ def check_overrides(overrides: Mapping[str, Any]) -> None:
         )
 
 
-def sources_with(stored: Any, pipelines: Any) -> Any:
+def _names(pipelines: Any) -> set[str]:
+    if not isinstance(pipelines, list | tuple):
+        return set()
+    return {
+        p["name"] for p in pipelines if isinstance(p, Mapping) and isinstance(p.get("name"), str)
+    }
+
+
+def sources_with(stored: Any, pipelines: Any, old: Any = None) -> Any:
     """The stored request's sources as the replay's pipelines change them: one switched off
-    leaves, one added joins. A stored request names every source that ran, so without this an
-    added pipeline would not run and a switched-off one would be refused as an unknown source.
+    leaves, one added joins, and one of the old call's own pipelines (`old`) that the new ones
+    do not define leaves (a packaged one it redefined stays). A stored request names every
+    source that ran, so without this an added pipeline would not run and a dropped or
+    switched-off one would be refused as an unknown source, a field the caller never sent.
     Definitions that are not well formed are left to the engine, which names their fields."""
     if not isinstance(stored, list | tuple) or not isinstance(pipelines, list | tuple):
         return stored
-    names = list(stored)
+    gone = _names(old) - _names(pipelines) - {p.name for p in default_pipelines().enabled}
+    names = [n for n in stored if n not in gone]
     for p in pipelines:
         name = p.get("name") if isinstance(p, Mapping) else None
         if not isinstance(name, str):
@@ -74,9 +86,10 @@ def replay(trace: Trace, assemble: Callable[..., Assembly], **overrides: Any) ->
     """Run a stored assembly's request again with `overrides` (budget, rules, sources, ...)."""
     check_overrides(overrides)
     kwargs = stored_request(trace)
+    old = kwargs.get("pipelines")
     kwargs.update({k: v for k, v in overrides.items() if v is not None})
     if overrides.get("pipelines") is not None and overrides.get("sources") is None:
-        kwargs["sources"] = sources_with(kwargs.get("sources"), overrides["pipelines"])
+        kwargs["sources"] = sources_with(kwargs.get("sources"), overrides["pipelines"], old)
     accepted = inspect.signature(assemble).parameters
     if "rules" in kwargs and "rules" not in accepted:
         raise ValidationError("rules", kwargs["rules"], "this engine's assemble takes no rules")
