@@ -231,3 +231,73 @@ def test_cli_trace_list_of_an_unknown_agent_says_it_does_not_exist(tmp_path: Pat
     assert library.splitlines()[0] in unknown.stderr
     known = runner.invoke(cli, ["--db", db, "trace", "list", "-p", "p", "-a", "bob"])
     assert known.exit_code == 0 and trace_id in known.stdout
+
+
+def _chatty(engine: Engine) -> None:
+    for i in range(30):
+        engine.sessions.append("p", "dev", "s1", "user", f"question {i} " + "word " * 80)
+        engine.sessions.append("p", "dev", "s1", "assistant", f"answer {i} " + "text " * 80)
+
+
+def _snapshot(engine: Engine) -> list[tuple[str, str]]:
+    return sorted((r.id, r.status) for r in engine.records("p", limit=1000))
+
+
+def test_limits_may_name_any_pipeline_defined_and_its_steps_sources() -> None:
+    """A limit on a switched-off pipeline (a replay of a call that limited it), on a step's
+    source inside a pipeline, or on the vector search while no embedder runs is not a typo."""
+    engine = Engine.open("memory://")
+    try:
+        engine.add(project="p", author="bob", content="hello world from bob")
+        for limits in ({"vector": 5}, {"session_plan": 3}):
+            engine.assemble("p", "bob", "hello", 2000, limits=limits)
+        t = engine.assemble("p", "bob", "hello", 2000, limits={"fulltext": 3})
+        off = [{"name": "fulltext", "enabled": False, "steps": [{"step": "fulltext"}]}]
+        replayed = engine.replay("p", t.trace.id, "bob", pipelines=off)
+        assert "fulltext" not in replayed.trace.request["sources"]
+        hybrid = [
+            *off,
+            {"name": "hybrid", "steps": [{"step": "fulltext"}, {"step": "cap", "items": 5}]},
+        ]
+        engine.assemble("p", "bob", "hello", 2000, pipelines=hybrid, limits={"fulltext": 2})
+    finally:
+        engine.close()
+
+
+def test_a_refused_session_window_writes_nothing_whoever_calls_it() -> None:
+    """The session pipeline checks the request's sources and limits before compaction writes,
+    called through the engine or the session manager directly; a call's own pipelines that switch
+    a default off run in the session window too."""
+    engine = Engine.open("memory://")
+    try:
+        _chatty(engine)
+        before = _snapshot(engine)
+        bad = AssembleRequest.build("p", "dev", "next", 3000, session="s1", limits={"fulltxt": 3})
+        with pytest.raises(ValidationError) as err:
+            engine.sessions.window("p", "dev", "s1", "next", 3000, "markdown", request=bad)
+        assert err.value.field == "limits.fulltxt"
+        with pytest.raises(ValidationError):
+            engine.window(bad)
+        assert _snapshot(engine) == before
+        off = [{"name": "fulltext", "enabled": False, "steps": [{"step": "fulltext"}]}]
+        ok = AssembleRequest.build("p", "dev", "next", 3000, session="s1", pipelines=off)
+        assert "fulltext" not in engine.window(ok).trace.request["sources"]
+    finally:
+        engine.close()
+
+
+def test_the_traces_of_an_agent_the_project_lacks_are_not_found_in_every_interface() -> None:
+    engine = Engine.open("memory://")
+    try:
+        engine.add(project="p", author="bob", content="hello")
+        engine.assemble("p", "bob", "hello", 1000)
+        assert [t.agent for t in engine.traces("p", "bob")] == ["bob"]
+        with pytest.raises(NotFound):
+            engine.traces("p", "nobody")
+        client = TestClient(create_app(engine, Settings(api_keys=KEYS)))
+        got = client.get(
+            "/v1/projects/p/traces", params={"agent": "nobody"}, headers=auth(ADMIN_KEY)
+        )
+        assert got.status_code == 404, got.text
+    finally:
+        engine.close()

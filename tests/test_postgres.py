@@ -910,6 +910,12 @@ def test_addressing_rows_stored_before_m010_get_their_records_time(pg_url: str) 
         _drop_db(pg_url, "cw_old_addressing")
 
 
+def _writes(turns: list[list[str]]) -> list[list[str]]:
+    """The round trips that write: a read the engine's own threads send meanwhile on the one
+    connection (the store's size, a search it started ahead) is left out."""
+    return [t for t in turns if not set(t) <= {"SELECT", "WITH"}]
+
+
 def test_traces_are_written_together_without_waiting_for_a_flush(pg_url: str) -> None:
     """The trace writer stores a batch of traces in one transaction (ports.PutsDocs), sent in
     one round trip, whose commit does not wait for the write-ahead log's flush; the setting ends
@@ -930,11 +936,13 @@ def test_traces_are_written_together_without_waiting_for_a_flush(pg_url: str) ->
             assert [engine.trace(P, t.id) is not None for t in traces] == [True] * 3
             with waits(store) as turns:
                 TraceWriter(store)._write(traces)  # written again: one transaction for all three
+            turns = _writes(turns)
             assert len(turns) == 1 and turns[0][:2] == ["BEGIN", "SELECT"], turns  # the setting
             assert turns[0][-1] == "COMMIT", turns
             # Vectors the same way: derived from the records, embedded again if lost.
             with waits(store) as turns:
                 store.put_vectors("m", [(P, "r00001", np.ones(4)), (P, "r00002", np.ones(4))])
+            turns = _writes(turns)
             assert len(turns) == 1 and turns[0][:2] == ["BEGIN", "SELECT"], turns
             assert store._read("SHOW synchronous_commit") == [("on",)]  # for these two only
             rows = store._read(

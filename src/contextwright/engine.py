@@ -4,10 +4,9 @@
     engine.add(project="p", author="alice", kind="message", content="@bob can you check auth?")
     result = engine.assemble(project="p", agent="bob", task="fix the login bug", budget=Budget(...))
 
-A facade: it composes the parts (records, agents, the assemble pipeline, traces, and the
-features: sessions, tasks, vectors), registers their sources in one place (`_register`), and
-delegates. The CLI, the HTTP API and the MCP server call these methods and nothing else; an
-agent's window, session or not, is `window()`.
+A facade: it composes the parts (records, agents, the assemble pipeline, traces, sessions, tasks,
+vectors), registers their sources in one place (`_register`), and delegates. The CLI, HTTP and
+MCP call these methods and nothing else; an agent's window, session or not, is `window()`.
 """
 
 from __future__ import annotations
@@ -218,6 +217,8 @@ class Engine:
 
     def traces(self, project: str, agent: Viewers = None, limit: int = 20) -> list[Trace]:
         """The newest traces of `project`, of `agent` (one name, or any of several; None: all)."""
+        if isinstance(agent, str):  # an agent the project lacks is NotFound, not one with none
+            self.agent(project, agent)
         return reader.list_traces(self.store, self._traces, project, agent, limit)
 
     def diff(self, project: str, a: str, b: str, agent: Viewers = None) -> dict[str, Any]:
@@ -287,7 +288,6 @@ class Engine:
         pipeline (`sessions.window`) when the request names a session."""
         if (sid := request.session) is None:
             return self.gate.run(self.assembler.assemble, request)
-        self.assembler.check_names(request)  # its sources and limits, before the session writes
         return self.gate.run(lambda: self.sessions.window(
             request.project, request.agent, sid, request.task, request.budget, request.format,
             system=system, tools=tools, skills=skills, files=files, request=request,

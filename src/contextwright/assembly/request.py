@@ -9,7 +9,7 @@ the store (the agent's default budget, a task's objective, the active source nam
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -152,18 +152,32 @@ def check_task(task: object) -> str:
     return task
 
 
-def check_limits(limits: Mapping[str, int], sources: Sequence[Any]) -> None:
-    """Each `limits` key names a source that exists (or a key a source reads, `limit_keys`): a
-    misspelt name would otherwise be ignored and the call run on the source's default size.
-    Runs per call, so only a set lookup per key; the names are listed only for the error."""
+def check_limits(
+    limits: Mapping[str, int], sources: Sequence[Any], named: Collection[str] = ()
+) -> None:
+    """Each `limits` key names a source, a pipeline defined (`named`: enabled or not, and the
+    sources of its steps, the vector search's while the embedder loads), or a key a source reads
+    (`limit_keys`): a misspelt name would otherwise be ignored and the call run on the source's
+    default size. Runs per call, so only set lookups; the names are listed only for the error."""
     if not limits:
         return
     known = {s.name for s in sources}
     for name in limits:
-        if name not in known and not any(name in getattr(s, "limit_keys", ()) for s in sources):
+        if name in known or name in named:
+            continue
+        if not any(name in getattr(s, "limit_keys", ()) for s in sources):
+            names = sorted(known | set(named))
             raise ValidationError(
                 f"limits.{name}",
                 limits[name],
-                f"name a source: {', '.join(s.name for s in sources)}",
+                f"name a source or a pipeline: {', '.join(names)}",
                 problem="names no source",
             )
+
+
+def defined_names(pipelines: Iterable[Any]) -> frozenset[str]:
+    """The names `limits` may use for these pipeline definitions (`check_limits`): each
+    pipeline's, enabled or not, and its retrieval steps' sources'."""
+    return frozenset(
+        n for p in pipelines for n in (p.name, *(s.step for s in p.steps if s.retrieves))
+    )

@@ -30,6 +30,7 @@ from .definitions import (
 from .definitions import PipelinesArg as PipelinesArg  # the engine's argument, re-exported
 from .definitions import coerce_pipelines as coerce_pipelines
 from .kv_source import KVSource
+from .request import defined_names
 from .sources import (
     AddressedSource,
     DecisionsSource,
@@ -231,6 +232,7 @@ class Assembles(Protocol):
     sources: list[Source]
     notes: list[Any]
     call_pipelines: Callable[[Any], tuple[Any, list[Source]]] | None
+    limit_names: frozenset[str]
 
 
 Join = Callable[..., None]  # Vectors.join(assembler, before=..., wrap=...)
@@ -244,6 +246,7 @@ def install(pipelines: Pipelines, assembler: Assembles, join: Join, **features: 
     now, before, joined = pipeline_sources(pipelines, providers)
     assembler.sources[:] = now
     assembler.notes.append(PipelineNotes(pipelines))
+    assembler.limit_names = defined_names(pipelines)
     join(assembler, before=before, wrap=joined)
 
     def for_call(given: PipelinesArg) -> tuple[Pipelines, list[Source]]:

@@ -30,7 +30,7 @@ from .packing import Decision, drop_last, pack
 from .pipeline import merge, run_sources
 from .references import addressed_refs, validate_refs
 from .render import render
-from .request import AssembleRequest, check_limits
+from .request import AssembleRequest, check_limits, defined_names
 from .result import Assembly
 from .scoring import ScoringConfig, topic
 from .selection import select
@@ -72,6 +72,8 @@ class Assembler:
     task_text: Callable[[str, str, str, str], str] | None = None
     # A call's own pipelines -> (them resolved, their sources): retrieval.install sets it.
     call_pipelines: Callable[[Any], tuple[Any, list[Source]]] | None = None
+    # The pipelines defined (enabled or not) and their steps' sources: names `limits` may use.
+    limit_names: frozenset[str] = frozenset()
     _people: dict[str, tuple[int, frozenset[str]]] = field(default_factory=dict)
     _answered: ahead.Answered = field(default_factory=ahead.Answered)  # ahead.py
     # `agent`, and the store version read with it where the store can (None: read it apart).
@@ -114,19 +116,18 @@ class Assembler:
         request, agent, active, _, _ = self._resolve(request)
         return request, agent, active
 
-    def check_names(
-        self, request: AssembleRequest
-    ) -> tuple[AssembleRequest, list[Source], list[Source]]:
-        """The request with its pipelines resolved, the sources it may name and those it runs:
-        its `sources` and `limits` keys checked against them. A session window checks first,
-        since its steps (compaction) write before the assembly would."""
-        sources = self.sources
+    def check_names(self, request: AssembleRequest) -> tuple[AssembleRequest, list[Source]]:
+        """The request with its pipelines resolved, and the sources it runs: its `sources` and
+        `limits` keys checked against them. A session window checks first, since its steps
+        (compaction) write before the assembly would."""
+        sources, named = self.sources, self.limit_names
         if request.pipelines is not None and self.call_pipelines is not None:
             resolved, sources = self.call_pipelines(request.pipelines)
             request = replace(request, pipelines=resolved)
+            named = named | defined_names(resolved)
         active = pick_sources(sources, request.sources)
-        check_limits(request.limits, sources)
-        return request, sources, active
+        check_limits(request.limits, sources, named)
+        return request, active
 
     def _resolve(
         self, request: AssembleRequest, counts: bool = True
@@ -152,7 +153,7 @@ class Assembler:
             request = replace(
                 request, budget=Budget(model=p.default_model, window=p.default_window)
             )
-        request, _, active = self.check_names(request)
+        request, active = self.check_names(request)
         return (
             replace(request, sources=tuple(s.name for s in active)),
             agent,

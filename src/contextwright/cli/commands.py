@@ -211,8 +211,6 @@ def trace_show(state: State, trace_id: str, project: str, agent: str | None, as_
 @pass_state
 def trace_list(state: State, project: str, agent: str | None, limit: int, as_json: bool) -> None:
     """List recent traces of a project (optionally one agent's)."""
-    if agent is not None:
-        state.engine.agent(project, agent)  # a misspelt agent is not an agent with no traces
     traces = state.engine.traces(project, agent, limit)
     emit(
         [

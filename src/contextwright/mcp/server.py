@@ -227,7 +227,6 @@ def build_server(engine: Engine, name: str = "contextwright") -> Any:
     )
     def traces_resource(project: str, agent: str) -> str:
         try:
-            engine.agent(project, agent)  # an unknown agent is an error, as in the tools
             return json.dumps(
                 [
                     {

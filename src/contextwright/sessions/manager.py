@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..assembly.render import check_format
@@ -387,6 +388,9 @@ class SessionManager:
         fmt = check_format(format)
         if not isinstance(task, str):
             raise ValidationError("task", task, "give the task as text")
+        if request is not None:  # its sources and limits, before compaction writes; it runs
+            request, active = self.assembler.check_names(request)  # its own pipelines' sources
+            request = replace(request, sources=request.sources or tuple(s.name for s in active))
         with self._lock(project, agent, session):
             st = self._active(project, agent, session)
             bud = self.budget_for(project, agent, budget)
