@@ -120,3 +120,25 @@ def retarget(
         model=bud.model, window=window, reserve=reserve, section_caps=dict(bud.section_caps)
     )
     return budget, step
+
+
+def step_warning(step: Mapping[str, Any], keep_turns: int) -> str | None:
+    """What a recovery step that changed the window says in its warnings (the reset's own is
+    written where the new session is known, window.py); None for a step that changed nothing
+    (skipped) or that is the configured behaviour (the auto compaction at the threshold)."""
+    name = step.get("step")
+    if step.get("skipped") or name not in (*LADDER[:-1], "provider_overflow"):
+        return None
+    if name == "provider_overflow":
+        return (
+            f"the {step.get('provider')} provider rejected the window as too long (its limit "
+            f"{step.get('limit')}, its count {step.get('provider_count')}, ours "
+            f"{step.get('our_count')}): rebuilt for a {step.get('retargeted_window')}-token window"
+        )
+    left = ", ".join(str(k) for k in step.get("missing_before", [])[:3])
+    why = f"the window did not fit with the last {keep_turns} turns whole (left out: {left}): "
+    if name == "emergency_compaction":
+        return why + f"an emergency compaction summarized all but the last {EMERGENCY_KEEP} turns"
+    if name == "purge_tool_results":
+        return why + "every tool result was cut to a one-line summary (call the tool again)"
+    return why + "the workspace files' contents were dropped (read them again with a tool)"

@@ -29,7 +29,7 @@ from .compaction import Compaction
 from .config import SessionConfig
 from .diagnostics import Breakdown, Gauge, breakdown
 from .layers import PLAN_LIMIT, Plan, WorkspaceFile, load_files
-from .overflow import EMERGENCY_KEEP, LADDER
+from .overflow import EMERGENCY_KEEP, LADDER, step_warning
 from .reset import Reset, draft_transfers
 from .state import SessionState
 
@@ -417,17 +417,18 @@ def build(
             f"recovery step; left out: {', '.join(missing[:5])}",
             breakdown=bd.to_dict(),
         )
+    # Every step that left the window less than asked for says so where every interface looks
+    # (HTTP and MCP answer only the assembly), not only in the trace's notes.
+    said = [w for w in (step_warning(s, cfg.keep_turns) for s in steps) if w is not None]
     if reset is not None:
-        # The caller asked for one session and got another: say so where every interface looks
-        # (HTTP and MCP answer only the assembly), not only in the trace's notes.
-        said = (
+        said.append(
             f"session {reset.old_session} was reset to {reset.new_session}: the window overflowed "
             f"after compaction, the tool-result purge and dropping files; a transfer summary "
             f"carries it over; post the next turns to {reset.new_session}"
         )
-        asm.warnings.append(said)
-        if asm.trace.warnings is not asm.warnings:
-            asm.trace.warnings.append(said)
+    asm.warnings.extend(said)
+    if said and asm.trace.warnings is not asm.warnings:
+        asm.trace.warnings.extend(said)
     asm.trace.notes["session"] = {
         "session": st.session,
         "steps": steps,

@@ -1,0 +1,104 @@
+"""Receipts for every fallback (docs/assembly.md "Fallbacks"): a call that runs on less than its
+configuration says what was attempted and what ran instead, in the window's warnings and in its
+stored trace, through every interface. Each fallback here is triggered for real."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from mcp import Client
+
+from contextwright import Engine
+from contextwright.assembly.request import AssembleRequest
+from contextwright.mcp.server import build_server
+from contextwright.server import create_app
+from contextwright.sessions import SessionConfig
+from contextwright.settings import Settings
+from contextwright.traces.trace import Trace
+from servers import ADMIN_KEY, KEYS, auth
+
+INTERFACES = ["library", "http", "mcp"]
+
+
+def _window(
+    engine: Engine, interface: str, budget: int, session: str = "s1"
+) -> tuple[list[str], Trace]:
+    """The window's warnings through `interface`, checked equal to its stored trace's."""
+    if interface == "library":
+        result = engine.window(
+            AssembleRequest.build("p", "dev", "next", budget, "markdown", session=session)
+        )
+        warnings, trace_id = result.warnings, result.trace.id
+    elif interface == "http":
+        client = TestClient(create_app(engine, Settings(api_keys=KEYS)))
+        body = {"agent": "dev", "task": "next", "budget": budget, "session": session}
+        answer = client.post("/v1/projects/p/assemble", json=body, headers=auth(ADMIN_KEY))
+        assert answer.status_code == 200, answer.text
+        warnings, trace_id = answer.json()["warnings"], answer.json()["trace_id"]
+    else:
+
+        async def go() -> Any:
+            async with Client(build_server(engine)) as client:
+                args = {"project": "p", "agent": "dev", "task": "next", "budget": budget}
+                return await client.call_tool("assemble_context", {**args, "session": session})
+
+        result = asyncio.run(go())
+        assert not result.is_error, result
+        warnings = result.structured_content["warnings"]
+        trace_id = result.structured_content["trace_id"]
+    trace = engine.trace("p", trace_id, "dev")
+    assert trace.warnings == warnings
+    return list(warnings), trace
+
+
+def _chat(engine: Engine, turns: int) -> None:
+    s = engine.sessions
+    for i in range(turns):
+        s.append("p", "dev", "s1", "user", f"question {i} about the parser and its grammar")
+        s.append("p", "dev", "s1", "assistant", f"answer {i}: the grammar is LL(1), rule {i}")
+
+
+def _big_tool_result_last(engine: Engine) -> None:
+    """The last two turns (kept whole by every rung) hold a tool result no window here fits:
+    only the purge of tool results makes it fit."""
+    engine.sessions.config = SessionConfig(tool_result_cap=100_000)
+    _chat(engine, 3)
+    s = engine.sessions
+    call = s.append("p", "dev", "s1", "tool_call", "read", tool="read_file", arguments={"a": 1})
+    body = "\n".join(f"line {j} of the big file" for j in range(600))
+    s.append("p", "dev", "s1", "tool_result", body, reply_to=call.id)
+
+
+def _long_chat(engine: Engine) -> None:
+    """Long turns past the kept ones: auto compaction is not enough, the emergency one is."""
+    engine.sessions.config = SessionConfig(tool_result_cap=1_200)
+    s = engine.sessions
+    for i in range(12):
+        s.append("p", "dev", "s1", "user", f"Please build page {i}. " + "word " * 60)
+        s.append("p", "dev", "s1", "assistant", f"Built page {i}. " + "detail " * 60)
+
+
+LADDER: dict[str, tuple[Callable[[Engine], None], int, str]] = {
+    "purge_tool_results": (_big_tool_result_last, 2_000, "cut to a one-line summary"),
+    "emergency_compaction": (_long_chat, 900, "emergency compaction summarized"),
+}
+
+
+@pytest.mark.parametrize("interface", INTERFACES)
+@pytest.mark.parametrize("rung", sorted(LADDER))
+def test_an_overflow_ladder_rung_is_in_the_windows_warnings(interface: str, rung: str) -> None:
+    setup, budget, said = LADDER[rung]
+    engine = Engine.open("memory://", embedder=None)
+    try:
+        setup(engine)
+        warnings, trace = _window(engine, interface, budget)
+        taken = [s for s in trace.notes["session"]["steps"] if s["step"] == rung]
+        assert len(taken) == 1 and not taken[0].get("skipped"), trace.notes["session"]["steps"]
+        mine = [w for w in warnings if said in w]
+        assert len(mine) == 1 and "did not fit" in mine[0], warnings
+    finally:
+        engine.close()
