@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,23 +122,38 @@ def retarget(
     return budget, step
 
 
-def step_warning(step: Mapping[str, Any], keep_turns: int) -> str | None:
-    """What a recovery step that changed the window says in its warnings (the reset's own is
-    written where the new session is known, window.py); None for a step that changed nothing
-    (skipped) or that is the configured behaviour (the auto compaction at the threshold)."""
-    name = step.get("step")
-    if step.get("skipped") or name not in (*LADDER[:-1], "provider_overflow"):
-        return None
-    if name == "provider_overflow":
-        return (
-            f"the {step.get('provider')} provider rejected the window as too long (its limit "
-            f"{step.get('limit')}, its count {step.get('provider_count')}, ours "
-            f"{step.get('our_count')}): rebuilt for a {step.get('retargeted_window')}-token window"
-        )
-    left = ", ".join(str(k) for k in step.get("missing_before", [])[:3])
-    why = f"the window did not fit with the last {keep_turns} turns whole (left out: {left}): "
-    if name == "emergency_compaction":
-        return why + f"an emergency compaction summarized all but the last {EMERGENCY_KEEP} turns"
-    if name == "purge_tool_results":
-        return why + "every tool result was cut to a one-line summary (call the tool again)"
-    return why + "the workspace files' contents were dropped (read them again with a tool)"
+def receipts(steps: Sequence[Mapping[str, Any]], session: str) -> list[str]:
+    """What the recovery steps that changed a window of `session` say in its warnings: what did
+    not fit and what ran instead. Nothing for a step that changed nothing (skipped) or that is
+    the configured behaviour (the auto compaction at the threshold)."""
+    out = []
+    for step in steps:
+        name = step.get("step")
+        if step.get("skipped") or name not in (*LADDER, "provider_overflow"):
+            continue
+        if name == "provider_overflow":
+            out.append(
+                f"the {step.get('provider')} provider rejected the window as too long (its limit "
+                f"{step.get('limit')}, its count {step.get('provider_count')}, ours "
+                f"{step.get('our_count')}): rebuilt for a {step.get('retargeted_window')}-token "
+                "window"
+            )
+            continue
+        if name == "session_reset":
+            new = step.get("new_session")
+            out.append(
+                f"session {session} was reset to {new}: the window overflowed after compaction, "
+                f"the tool-result purge and dropping files; a transfer summary carries it over; "
+                f"post the next turns to {new}"
+            )
+            continue
+        left = ", ".join(str(k) for k in step.get("missing_before", [])[:3])
+        why = f"the window did not fit (left out: {left}): "
+        if name == "emergency_compaction":
+            what = f"an emergency compaction summarized all but the last {EMERGENCY_KEEP} turns"
+        elif name == "purge_tool_results":
+            what = "every tool result was cut to a one-line summary (call the tool again)"
+        else:
+            what = "the workspace files' contents were dropped (read them again with a tool)"
+        out.append(why + what)
+    return out

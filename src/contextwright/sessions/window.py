@@ -29,7 +29,7 @@ from .compaction import Compaction
 from .config import SessionConfig
 from .diagnostics import Breakdown, Gauge, breakdown
 from .layers import PLAN_LIMIT, Plan, WorkspaceFile, load_files
-from .overflow import EMERGENCY_KEEP, LADDER, step_warning
+from .overflow import EMERGENCY_KEEP, LADDER, receipts
 from .reset import Reset, draft_transfers
 from .state import SessionState
 
@@ -388,8 +388,12 @@ def build(
                 step["skipped"] = c.skipped
         elif rung == "purge_tool_results":
             purge = True
+            if not any(t.is_tool for t in plan.turns):  # the window is the same: no receipt
+                step["skipped"] = "no tool results to purge"
         elif rung == "drop_files":
             drop = True
+            if not layers.files:
+                step["skipped"] = "no workspace files to drop"
         else:
             drafts = draft_transfers(mgr, st, plan.turns)
             fits, why = _reset_would_fit(mgr, plan, asm, bud, fmt, [d for _, _, d in drafts])
@@ -419,13 +423,8 @@ def build(
         )
     # Every step that left the window less than asked for says so where every interface looks
     # (HTTP and MCP answer only the assembly), not only in the trace's notes.
-    said = [w for w in (step_warning(s, cfg.keep_turns) for s in steps) if w is not None]
-    if reset is not None:
-        said.append(
-            f"session {reset.old_session} was reset to {reset.new_session}: the window overflowed "
-            f"after compaction, the tool-result purge and dropping files; a transfer summary "
-            f"carries it over; post the next turns to {reset.new_session}"
-        )
+    old = reset.old_session if reset is not None else st.session
+    said = receipts(steps, old)
     asm.warnings.extend(said)
     if said and asm.trace.warnings is not asm.warnings:
         asm.trace.warnings.extend(said)
