@@ -15,11 +15,14 @@ from mcp import Client
 from contextwright import Engine
 from contextwright.assembly.request import AssembleRequest
 from contextwright.mcp.server import build_server
+from contextwright.ports import Summarizer
 from contextwright.server import create_app
 from contextwright.sessions import SessionConfig
 from contextwright.settings import Settings
+from contextwright.summarizers import OpenAICompatibleSummarizer
+from contextwright.testing import FailingSummarizer
 from contextwright.traces.trace import Trace
-from servers import ADMIN_KEY, KEYS, auth
+from servers import ADMIN_KEY, KEYS, auth, free_port
 
 INTERFACES = ["library", "http", "mcp"]
 
@@ -108,5 +111,30 @@ def test_an_overflow_ladder_rung_is_in_the_windows_warnings(interface: str, rung
             and not s.get("skipped")
         ]
         assert len([w for w in warnings if "did not fit" in w]) == len(taken)
+    finally:
+        engine.close()
+
+
+def _down(kind: str) -> Summarizer:
+    if kind == "raises":
+        return FailingSummarizer()
+    # A model-backed summarizer whose server is not there: connection refused, no retry.
+    return OpenAICompatibleSummarizer(f"http://127.0.0.1:{free_port()}/v1", "m", retries=0)
+
+
+@pytest.mark.parametrize("interface", INTERFACES)
+@pytest.mark.parametrize("kind", ["raises", "model_unreachable"])
+@pytest.mark.filterwarnings("ignore::contextwright.summarizers.SummarizerFallback")
+def test_a_summarizer_that_is_down_is_in_the_windows_warnings(interface: str, kind: str) -> None:
+    engine = Engine.open("memory://", embedder=None)
+    try:
+        _long_chat(engine)
+        engine.sessions.summarizer = _down(kind)
+        warnings, trace = _window(engine, interface, 1_100)
+        compacted = [s for s in trace.notes["session"]["steps"] if s.get("summary")]
+        assert compacted, trace.notes["session"]["steps"]  # the extractive summary was written
+        said = [w for w in warnings if "summarizer" in w]
+        assert len(said) == 1 and "extractive summarizer instead" in said[0], warnings
+        assert ("the summarizer is down" if kind == "raises" else "ConnectError") in said[0]
     finally:
         engine.close()

@@ -24,6 +24,7 @@ from ..budget import Budget
 from ..errors import ContextOverflow, ValidationError
 from ..ports import Tokenizer
 from ..records import check_json_text
+from ..summarizers.fallback import noting
 from . import accounting
 from .compaction import Compaction
 from .config import SessionConfig
@@ -332,6 +333,21 @@ def build(
     auto: bool = True,
     steps: list[dict[str, Any]] | None = None,
 ) -> SessionWindow:
+    with noting() as fallbacks:  # a summarizer that failed: its summary's receipt (fallback.py)
+        return _build(mgr, st, layers, task, bud, fmt, auto, steps, fallbacks)
+
+
+def _build(
+    mgr: SessionHost,
+    st: SessionState,
+    layers: Layers,
+    task: str,
+    bud: Budget,
+    fmt: str,
+    auto: bool,
+    steps: list[dict[str, Any]] | None,
+    fallbacks: list[str],
+) -> SessionWindow:
     cfg = mgr.config
     steps = list(steps or [])
     compactions: list[Compaction] = []
@@ -424,7 +440,7 @@ def build(
     # Every step that left the window less than asked for says so where every interface looks
     # (HTTP and MCP answer only the assembly), not only in the trace's notes.
     old = reset.old_session if reset is not None else st.session
-    said = receipts(steps, old)
+    said = [*receipts(steps, old), *fallbacks]
     asm.warnings.extend(said)
     if said and asm.trace.warnings is not asm.warnings:
         asm.trace.warnings.extend(said)
