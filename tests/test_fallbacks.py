@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from mcp import Client
 
 from contextwright import Engine
 from contextwright.assembly.request import AssembleRequest
+from contextwright.cli import cli
 from contextwright.mcp.server import build_server
 from contextwright.ports import Summarizer
 from contextwright.server import create_app
@@ -138,3 +141,19 @@ def test_a_summarizer_that_is_down_is_in_the_windows_warnings(interface: str, ki
         assert ("the summarizer is down" if kind == "raises" else "ConnectError") in said[0]
     finally:
         engine.close()
+
+
+def test_the_cli_prints_a_session_windows_receipts(tmp_path: Path) -> None:
+    """`contextwright assemble --session` prints the text; its receipts go to stderr."""
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    engine = Engine.open(db, embedder=None)
+    try:
+        _big_tool_result_last(engine)
+    finally:
+        engine.close()
+    args = ["--db", db, "assemble", "-p", "p", "-a", "dev", "-t", "next", "-b", "2000"]
+    result = CliRunner().invoke(cli, [*args, "--session", "s1"])
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert any("did not fit" in w and "one-line summary" in w for w in said), result.stderr
+    assert "did not fit" not in result.stdout
