@@ -5,6 +5,7 @@ stored trace, through every interface. Each fallback here is triggered for real.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,16 +15,19 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from mcp import Client
 
+import contextwright.embedders as embedders
 from contextwright import Engine
+from contextwright.assembly.defaults import default_sources
 from contextwright.assembly.request import AssembleRequest
 from contextwright.cli import cli
 from contextwright.mcp.server import build_server
-from contextwright.ports import Summarizer
+from contextwright.ports import Embedder, Summarizer
 from contextwright.server import create_app
 from contextwright.sessions import SessionConfig
 from contextwright.settings import Settings
+from contextwright.stores import open_store
 from contextwright.summarizers import OpenAICompatibleSummarizer
-from contextwright.testing import FailingSummarizer
+from contextwright.testing import FailingSource, FailingSummarizer, SlowSource
 from contextwright.traces.trace import Trace
 from servers import ADMIN_KEY, KEYS, auth, free_port
 
@@ -31,9 +35,10 @@ INTERFACES = ["library", "http", "mcp"]
 
 
 def _window(
-    engine: Engine, interface: str, budget: int, session: str = "s1"
+    engine: Engine, interface: str, budget: int, session: str | None = "s1"
 ) -> tuple[list[str], Trace]:
     """The window's warnings through `interface`, checked equal to its stored trace's."""
+    named = {} if session is None else {"session": session}
     if interface == "library":
         result = engine.window(
             AssembleRequest.build("p", "dev", "next", budget, "markdown", session=session)
@@ -41,7 +46,7 @@ def _window(
         warnings, trace_id = result.warnings, result.trace.id
     elif interface == "http":
         client = TestClient(create_app(engine, Settings(api_keys=KEYS)))
-        body = {"agent": "dev", "task": "next", "budget": budget, "session": session}
+        body = {"agent": "dev", "task": "next", "budget": budget, **named}
         answer = client.post("/v1/projects/p/assemble", json=body, headers=auth(ADMIN_KEY))
         assert answer.status_code == 200, answer.text
         warnings, trace_id = answer.json()["warnings"], answer.json()["trace_id"]
@@ -50,7 +55,7 @@ def _window(
         async def go() -> Any:
             async with Client(build_server(engine)) as client:
                 args = {"project": "p", "agent": "dev", "task": "next", "budget": budget}
-                return await client.call_tool("assemble_context", {**args, "session": session})
+                return await client.call_tool("assemble_context", {**args, **named})
 
         result = asyncio.run(go())
         assert not result.is_error, result
@@ -157,3 +162,56 @@ def test_the_cli_prints_a_session_windows_receipts(tmp_path: Path) -> None:
     said = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
     assert any("did not fit" in w and "one-line summary" in w for w in said), result.stderr
     assert "did not fit" not in result.stdout
+
+
+@pytest.mark.parametrize("interface", INTERFACES)
+def test_a_source_past_its_deadline_and_a_failing_one_are_in_the_warnings(interface: str) -> None:
+    slow = SlowSource("slow", ["late news that never arrives"], delay_s=10.0)
+    broken = FailingSource("broken", RuntimeError("index offline"))
+    engine = Engine(
+        open_store("memory://"), sources=[*default_sources(), slow, broken], deadline_ms=100
+    )
+    try:
+        engine.add(project="p", author="dev", content="next: the parser")
+        warnings, trace = _window(engine, interface, 2_000, session=None)
+        runs = {s["name"]: s for s in trace.sources}
+        assert "deadline of 100 ms passed" in runs["slow"]["error"]
+        assert runs["broken"]["error"] == "RuntimeError: index offline"
+        assert [w for w in warnings if w.startswith("source ")] == [
+            "source slow failed: deadline of 100 ms passed; the window was built without it",
+            "source broken failed: RuntimeError: index offline; the window was built without it",
+        ]
+    finally:
+        slow.release()
+        engine.close()
+
+
+@pytest.mark.parametrize("interface", INTERFACES)
+@pytest.mark.parametrize("state", ["loading", "failed"])
+def test_an_embedder_loading_or_failed_is_in_the_warnings(
+    interface: str, state: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+
+    def load(name: str = "minilm") -> Embedder | None:
+        release.wait(30)
+        raise OSError("model.onnx is truncated")
+
+    monkeypatch.setattr(embedders, "load_embedder", load)
+    monkeypatch.setattr("contextwright.embedders.missing_reason", lambda name: None)
+    if state == "failed":
+        release.set()
+    engine = Engine(open_store("memory://"), embedder="minilm")
+    try:
+        if state == "failed":
+            engine.wait_for_embeddings(timeout=30)
+        engine.add(project="p", author="dev", content="next: the parser")
+        warnings, trace = _window(engine, interface, 2_000, session=None)
+        assert trace.notes["vectors"]["state"] == state
+        said = [w for w in warnings if "embedder" in w]
+        assert len(said) == 1 and "full text alone" in said[0], warnings
+        if state == "failed":
+            assert "model.onnx is truncated" in said[0]
+    finally:
+        release.set()
+        engine.close()
