@@ -215,3 +215,26 @@ def test_an_embedder_loading_or_failed_is_in_the_warnings(
     finally:
         release.set()
         engine.close()
+
+
+def test_a_trace_the_store_would_not_take_is_counted_in_the_metrics(tmp_path: Path) -> None:
+    """The trace writer's fallback: the call is answered, its trace is lost, and the server's
+    metrics say how many were (the writer keeps only its newest errors)."""
+    store = open_store(f"sqlite:///{tmp_path / 't.db'}")
+    engine = Engine(store, embedder=None)
+    try:
+        engine.add(project="p", author="dev", content="next: the parser")
+        (tmp_path / "gone").mkdir()
+        store._traces.path = str(tmp_path / "gone")  # type: ignore[attr-defined]  # a directory
+        client = TestClient(create_app(engine, Settings(api_keys=KEYS)))
+        body = {"agent": "dev", "task": "next", "budget": 2_000}
+        for _ in range(3):
+            answer = client.post("/v1/projects/p/assemble", json=body, headers=auth(ADMIN_KEY))
+            assert answer.status_code == 200, answer.text
+            engine.flush()
+        writer = engine.assembler.traces
+        assert writer.failed == 3 and answer.json()["trace_id"] in writer.errors[-1]
+        metrics = client.get("/metrics", headers=auth(ADMIN_KEY)).text
+        assert "contextwright_traces_unstored 3.0" in metrics
+    finally:
+        engine.close()
