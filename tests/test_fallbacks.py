@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from mcp import Client
 
 import contextwright.embedders as embedders
-from contextwright import Engine
+from contextwright import Budget, Engine
 from contextwright.assembly.defaults import default_sources
 from contextwright.assembly.request import AssembleRequest
 from contextwright.cli import cli
@@ -236,5 +236,21 @@ def test_a_trace_the_store_would_not_take_is_counted_in_the_metrics(tmp_path: Pa
         assert writer.failed == 3 and answer.json()["trace_id"] in writer.errors[-1]
         metrics = client.get("/metrics", headers=auth(ADMIN_KEY)).text
         assert "contextwright_traces_unstored 3.0" in metrics
+    finally:
+        engine.close()
+
+
+def test_a_window_rebuilt_after_a_providers_overflow_says_so() -> None:
+    """Library only: no HTTP or MCP call takes a provider's error."""
+    engine = Engine.open("memory://", embedder=None)
+    try:
+        _chat(engine, 10)
+        budget = Budget(model="gpt-4", window=8_192)
+        error = {"error": {"message": "prompt is too long: 9000 tokens > 6000 maximum"}}
+        win = engine.sessions.handle_provider_error("p", "dev", "s1", error, budget=budget)
+        said = [w for w in win.assembly.warnings if "provider" in w]
+        assert len(said) == 1 and "its limit 6000, its count 9000" in said[0], said
+        assert f"rebuilt for a {win.steps[0]['retargeted_window']}-token window" in said[0]
+        assert engine.trace("p", win.assembly.trace.id, "dev").warnings == win.assembly.warnings
     finally:
         engine.close()

@@ -129,15 +129,16 @@ def receipts(steps: Sequence[Mapping[str, Any]], session: str) -> list[str]:
     out = []
     for step in steps:
         name = step.get("step")
-        if step.get("skipped") or name not in (*LADDER, "provider_overflow"):
-            continue
-        if name == "provider_overflow":
+        if name == "provider_overflow":  # smaller, whether its compaction was skipped or not
+            told = (("its limit", "limit"), ("its count", "provider_count"), ("ours", "our_count"))
+            counts = ", ".join(f"{say} {step[k]}" for say, k in told if step.get(k) is not None)
             out.append(
-                f"the {step.get('provider')} provider rejected the window as too long (its limit "
-                f"{step.get('limit')}, its count {step.get('provider_count')}, ours "
-                f"{step.get('our_count')}): rebuilt for a {step.get('retargeted_window')}-token "
-                "window"
+                f"the {step.get('provider')} provider rejected the window as too long"
+                f"{f' ({counts})' if counts else ''}: rebuilt for a "
+                f"{step.get('retargeted_window')}-token window"
             )
+            continue
+        if step.get("skipped") or name not in LADDER:
             continue
         if name == "session_reset":
             new = step.get("new_session")
