@@ -1,5 +1,5 @@
 """Test doubles shipped with the library, for the I/O seams that users inject: a scripted source
-that returns fixed candidates, one that is slow, one that fails, a summarizer, and a tokenizer
+that returns fixed candidates, one that is slow, one that fails, a scripted summarizer and one that is down, and a tokenizer
 that counts words. The sources are real Sources (the engine runs them on its thread pool under
 its deadline), only with scripted behaviour.
 
@@ -110,6 +110,21 @@ class ScriptedSummarizer:
         if not self.replies:
             return "\n".join(f"- {t.splitlines()[0][:80]}" for t in texts if t.strip())
         return self.replies[min(n, len(self.replies)) - 1]
+
+
+class FailingSummarizer:
+    """A Summarizer that is down: every call raises `error` (a ConnectionError by default), and
+    is counted in `calls`."""
+
+    name = "failing"
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error or ConnectionError("the summarizer is down")
+        self.calls = 0
+
+    def summarize(self, texts: Sequence[str], *, max_tokens: int, instructions: str = "") -> str:
+        self.calls += 1
+        raise self.error
 
 
 class WordTokenizer:

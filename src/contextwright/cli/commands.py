@@ -159,7 +159,8 @@ def assemble(
     task_id: str | None,
     as_json: bool,
 ) -> None:
-    """Assemble an agent's context window and print it (then its trace summary on stderr)."""
+    """Assemble an agent's context window and print it (then its warnings and trace summary on
+    stderr)."""
     request = AssembleRequest.build(
         project, agent, task, _budget(budget, model, reserve), fmt, session=session, task_id=task_id
     )
@@ -171,6 +172,10 @@ def assemble(
         click.echo(result.text)
     else:
         click.echo(json.dumps(result.payload, indent=2, ensure_ascii=False))
+    # What the call ran on instead of its configuration: a session window's receipts (overflow
+    # steps, a summarizer down) are in no format's text, only in the warnings.
+    for said in result.warnings:
+        click.echo(f"warning: {said}", err=True)
     click.echo(result.trace.summary(), err=True)
 
 

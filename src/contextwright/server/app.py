@@ -70,7 +70,9 @@ def create_app(
     )
     app.state.engine = engine
     app.state.settings = settings
-    app.state.metrics = Metrics(lambda: engine.store.count())
+    app.state.metrics = Metrics(
+        lambda: engine.store.count(), lambda: engine.assembler.traces.failed
+    )
     # The engine's gate reports to the app serving it (the last one made, for an engine shared).
     engine.gate.on_wait = app.state.metrics.assemble_queue_seconds.observe
     problems.install(app)

@@ -6,6 +6,8 @@ contextwright_records_added_total  records stored through the API
 contextwright_records            records in the store, read at scrape time
 contextwright_errors_total       problem responses, by type and status
 contextwright_requests_total     requests, by method, route and status
+contextwright_traces_unstored    assemble calls whose trace the store would not take (their
+                                 trace ids then answer 404), since the engine began
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 
 
 class Metrics:
-    def __init__(self, count_records: Callable[[], int]) -> None:
+    def __init__(
+        self, count_records: Callable[[], int], unstored: Callable[[], int] = lambda: 0
+    ) -> None:
         self.registry = CollectorRegistry()
         self.assemble_seconds = Histogram(
             "contextwright_assemble_seconds",
@@ -41,6 +45,13 @@ class Metrics:
             "contextwright_records", "Records in the store", registry=self.registry
         )
         self.records.set_function(lambda: float(count_records()))
+        # The trace writer's fallback (traces/writer.py): the call was answered, its trace lost.
+        self.traces_unstored = Gauge(
+            "contextwright_traces_unstored",
+            "Traces of assemble calls the store would not take (their ids answer 404)",
+            registry=self.registry,
+        )
+        self.traces_unstored.set_function(lambda: float(unstored()))
         self.errors = Counter(
             "contextwright_errors",
             "Problem responses by type and status",

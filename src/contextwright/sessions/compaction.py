@@ -26,6 +26,7 @@ from ..assembly.packing import truncate_text
 from ..assembly.sources import SESSION_SUMMARY_TAG
 from ..records import MAX_LIST_ITEMS, Record
 from ..summarizers.extractive import SUMMARY_HEADING
+from ..summarizers.fallback import summarize
 from . import scopes
 from . import state as states
 from .flush import MemoryFlush
@@ -239,8 +240,12 @@ def _compose(
         for t in group
         if not t.is_summary
     ]
-    bullets = mgr.summarizer.summarize(
-        texts, max_tokens=mgr.config.summary_tokens, instructions=SUMMARY_INSTRUCTIONS
+    bullets = summarize(
+        mgr.summarizer,
+        texts,
+        max_tokens=mgr.config.summary_tokens,
+        instructions=SUMMARY_INSTRUCTIONS,
+        counter=mgr.counter,
     )
     content = format_summary(bullets, heading(SUMMARY_HEADING, scope, st.agent))
     bound = mgr.config.summary_tokens + 16

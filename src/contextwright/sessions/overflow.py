@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,3 +120,41 @@ def retarget(
         model=bud.model, window=window, reserve=reserve, section_caps=dict(bud.section_caps)
     )
     return budget, step
+
+
+def receipts(steps: Sequence[Mapping[str, Any]], session: str) -> list[str]:
+    """What the recovery steps that changed a window of `session` say in its warnings: what did
+    not fit and what ran instead. Nothing for a step that changed nothing (skipped) or that is
+    the configured behaviour (the auto compaction at the threshold)."""
+    out = []
+    for step in steps:
+        name = step.get("step")
+        if name == "provider_overflow":  # smaller, whether its compaction was skipped or not
+            told = (("its limit", "limit"), ("its count", "provider_count"), ("ours", "our_count"))
+            counts = ", ".join(f"{say} {step[k]}" for say, k in told if step.get(k) is not None)
+            out.append(
+                f"the {step.get('provider')} provider rejected the window as too long"
+                f"{f' ({counts})' if counts else ''}: rebuilt for a "
+                f"{step.get('retargeted_window')}-token window"
+            )
+            continue
+        if step.get("skipped") or name not in LADDER:
+            continue
+        if name == "session_reset":
+            new = step.get("new_session")
+            out.append(
+                f"session {session} was reset to {new}: the window overflowed after compaction, "
+                f"the tool-result purge and dropping files; a transfer summary carries it over; "
+                f"post the next turns to {new}"
+            )
+            continue
+        left = ", ".join(str(k) for k in step.get("missing_before", [])[:3])
+        why = f"the window did not fit (left out: {left}): "
+        if name == "emergency_compaction":
+            what = f"an emergency compaction summarized all but the last {EMERGENCY_KEEP} turns"
+        elif name == "purge_tool_results":
+            what = "every tool result was cut to a one-line summary (call the tool again)"
+        else:
+            what = "the workspace files' contents were dropped (read them again with a tool)"
+        out.append(why + what)
+    return out

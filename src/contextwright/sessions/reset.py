@@ -19,6 +19,7 @@ from ..assembly.sources import SESSION_SUMMARY_TAG
 from ..errors import ValidationError
 from ..ids import new_id
 from ..records import Record
+from ..summarizers.fallback import summarize
 from . import scopes
 from . import state as states
 from .compaction import SUMMARY_INSTRUCTIONS, format_summary, heading, summary_dict
@@ -80,10 +81,12 @@ def draft_transfers(
     bound = mgr.config.summary_tokens + 16
     out = []
     for scope, group in scopes.group(turns) or [(scopes.PROJECT, [])]:
-        bullets = mgr.summarizer.summarize(
+        bullets = summarize(
+            mgr.summarizer,
             transfer_texts(group, st.agent),
             max_tokens=mgr.config.summary_tokens,
             instructions=SUMMARY_INSTRUCTIONS,
+            counter=counter,
         )
         base = TRANSFER_HEADING.format(session=st.session)
         content = format_summary(bullets, heading(base, scope, st.agent))

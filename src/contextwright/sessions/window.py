@@ -24,12 +24,13 @@ from ..budget import Budget
 from ..errors import ContextOverflow, ValidationError
 from ..ports import Tokenizer
 from ..records import check_json_text
+from ..summarizers.fallback import noting
 from . import accounting
 from .compaction import Compaction
 from .config import SessionConfig
 from .diagnostics import Breakdown, Gauge, breakdown
 from .layers import PLAN_LIMIT, Plan, WorkspaceFile, load_files
-from .overflow import EMERGENCY_KEEP, LADDER
+from .overflow import EMERGENCY_KEEP, LADDER, receipts
 from .reset import Reset, draft_transfers
 from .state import SessionState
 
@@ -332,6 +333,21 @@ def build(
     auto: bool = True,
     steps: list[dict[str, Any]] | None = None,
 ) -> SessionWindow:
+    with noting() as fallbacks:  # a summarizer that failed: its summary's receipt (fallback.py)
+        return _build(mgr, st, layers, task, bud, fmt, auto, steps, fallbacks)
+
+
+def _build(
+    mgr: SessionHost,
+    st: SessionState,
+    layers: Layers,
+    task: str,
+    bud: Budget,
+    fmt: str,
+    auto: bool,
+    steps: list[dict[str, Any]] | None,
+    fallbacks: list[str],
+) -> SessionWindow:
     cfg = mgr.config
     steps = list(steps or [])
     compactions: list[Compaction] = []
@@ -388,8 +404,12 @@ def build(
                 step["skipped"] = c.skipped
         elif rung == "purge_tool_results":
             purge = True
+            if not any(t.is_tool for t in plan.turns):  # the window is the same: no receipt
+                step["skipped"] = "no tool results to purge"
         elif rung == "drop_files":
             drop = True
+            if not layers.files:
+                step["skipped"] = "no workspace files to drop"
         else:
             drafts = draft_transfers(mgr, st, plan.turns)
             fits, why = _reset_would_fit(mgr, plan, asm, bud, fmt, [d for _, _, d in drafts])
@@ -417,17 +437,13 @@ def build(
             f"recovery step; left out: {', '.join(missing[:5])}",
             breakdown=bd.to_dict(),
         )
-    if reset is not None:
-        # The caller asked for one session and got another: say so where every interface looks
-        # (HTTP and MCP answer only the assembly), not only in the trace's notes.
-        said = (
-            f"session {reset.old_session} was reset to {reset.new_session}: the window overflowed "
-            f"after compaction, the tool-result purge and dropping files; a transfer summary "
-            f"carries it over; post the next turns to {reset.new_session}"
-        )
-        asm.warnings.append(said)
-        if asm.trace.warnings is not asm.warnings:
-            asm.trace.warnings.append(said)
+    # Every step that left the window less than asked for says so where every interface looks
+    # (HTTP and MCP answer only the assembly), not only in the trace's notes.
+    old = reset.old_session if reset is not None else st.session
+    said = [*receipts(steps, old), *fallbacks]
+    asm.warnings.extend(said)
+    if said and asm.trace.warnings is not asm.warnings:
+        asm.trace.warnings.extend(said)
     asm.trace.notes["session"] = {
         "session": st.session,
         "steps": steps,

@@ -79,6 +79,15 @@ class OpenAICompatibleSummarizer:
         return cls(**dict(config))
 
     def summarize(self, texts: Sequence[str], *, max_tokens: int, instructions: str = "") -> str:
+        text, why = self.summarize_noted(texts, max_tokens=max_tokens, instructions=instructions)
+        if why is not None:
+            warnings.warn(why, SummarizerFallback, stacklevel=2)
+        return text
+
+    def summarize_noted(
+        self, texts: Sequence[str], *, max_tokens: int, instructions: str = ""
+    ) -> tuple[str, str | None]:
+        """The summary, and what failed where the fallback wrote it (None: the model did)."""
         try:
             import httpx
         except ImportError as exc:  # pragma: no cover - httpx ships with the extra
@@ -124,15 +133,13 @@ class OpenAICompatibleSummarizer:
                     error = f"malformed reply: {response.text[:200]!r}"
                     break
                 self.last_error = None
-                return text
+                return text, None
         self.last_error = error
-        warnings.warn(
+        why = (
             f"summarizer {self.model} at {self.base_url} failed ({error}); "
-            f"used the {self.fallback.name} summarizer instead",
-            SummarizerFallback,
-            stacklevel=2,
+            f"used the {self.fallback.name} summarizer instead"
         )
-        return self.fallback.summarize(texts, max_tokens=max_tokens, instructions=instructions)
+        return self.fallback.summarize(texts, max_tokens=max_tokens, instructions=instructions), why
 
 
 def _retry_after(value: str | None) -> float:

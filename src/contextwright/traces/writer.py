@@ -25,6 +25,7 @@ import atexit
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 from typing import cast
 
@@ -37,6 +38,8 @@ RETRIES = 3
 MAX_PENDING = 256
 # The thread ends after this long without work (an engine never closed leaves no thread behind).
 IDLE_S = 2.0
+# The newest failed writes kept in `errors`.
+MAX_ERRORS = 100
 # How often the thread looks for traces to write (`put` does not wake it).
 TICK_S = 0.05
 
@@ -46,7 +49,10 @@ class TraceWriter:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.errors: list[str] = []  # writes that failed (the store was closed, ...)
+        # The newest writes that failed (the store was closed, ...), and how many ever did: a
+        # store broken for hours must not grow the list without bound (server metrics show it).
+        self.errors: deque[str] = deque(maxlen=MAX_ERRORS)
+        self.failed = 0
         self._pending: dict[str, Trace] = {}
         self._cv = threading.Condition()
         self._io = threading.Lock()  # held while traces are being written
@@ -132,11 +138,15 @@ class TraceWriter:
                     break
                 except RuntimeError as exc:  # the trace changed while it was encoded
                     if attempt == RETRIES - 1:
-                        self.errors.append(f"trace {trace.id}: {exc}")
+                        self._lost(f"trace {trace.id}: {exc}")
                 except Exception as exc:  # a closed or broken store: keep the call alive
-                    self.errors.append(f"trace {trace.id}: {type(exc).__name__}: {exc}")
+                    self._lost(f"trace {trace.id}: {type(exc).__name__}: {exc}")
                     break
             self._done([trace])
+
+    def _lost(self, error: str) -> None:
+        self.errors.append(error)
+        self.failed += 1
 
     def _done(self, written: list[Trace]) -> None:
         """No longer pending (unless put again meanwhile)."""
@@ -157,7 +167,8 @@ class TraceWriter:
         except RuntimeError:
             return False
         except Exception as exc:  # a closed or broken store: keep the calls alive
-            self.errors.extend(f"trace {t.id}: {type(exc).__name__}: {exc}" for t in batch)
+            for t in batch:
+                self._lost(f"trace {t.id}: {type(exc).__name__}: {exc}")
         self._done(batch)
         return True
 

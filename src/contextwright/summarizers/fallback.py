@@ -1,0 +1,58 @@
+"""A summary that says which summarizer wrote it. A summary is a convenience, never a reason to
+fail a session: when the configured summarizer fails (raises, or is the model-backed one that fell
+back on its own: `summarize_noted`), the extractive one writes it instead, and a sentence saying
+so is kept for whoever asked (`noting`): the session window puts it in its warnings and trace."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from ..ports import Summarizer, Tokenizer
+from .extractive import ExtractiveSummarizer
+
+# The sentences of the summaries written since `noting` began, in this context (thread, task).
+_NOTES: ContextVar[list[str] | None] = ContextVar("summarizer_fallbacks", default=None)
+
+
+def summarize(
+    summarizer: Summarizer,
+    texts: Sequence[str],
+    *,
+    max_tokens: int,
+    instructions: str = "",
+    counter: Tokenizer | None = None,
+) -> str:
+    """`summarizer`'s summary, or the extractive one's where it failed (noted)."""
+    noted = getattr(summarizer, "summarize_noted", None)
+    why: str | None = None
+    text: str
+    try:
+        if noted is not None:
+            text, why = noted(texts, max_tokens=max_tokens, instructions=instructions)
+        else:
+            text = summarizer.summarize(texts, max_tokens=max_tokens, instructions=instructions)
+    except Exception as exc:  # any summarizer a user plugs in: the session goes on
+        why = (
+            f"summarizer {summarizer.name!r} failed ({type(exc).__name__}: {exc}); used the "
+            "extractive summarizer instead"
+        )
+        extractive = ExtractiveSummarizer(counter)
+        text = extractive.summarize(texts, max_tokens=max_tokens, instructions=instructions)
+    if why is not None:
+        notes = _NOTES.get()
+        if notes is not None and why not in notes:
+            notes.append(why)
+    return text
+
+
+@contextmanager
+def noting() -> Iterator[list[str]]:
+    """The fallbacks of the summaries written inside the block, each said once."""
+    notes: list[str] = []
+    token = _NOTES.set(notes)
+    try:
+        yield notes
+    finally:
+        _NOTES.reset(token)
