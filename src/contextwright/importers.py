@@ -21,7 +21,6 @@ and are made safe for URLs.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ FORMATS = ("jsonl", "openai", "locomo")
 _SAFE = re.compile(r"[^A-Za-z0-9_.:/\-]+")
 # In a LoCoMo import's project name, the sample's id: one project per conversation.
 SAMPLE = "{sample}"
+MAX_S = 1e11  # seconds since the epoch a time in a file may be (the year 5138)
 Row = tuple[str, dict[str, Any]]  # (where in the file, the record's fields)
 
 
@@ -114,8 +114,12 @@ def _seconds(where: str, value: Any) -> float | None:
     """A time in the file: seconds since the epoch, or absent."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValidationError(where, value, "give seconds since the epoch as a number")
+    # A comparison, not math.isfinite: an integer of hundreds of digits overflows a float there;
+    # NaN compares false.
+    if isinstance(value, bool) or not isinstance(value, int | float) or not -MAX_S < value < MAX_S:
+        fix = f"give seconds since the epoch as a number under {MAX_S:.0e}"
+        big = isinstance(value, int) and not isinstance(value, bool)  # repr may not take it
+        raise ValidationError(where, f"<an integer beyond {MAX_S:.0e}>" if big else value, fix)
     return float(value)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from ..budget import Budget
-from ..errors import BudgetError
+from ..errors import BudgetError, ValidationError
 from ..ports import Store, Tokenizer, Written
 from ..roles import Agent
 from ..rules import actions
@@ -149,10 +149,7 @@ class Assembler:
         else:
             agent = self.agent(request.project, request.agent)
         if request.budget is None:
-            p = agent.profile
-            request = replace(
-                request, budget=Budget(model=p.default_model, window=p.default_window)
-            )
+            request = replace(request, budget=profile_budget(agent))
         request, active = self.check_names(request)
         return (
             replace(request, sources=tuple(s.name for s in active)),
@@ -355,3 +352,19 @@ class Setting(Generic[T]):
 
     def __set__(self, owner: Any, value: T) -> None:
         setattr(owner.assembler, self.name, value)
+
+
+def profile_budget(agent: Agent) -> Budget:
+    """The budget of a call that gives none: its agent's profile's. A profile stored by a process
+    that knew its model (register_model is per process) is named as the field at fault."""
+    p = agent.profile
+    try:
+        return Budget(model=p.default_model, window=p.default_window)
+    except ValidationError as exc:
+        fix = (
+            f"give the call a budget, register the model in this process, or register agent "
+            f"{agent.id!r} again with a model and window it knows ({exc.fix})"
+        )
+        field = "profile.default_model" if exc.field == "model" else "profile.default_window"
+        value = p.default_model if field.endswith("model") else p.default_window
+        raise ValidationError(field, value, fix) from exc

@@ -72,14 +72,16 @@ def _text(value: object, field: str, limit: int, fix: str) -> str:
     return check_text(field, value.strip())
 
 
+def audience(visibility: str, author: str, to: Collection[str]) -> frozenset[str] | None:
+    """Who sees a record (Record.visible_to): None: all; private: its author alone, even with `to`."""
+    if visibility == "project":
+        return None
+    return frozenset({author, *to}) if visibility == "direct" else frozenset({author})
+
+
 def missing_task(task_id: str) -> NotFound:
     """The one answer for a task id that names nothing the caller may see."""
     return NotFound("task", task_id, "create the task first, or check the id")
-
-
-def audience(visibility: str, author: str, to: Collection[str]) -> frozenset[str] | None:
-    """Who sees a record: None for the whole project, else its author and recipients."""
-    return None if visibility == "project" else frozenset({author, *to})
 
 
 class TaskBoard:
@@ -204,15 +206,18 @@ class TaskBoard:
             self.book.store.add_edges(project, [(record.id, d, "depends_on") for d in deps])
         return record
 
-    def get(self, project: str, task_id: str, viewer: str | None = None) -> Record:
+    def get(
+        self, project: str, task_id: str, viewer: str | Collection[str] | None = None
+    ) -> Record:
         """The task `task_id` of `project` (a task of another project reads as missing). With a
-        `viewer`, a record that agent may not see reads as missing too, before its kind is
-        told: "is a message record" would say that a hidden record exists."""
+        `viewer` (one name, or any of several), a record none of them may see reads as missing
+        too, before its kind is told: "is a message record" would say a hidden record exists."""
         if not isinstance(task_id, str) or not task_id:
             raise ValidationError("task_id", task_id, "give a task id")
         check_text("task_id", task_id)
         found = self.book.store.get_many(project, [task_id])
-        if not found or (viewer is not None and not found[0].visible_to(viewer)):
+        viewers = (viewer,) if isinstance(viewer, str) else viewer
+        if not found or (viewers is not None and not any(map(found[0].visible_to, viewers))):
             raise missing_task(task_id)
         if found[0].kind != "task":
             raise ValidationError(
@@ -238,9 +243,7 @@ class TaskBoard:
         """The task's newest handoff that `agent` (one name, or any of several) may see; None
         reads as every agent (the library's caller is trusted)."""
         viewers = None if agent is None else (agent,) if isinstance(agent, str) else agent
-        task = self.get(project, task_id)
-        if viewers is not None and not any(task.visible_to(v) for v in viewers):
-            raise missing_task(task_id)  # as an unknown id: None would say the task exists
+        task = self.get(project, task_id, viewers)  # hidden: as an unknown id, before its kind
         found = latest_handoffs(self.book.store, project, [task.id], viewers).get(task.id)
         return handoff_of(found) if found else None
 

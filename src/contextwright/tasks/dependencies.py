@@ -91,14 +91,12 @@ def extract_dependency_context(
     contexts = []
     for dep_id in dependencies:
         dep = snap.tasks.get(dep_id)
-        if dep is None:
+        # One a reader may not see reads as one that exists nowhere: its status is not told.
+        if dep is None or (agent is not None and not dep.visible_to(agent)):
             skipped[dep_id] = "not found"
             continue
         if dep.status != "completed":
             skipped[dep_id] = f"not completed (status {dep.status})"
-            continue
-        if agent is not None and not dep.visible_to(agent):
-            skipped[dep_id] = "not visible to the agent"
             continue
         found = snap.handoff(dep_id, agent)
         if found is None:
