@@ -5,6 +5,7 @@ stored trace, through every interface. Each fallback here is triggered for real.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -126,8 +127,10 @@ def test_an_overflow_ladder_rung_is_in_the_windows_warnings(interface: str, rung
 def _down(kind: str) -> Summarizer:
     if kind == "raises":
         return FailingSummarizer()
-    # A model-backed summarizer whose server is not there: connection refused, no retry.
-    return OpenAICompatibleSummarizer(f"http://127.0.0.1:{free_port()}/v1", "m", retries=0)
+    # A model-backed summarizer whose server is not there: connection refused, no retry. Its
+    # address carries a key, as some deployments' do: no agent may read it.
+    url = f"http://ops:sk-LIVE-SECRET@127.0.0.1:{free_port()}/v1?api-key=sk-QUERY"
+    return OpenAICompatibleSummarizer(url, "m", retries=0)
 
 
 @pytest.mark.parametrize("interface", INTERFACES)
@@ -143,7 +146,14 @@ def test_a_summarizer_that_is_down_is_in_the_windows_warnings(interface: str, ki
         assert compacted, trace.notes["session"]["steps"]  # the extractive summary was written
         said = [w for w in warnings if "summarizer" in w]
         assert len(said) == 1 and "extractive summarizer instead" in said[0], warnings
-        assert ("the summarizer is down" if kind == "raises" else "ConnectError") in said[0]
+        assert ("ConnectionError" if kind == "raises" else "ConnectError") in said[0]
+        # What the agent reads names the kind of failure, never an address, a key or the text
+        # of the error (a plug-in's message or a provider's answer may hold anything).
+        stored = json.dumps(engine.trace(trace.project, trace.id).to_json_dict())
+        for secret in ("the summarizer is down", "sk-LIVE-SECRET", "sk-QUERY", "127.0.0.1"):
+            assert secret not in said[0] and secret not in stored
+        written = [r for r in engine.records(trace.project, limit=1000) if r.kind == "summary"]
+        assert written and {r.meta["summarizer"] for r in written} == {"extractive"}
     finally:
         engine.close()
 
@@ -252,5 +262,28 @@ def test_a_window_rebuilt_after_a_providers_overflow_says_so() -> None:
         assert len(said) == 1 and "its limit 6000, its count 9000" in said[0], said
         assert f"rebuilt for a {win.steps[0]['retargeted_window']}-token window" in said[0]
         assert engine.trace("p", win.assembly.trace.id, "dev").warnings == win.assembly.warnings
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("kind", ["raises", "model_unreachable"])
+def test_a_compaction_outside_a_window_still_tells_its_caller(kind: str) -> None:
+    """A manual compaction (no window to carry the receipt) warns its caller as before, and the
+    summary says which summarizer wrote it; a summarizer that is not set up raises."""
+    from contextwright.errors import MissingExtra
+    from contextwright.summarizers import SummarizerFallback
+
+    engine = Engine.open("memory://", embedder=None)
+    try:
+        _long_chat(engine)
+        engine.sessions.summarizer = _down(kind)
+        with pytest.warns(SummarizerFallback, match="extractive summarizer instead"):
+            done = engine.sessions.compact("p", "dev", "s1", keep=4)
+        assert done.summarizer == "extractive"
+        assert done.summary is not None and done.summary.meta["summarizer"] == "extractive"
+        engine.sessions.summarizer = FailingSummarizer(MissingExtra("Summarizer", "summarizer"))
+        _long_chat(engine)
+        with pytest.raises(MissingExtra):
+            engine.sessions.compact("p", "dev", "s1", keep=4)
     finally:
         engine.close()

@@ -156,7 +156,10 @@ def run_compaction(
         )
     flush = mgr.flush_state(st, [*sel.replace, *sel.protected])
     groups = scopes.group([*sel.summaries, *sel.replace])
-    drafts = [_compose(mgr, st, scope, group) for scope, group in groups]
+    composed = [_compose(mgr, st, scope, group) for scope, group in groups]
+    drafts = [text for text, _ in composed]
+    # Who wrote them: the configured summarizer, or the extractive one where it failed.
+    by = ", ".join(dict.fromkeys(name for _, name in composed))
     # A summary that is not shorter than what it replaces only loses detail: keep the turns.
     replaced_tokens = sum(t.tokens for _, group in groups for t in group)
     summary_tokens = sum(mgr.counter.count(d) for d in drafts)
@@ -169,7 +172,7 @@ def run_compaction(
             flush=flush,
             tokens_before=before,
             tokens_after=before,
-            summarizer=mgr.summarizer.name,
+            summarizer=by,
             skipped=(
                 f"summarizing {n} turns ({replaced_tokens} tokens) would take {summary_tokens} "
                 "tokens; kept them as they are"
@@ -177,8 +180,8 @@ def run_compaction(
         )
     summaries: list[Record] = []
     replaced: list[str] = []
-    for (scope, group), content in zip(groups, drafts, strict=True):
-        summaries.append(_write(mgr, st, scope, group, content, trigger, sel))
+    for (scope, group), (content, writer) in zip(groups, composed, strict=True):
+        summaries.append(_write(mgr, st, scope, group, content, writer, trigger, sel))
         replaced += [rid for t in group for rid in t.ids]
     at = {r.id: r.created_at for t in [*sel.summaries, *sel.replace] for r in t.records}
     now = mgr.clock()
@@ -226,21 +229,22 @@ def run_compaction(
         flush=flush,
         tokens_before=before,
         tokens_after=after,
-        summarizer=mgr.summarizer.name,
+        summarizer=by,
     )
 
 
 def _compose(
     mgr: SessionHost, st: states.SessionState, scope: scopes.Scope, group: Sequence[Turn]
-) -> str:
-    """The text of one scope's summary (its earlier summaries first), within its bound."""
+) -> tuple[str, str]:
+    """The text of one scope's summary (its earlier summaries first), within its bound, and the
+    name of the summarizer that wrote it."""
     texts = [t.head.content for t in group if t.is_summary]
     texts += [
         turn_text(t, st.agent, one_line(t.head, t.result) if t.is_tool else None)
         for t in group
         if not t.is_summary
     ]
-    bullets = summarize(
+    bullets, by = summarize(
         mgr.summarizer,
         texts,
         max_tokens=mgr.config.summary_tokens,
@@ -251,7 +255,7 @@ def _compose(
     bound = mgr.config.summary_tokens + 16
     if mgr.counter.count(content) > bound:
         content = truncate_text(content, bound, mgr.counter)[0]
-    return content
+    return content, by
 
 
 def _write(
@@ -260,6 +264,7 @@ def _write(
     scope: scopes.Scope,
     group: Sequence[Turn],
     content: str,
+    writer: str,
     trigger: str,
     sel: Selection,
 ) -> Record:
@@ -278,7 +283,7 @@ def _write(
             "replaces": replaced,
             "scope": scope.key(st.agent),
             "trigger": trigger,
-            "summarizer": mgr.summarizer.name,
+            "summarizer": writer,
             # Even an id says a record exists: name only those this summary's readers may read.
             "kept": [t.key for t in sel.kept if scope.within(scopes.of_turn(t))],
             "protected": [t.key for t in sel.protected if scope.within(scopes.of_turn(t))],

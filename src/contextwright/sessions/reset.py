@@ -81,7 +81,7 @@ def draft_transfers(
     bound = mgr.config.summary_tokens + 16
     out = []
     for scope, group in scopes.group(turns) or [(scopes.PROJECT, [])]:
-        bullets = summarize(
+        bullets, _ = summarize(
             mgr.summarizer,
             transfer_texts(group, st.agent),
             max_tokens=mgr.config.summary_tokens,

@@ -5,12 +5,15 @@ so is kept for whoever asked (`noting`): the session window puts it in its warni
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from ..errors import MissingExtra, ValidationError
 from ..ports import Summarizer, Tokenizer
 from .extractive import ExtractiveSummarizer
+from .openai_compatible import SummarizerFallback
 
 # The sentences of the summaries written since `noting` began, in this context (thread, task).
 _NOTES: ContextVar[list[str] | None] = ContextVar("summarizer_fallbacks", default=None)
@@ -23,28 +26,38 @@ def summarize(
     max_tokens: int,
     instructions: str = "",
     counter: Tokenizer | None = None,
-) -> str:
-    """`summarizer`'s summary, or the extractive one's where it failed (noted)."""
+) -> tuple[str, str]:
+    """`summarizer`'s summary, or the extractive one's where it failed, and the name of the one
+    that wrote it. The sentence saying so goes to `noting`'s collector where one is open (a
+    session window: its warnings and trace, which the agent reads, so it names the summarizer
+    and the kind of failure, never an address, a key or a provider's answer), else to Python's
+    warnings as before (a manual compact or reset). A summarizer that is not installed or not
+    configured (MissingExtra, ValidationError) is an error to fix, not a fallback."""
     noted = getattr(summarizer, "summarize_noted", None)
     why: str | None = None
-    text: str
+    by = summarizer.name
     try:
         if noted is not None:
             text, why = noted(texts, max_tokens=max_tokens, instructions=instructions)
         else:
             text = summarizer.summarize(texts, max_tokens=max_tokens, instructions=instructions)
+    except (MissingExtra, ValidationError):
+        raise
     except Exception as exc:  # any summarizer a user plugs in: the session goes on
         why = (
-            f"summarizer {summarizer.name!r} failed ({type(exc).__name__}: {exc}); used the "
+            f"summarizer {summarizer.name!r} failed ({type(exc).__name__}); used the "
             "extractive summarizer instead"
         )
         extractive = ExtractiveSummarizer(counter)
         text = extractive.summarize(texts, max_tokens=max_tokens, instructions=instructions)
-    if why is not None:
-        notes = _NOTES.get()
-        if notes is not None and why not in notes:
-            notes.append(why)
-    return text
+    if why is None:
+        return text, by
+    notes = _NOTES.get()
+    if notes is None:
+        warnings.warn(why, SummarizerFallback, stacklevel=2)
+    elif why not in notes:
+        notes.append(why)
+    return text, "extractive"
 
 
 @contextmanager

@@ -13,6 +13,7 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import MissingExtra, ValidationError
 from ..ports import Summarizer
@@ -80,8 +81,9 @@ class OpenAICompatibleSummarizer:
 
     def summarize(self, texts: Sequence[str], *, max_tokens: int, instructions: str = "") -> str:
         text, why = self.summarize_noted(texts, max_tokens=max_tokens, instructions=instructions)
-        if why is not None:
-            warnings.warn(why, SummarizerFallback, stacklevel=2)
+        if why is not None:  # for the operator: where, and the provider's words
+            where = _without_secrets(self.base_url)
+            warnings.warn(f"{why} ({where}: {self.last_error})", SummarizerFallback, stacklevel=2)
         return text
 
     def summarize_noted(
@@ -106,7 +108,7 @@ class OpenAICompatibleSummarizer:
             "temperature": 0,
         }
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        error = "no attempt made"
+        error = brief = "no attempt made"  # what failed; `brief` without the provider's words
         with httpx.Client(base_url=self.base_url, timeout=self.timeout, headers=headers) as client:
             for attempt in range(self.retries + 1):
                 if attempt:
@@ -114,11 +116,12 @@ class OpenAICompatibleSummarizer:
                 try:
                     response = client.post("/chat/completions", json=payload)
                 except httpx.TimeoutException:
-                    error = f"timed out after {self.timeout:g} s"
+                    error = brief = f"timed out after {self.timeout:g} s"
                     continue
                 except httpx.HTTPError as exc:
-                    error = f"{type(exc).__name__}: {exc}"
+                    error, brief = f"{type(exc).__name__}: {exc}", type(exc).__name__
                     continue
+                brief = f"HTTP {response.status_code}"
                 if response.status_code in RETRY_STATUS:
                     error = f"HTTP {response.status_code}: {response.text[:200]}"
                     wait = _retry_after(response.headers.get("retry-after"))
@@ -130,13 +133,15 @@ class OpenAICompatibleSummarizer:
                     break  # a client error will not change on retry
                 text = _content(response)
                 if text is None:
-                    error = f"malformed reply: {response.text[:200]!r}"
+                    error, brief = f"malformed reply: {response.text[:200]!r}", "malformed reply"
                     break
                 self.last_error = None
                 return text, None
         self.last_error = error
+        # Read by the agent (a session window's warnings, its trace): the model and the kind of
+        # failure, never the address (it may carry a key) or the provider's answer.
         why = (
-            f"summarizer {self.model} at {self.base_url} failed ({error}); "
+            f"summarizer {self.model!r} failed ({brief}); "
             f"used the {self.fallback.name} summarizer instead"
         )
         return self.fallback.summarize(texts, max_tokens=max_tokens, instructions=instructions), why
@@ -159,3 +164,11 @@ def _content(response: Any) -> str | None:
     if not isinstance(text, str) or not text.strip():
         return None
     return text.strip()
+
+
+def _without_secrets(url: str) -> str:
+    """`url` without its user part, query and fragment, where keys are often put."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
