@@ -112,3 +112,39 @@ def test_a_stored_profile_this_process_cannot_budget_names_the_profile(
     assert err.value.field == field
     assert "give the call a budget" in err.value.fix
     assert fresh.assemble("acme", "bob", "hello", 1000).tokens > 0
+
+
+class _Refusing:
+    """A plug-in summarizer whose provider refused, in its own ValidationError."""
+
+    name = "mine"
+
+    def summarize(self, texts: object, *, max_tokens: int, instructions: str = "") -> str:
+        raise ValidationError("reply", "SECRET-PROVIDER-ANSWER", "provider said no")
+
+
+def _chatty(engine: Engine) -> None:
+    for i in range(12):
+        engine.sessions.append("acme", "bob", "s1", "user", f"Build page {i}. " + "word " * 60)
+        engine.sessions.append("acme", "bob", "s1", "assistant", f"Built {i}. " + "detail " * 60)
+
+
+def test_a_plugin_summarizers_own_validation_error_falls_back_and_stays_unread(
+    engine: Engine,
+) -> None:
+    engine.sessions.summarizer = _Refusing()
+    _chatty(engine)
+    with pytest.warns(UserWarning, match="ValidationError"):
+        done = engine.sessions.compact("acme", "bob", "s1", keep=4)
+    assert done.summarizer == "extractive"
+    assert done.summary is not None and "SECRET-PROVIDER-ANSWER" not in done.summary.content
+
+
+def test_a_session_window_names_the_profile_it_cannot_budget(engine: Engine) -> None:
+    doc = engine.agent("acme", "bob").to_dict()
+    stored = {**doc, "profile": {**doc["profile"], "default_model": "mystery-model"}}
+    engine.store.put_doc("agents", "acme/bob", "acme", stored, 1.0, key="bob")
+    fresh = Engine(engine.store)
+    with pytest.raises(ValidationError) as err:
+        fresh.sessions.window("acme", "bob", "s1", "hello", None, "openai")
+    assert err.value.field == "profile.default_model"

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ValidationError
-from .records import Record, build_record, content_hash
+from .records import Record, build_record, check_time, content_hash
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -38,7 +38,6 @@ FORMATS = ("jsonl", "openai", "locomo")
 _SAFE = re.compile(r"[^A-Za-z0-9_.:/\-]+")
 # In a LoCoMo import's project name, the sample's id: one project per conversation.
 SAMPLE = "{sample}"
-MAX_S = 1e11  # seconds since the epoch a time in a file may be (the year 5138)
 Row = tuple[str, dict[str, Any]]  # (where in the file, the record's fields)
 
 
@@ -111,16 +110,9 @@ def _object(where: str, value: Any, fix: str) -> Mapping[str, Any]:
 
 
 def _seconds(where: str, value: Any) -> float | None:
-    """A time in the file: seconds since the epoch, or absent."""
-    if value is None:
-        return None
-    # A comparison, not math.isfinite: an integer of hundreds of digits overflows a float there;
-    # NaN compares false.
-    if isinstance(value, bool) or not isinstance(value, int | float) or not -MAX_S < value < MAX_S:
-        fix = f"give seconds since the epoch as a number under {MAX_S:.0e}"
-        big = isinstance(value, int) and not isinstance(value, bool)  # repr may not take it
-        raise ValidationError(where, f"<an integer beyond {MAX_S:.0e}>" if big else value, fix)
-    return float(value)
+    """A time in the file: seconds since the epoch (as a record's `created_at` takes them; a
+    comparison, so an integer of hundreds of digits or NaN is refused, not overflowed), or absent."""
+    return None if value is None else check_time(where, value)
 
 
 def _chatgpt_messages(conv: Mapping[str, Any], where: str) -> list[Mapping[str, Any]]:

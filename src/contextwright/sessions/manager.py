@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..assembly.render import check_format
 from ..assembly.request import AssembleRequest
+from ..assembly.run import profile_budget
 from ..assembly.sources import session_view
 from ..budget import Budget
 from ..errors import NotFound, ValidationError
@@ -304,10 +305,9 @@ class SessionManager:
         if budget is not None:
             return Budget.coerce(budget)
         try:
-            profile = self.agents.get(project, agent).profile
+            return profile_budget(self.agents.get(project, agent))
         except NotFound:
             return Budget()
-        return Budget(model=profile.default_model, window=profile.default_window)
 
     def plan(
         self,

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from ..errors import MissingExtra, ValidationError
+from ..errors import MissingExtra
 from ..ports import Summarizer, Tokenizer
 from .extractive import ExtractiveSummarizer
 from .openai_compatible import SummarizerFallback
@@ -32,16 +32,19 @@ def summarize(
     session window: its warnings and trace, which the agent reads, so it names the summarizer
     and the kind of failure, never an address, a key or a provider's answer), else to Python's
     warnings as before (a manual compact or reset). A summarizer that is not installed or not
-    configured (MissingExtra, ValidationError) is an error to fix, not a fallback."""
+    (MissingExtra) is an error to fix, not a fallback; its own ValidationError falls back like any
+    other (it may carry the provider's words)."""
     noted = getattr(summarizer, "summarize_noted", None)
     why: str | None = None
     by = summarizer.name
     try:
-        if noted is not None:
+        if noted is not None:  # the model-backed one: its own fallback wrote it where it failed
             text, why = noted(texts, max_tokens=max_tokens, instructions=instructions)
+            fallback = getattr(summarizer, "fallback", None)
+            by = summarizer.name if why is None or fallback is None else fallback.name
         else:
             text = summarizer.summarize(texts, max_tokens=max_tokens, instructions=instructions)
-    except (MissingExtra, ValidationError):
+    except MissingExtra:
         raise
     except Exception as exc:  # any summarizer a user plugs in: the session goes on
         why = (
@@ -50,6 +53,7 @@ def summarize(
         )
         extractive = ExtractiveSummarizer(counter)
         text = extractive.summarize(texts, max_tokens=max_tokens, instructions=instructions)
+        by = extractive.name
     if why is None:
         return text, by
     notes = _NOTES.get()
@@ -57,7 +61,7 @@ def summarize(
         warnings.warn(why, SummarizerFallback, stacklevel=2)
     elif why not in notes:
         notes.append(why)
-    return text, "extractive"
+    return text, by
 
 
 @contextmanager

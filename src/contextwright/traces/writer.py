@@ -145,8 +145,9 @@ class TraceWriter:
             self._done([trace])
 
     def _lost(self, error: str) -> None:
-        self.errors.append(error)
-        self.failed += 1
+        with self._cv:  # `put` after close writes on the caller's thread, beside a flush
+            self.errors.append(error)
+            self.failed += 1
 
     def _done(self, written: list[Trace]) -> None:
         """No longer pending (unless put again meanwhile)."""
