@@ -148,3 +148,22 @@ def test_a_session_window_names_the_profile_it_cannot_budget(engine: Engine) -> 
     with pytest.raises(ValidationError) as err:
         fresh.sessions.window("acme", "bob", "s1", "hello", None, "openai")
     assert err.value.field == "profile.default_model"
+
+
+def test_what_completing_a_private_task_writes_is_its_authors_alone_whatever_its_to(
+    engine: Engine,
+) -> None:
+    """A private task with `to` is its author's alone (Record.visible_to): its handoff and file
+    entries must not be written direct to the names in `to`."""
+    task = engine.add(
+        project="acme", author="alice", kind="task", content="T", visibility="private",
+        to=["bob"], meta={"name": "t", "objective": "o"},
+    )  # fmt: skip
+    done = engine.tasks.complete(
+        "acme", task.id, {"summary": "SECRET handoff", "files_created": [{"path": "b.py"}]},
+        by="alice",
+    )  # fmt: skip
+    written = [done.handoff, *done.files]
+    assert {(r.visibility, r.to) for r in written} == {("private", ())}
+    seen = engine.records("acme", agent="bob", limit=1000)
+    assert not {r.id for r in written} & {r.id for r in seen}

@@ -27,6 +27,7 @@ from ..records import (
     check_name,
     check_text,
 )
+from ..sessions import scopes
 from .computed import ComputedContext, compute_context
 from .context_map import infer_component
 from .dependencies import extract_dependency_context, handoff_of, latest_handoffs
@@ -70,13 +71,6 @@ def _text(value: object, field: str, limit: int, fix: str) -> str:
             field, f"<{len(value)} characters>", f"keep it under {limit} characters"
         )
     return check_text(field, value.strip())
-
-
-def audience(visibility: str, author: str, to: Collection[str]) -> frozenset[str] | None:
-    """Who sees a record (Record.visible_to): None: all; private: its author alone, even with `to`."""
-    if visibility == "project":
-        return None
-    return frozenset({author, *to}) if visibility == "direct" else frozenset({author})
 
 
 def missing_task(task_id: str) -> NotFound:
@@ -302,13 +296,10 @@ class TaskBoard:
         count = self.book.counter.count
 
         # What a completion writes is derived from the task, so it is never wider than the task:
-        # a private or direct task's handoff, nodes and file entries reach only who sees the task.
-        scope: dict[str, Any] = {}
-        if task.visibility != "project":
-            readers = sorted({task.author, *task.to} - {author})
-            scope = (
-                {"visibility": "direct", "to": readers} if readers else {"visibility": "private"}
-            )
+        # a private or direct task's handoff, nodes and file entries reach only who sees the task
+        # (a private task's `to` sees nothing of it).
+        seen_by = scopes.of_record(task)
+        scope = {} if seen_by.is_project else seen_by.fields(author)
 
         def build(**fields: Any) -> Record:
             return build_record(
@@ -362,7 +353,6 @@ class TaskBoard:
             )
             for q in parsed.open_questions
         ]
-        seen_by = audience(scope.get("visibility", "project"), author, scope.get("to", ()))
         files = self._file_entries(project, task.id, parsed, build, author, seen_by)
         nodes = [*patterns, *gotchas, *decisions, *questions]
         summary_lines = [f"Handoff from {name}: {parsed.summary}"]
@@ -406,7 +396,7 @@ class TaskBoard:
         handoff: Handoff,
         build: Any,
         author: str,
-        readers: frozenset[str] | None,
+        readers: scopes.Scope,
     ) -> list[Record]:
         """UPDATE_OR_ADD: one entry per path; a changed path supersedes its current entry of the
         same audience. A wider or narrower entry stays: those who see only one of the two would
@@ -420,7 +410,7 @@ class TaskBoard:
             found = self.book.store.query(
                 Query(project, author, kinds=("file",), tag=tag, statuses=("active",), limit=50)
             )
-            current = [r for r in found if audience(r.visibility, r.author, r.to) == readers]
+            current = [r for r in found if scopes.of_record(r) == readers]
             component = f.component or infer_component(path)
             out.append(
                 build(
