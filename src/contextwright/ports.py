@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from .records import Record
 
@@ -362,6 +362,10 @@ class RemoteReads(Protocol):
     pool, so sources run there rather than on the calling thread."""
 
     remote: bool
+
+
+def reads_remotely(store: object) -> bool:
+    return capable(store, RemoteReads) and cast(RemoteReads, store).remote
 
 
 @runtime_checkable

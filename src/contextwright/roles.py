@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .budget import Budget
 from .errors import ValidationError
 from .records import KINDS
-from .tokens.models import model_spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,15 +41,20 @@ class RoleProfile:
             "complexity": self.complexity,
         }
 
+    def budget(self) -> Budget:
+        """The budget of a call that gives none. Where this process cannot make it (a model it
+        does not know, a window past the model's), the profile's field is named."""
+        try:
+            return Budget(model=self.default_model, window=self.default_window)
+        except ValidationError as exc:
+            model = exc.field == "model"
+            field = "profile.default_model" if model else "profile.default_window"
+            value = self.default_model if model else self.default_window
+            raise ValidationError(field, value, exc.fix) from None
+
     def check_model(self) -> RoleProfile:
         """A profile being registered names a model this process knows, and a window it has."""
-        try:
-            spec = model_spec(self.default_model)
-        except ValidationError as exc:
-            raise ValidationError("profile.default_model", self.default_model, exc.fix) from None
-        if not 1 <= self.default_window <= spec.window:
-            fix = f"give whole tokens from 1 to {spec.window}"
-            raise ValidationError("profile.default_window", self.default_window, fix)
+        self.budget()
         return self
 
     @classmethod

@@ -25,7 +25,7 @@ from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import cast
 
-from ..ports import Hit, RemoteReads, SearchesAhead, Store, capable
+from ..ports import Hit, SearchesAhead, Store, capable, reads_remotely
 from ..traces.trace import SourceRun
 from .request import AssembleRequest
 from .scoring import topic
@@ -98,6 +98,12 @@ class Early:
         return max(self.deadline - time.perf_counter(), 0.0)
 
 
+def searches_ahead(store: Store, pool: Executor | None) -> bool:
+    """Whether calls on `store` start their search ahead: with a pool, on a store that can and
+    whose reads wait on another process (PostgreSQL)."""
+    return pool is not None and capable(store, SearchesAhead) and reads_remotely(store)
+
+
 def start(
     store: Store,
     pool: Executor | None,
@@ -110,11 +116,9 @@ def start(
     that cannot (`SearchesAhead`, remote), a call whose text or sources are not yet known (a
     task by id, pipelines of its own, the people never read), that has no full-text source, or
     that the source cache likely answers (`Answered`)."""
-    if pool is None or request.task_id is not None or request.pipelines is not None:
+    if pool is None or not searches_ahead(store, pool):
         return None
-    if not capable(store, SearchesAhead) or not (
-        capable(store, RemoteReads) and getattr(store, "remote", False)
-    ):
+    if request.task_id is not None or request.pipelines is not None:
         return None
     known = people.get(request.project)
     named = request.sources

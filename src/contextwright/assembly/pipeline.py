@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, cast
+from typing import Any
 
-from ..ports import ReadsMany, RemoteReads, capable
+from ..ports import ReadsMany, capable, reads_remotely
 from ..traces.trace import SourceRun
 from .cache import SourceCache
 from .candidates import SECTION_RANK, Candidate, one
@@ -194,9 +194,7 @@ def is_inline(src: Source, ctx: SourceContext | None = None) -> bool:
     it here, holding no pool thread while the search holds one."""
     inline = getattr(src, "inline", False)
     if inline == "local":
-        if ctx is None or not (
-            capable(ctx.store, RemoteReads) and cast(RemoteReads, ctx.store).remote
-        ):
+        if ctx is None or not reads_remotely(ctx.store):
             return True
         if _takes_ahead(src, ctx):
             return True

@@ -111,11 +111,6 @@ class Assembler:
             self.counts.carry(w.project, w.before, w.after)
             self.cache.reads.carry(w.project, w.before, w.after, w.records)
 
-    def resolve(self, request: AssembleRequest) -> tuple[AssembleRequest, Agent, list[Source]]:
-        """What needs the store: a task's objective, the agent's default budget, the sources."""
-        request, agent, active, _, _ = self._resolve(request)
-        return request, agent, active
-
     def check_names(self, request: AssembleRequest) -> tuple[AssembleRequest, list[Source]]:
         """The request with its pipelines resolved, and the sources it runs: its `sources` and
         `limits` keys checked against them. A session window checks first, since its steps
@@ -130,7 +125,7 @@ class Assembler:
         return request, active
 
     def _resolve(
-        self, request: AssembleRequest, counts: bool = True
+        self, request: AssembleRequest, counts: bool
     ) -> tuple[AssembleRequest, Agent, list[Source], int | None, list[str]]:
         """`resolve`, the project's store version where it was read with the agent, and the
         task's query terms. `counts`: the first read may carry the terms' full-text counts
@@ -225,7 +220,8 @@ class Assembler:
         if early is not None:  # the sources' own deadline (run_sources)
             early.deadline = time.perf_counter() + self.deadline_s
         found, runs = run_sources(active, ctx, self.pool, self.deadline_s, cache=self.cache)
-        self._answered.note(request, version, runs)
+        if ahead.searches_ahead(self.store, self.pool):  # what `ahead.start` asks of it
+            self._answered.note(request, version, runs)
         found.extend(ruled)
         t_sources = time.perf_counter()
         for run in runs:
@@ -357,14 +353,11 @@ class Setting(Generic[T]):
 def profile_budget(agent: Agent) -> Budget:
     """The budget of a call that gives none: its agent's profile's. A profile stored by a process
     that knew its model (register_model is per process) is named as the field at fault."""
-    p = agent.profile
     try:
-        return Budget(model=p.default_model, window=p.default_window)
+        return agent.profile.budget()
     except ValidationError as exc:
         fix = (
             f"give the call a budget, register the model in this process, or register agent "
             f"{agent.id!r} again with a model and window it knows ({exc.fix})"
         )
-        field = "profile.default_model" if exc.field == "model" else "profile.default_window"
-        value = p.default_model if field.endswith("model") else p.default_window
-        raise ValidationError(field, value, fix) from exc
+        raise ValidationError(exc.field, exc.value, fix) from exc
