@@ -68,7 +68,11 @@ def row_item(row: Sequence[Any]) -> dict[str, Any]:
 def row_counts(rows: Sequence[Sequence[Any]]) -> tuple[int, int, int]:
     """How many of the rows' items were kept (truncated ones included), truncated, and dropped:
     `Trace.decision_counts` with no item built (a listing's summaries)."""
-    decisions = [r[_DECISION_AT] for r in rows]
+    return tally([r[_DECISION_AT] for r in rows])
+
+
+def tally(decisions: Sequence[str]) -> tuple[int, int, int]:
+    """How many of `decisions` kept an item (truncated ones included), truncated, dropped one."""
     dropped = decisions.count("dropped")
     return len(decisions) - dropped, decisions.count("truncated"), dropped
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .rows import ITEM_ROWS, row_counts, row_item
+from .rows import ITEM_ROWS, row_counts, row_item, tally
 
 
 @dataclass
@@ -79,9 +79,9 @@ class Trace:
         """A trace from its stored document: its items as stored, or built from its rows
         (rows.py) on their first read, so that a listing's summaries build none."""
         rows = d.get(ITEM_ROWS)
+        fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         if rows is None or "items" in d:
-            return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
-        fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "items"}
+            return cls(**fields)
         return PendingTrace(lambda: [row_item(r) for r in rows], row_counts(rows), **fields)
 
     @property
@@ -94,9 +94,7 @@ class Trace:
 
     def decision_counts(self) -> tuple[int, int, int]:
         """How many items were kept (truncated ones included), truncated, and dropped."""
-        decisions = [i["decision"] for i in self.items]
-        dropped = decisions.count("dropped")
-        return len(decisions) - dropped, decisions.count("truncated"), dropped
+        return tally([i["decision"] for i in self.items])
 
     def summary(self) -> str:
         kept, truncated, dropped = self.decision_counts()
