@@ -333,148 +333,134 @@ def build(
     auto: bool = True,
     steps: list[dict[str, Any]] | None = None,
 ) -> SessionWindow:
-    with noting() as fallbacks:  # a summarizer that failed: its summary's receipt (fallback.py)
-        return _build(mgr, st, layers, task, bud, fmt, auto, steps, fallbacks)
-
-
-def _build(
-    mgr: SessionHost,
-    st: SessionState,
-    layers: Layers,
-    task: str,
-    bud: Budget,
-    fmt: str,
-    auto: bool,
-    steps: list[dict[str, Any]] | None,
-    fallbacks: list[str],
-) -> SessionWindow:
-    cfg = mgr.config
-    steps = list(steps or [])
-    compactions: list[Compaction] = []
-    reset: Reset | None = None
-    keep, purge, drop = cfg.keep_turns, False, False
-    plan = mgr.plan(st, layers, task, keep=keep, purge=purge, drop=drop)
-    if auto:
-        check_fixed(mgr, plan, bud, fmt)
-    skipped = False  # a compaction that kept the turns would keep them again: do not retry
-    if auto and estimate(mgr, plan, bud, fmt).compaction_hint:
-        c = mgr.compact_state(st, trigger="auto", keep=keep)
-        skipped = c.skipped is not None
-        if c.compacted:
-            compactions.append(c)
-            steps.append(
-                {
-                    "step": "auto_compaction",
-                    "summary": c.summary.id if c.summary else None,
-                    "replaced": len(c.replaced),
-                }
-            )
-            plan = mgr.plan(st, layers, task, keep=keep, purge=purge, drop=drop)
-        elif c.skipped:
-            steps.append({"step": "auto_compaction", "skipped": c.skipped})
-    asm = assemble(mgr, plan, bud, fmt, task, layers.request)
-    missing, dropped = problems(asm, plan)
-    if auto and not missing and dropped and not skipped:
-        c = mgr.compact_state(st, trigger="auto", keep=keep)
-        if c.compacted:
-            compactions.append(c)
-            steps.append(
-                {
-                    "step": "auto_compaction",
-                    "reason": f"{len(dropped)} turns did not fit",
-                    "summary": c.summary.id if c.summary else None,
-                }
-            )
+    # A summarizer that failed: its summary's receipt (summarizers/fallback.py).
+    with noting() as fallbacks:
+        cfg = mgr.config
+        steps = list(steps or [])
+        compactions: list[Compaction] = []
+        reset: Reset | None = None
+        keep, purge, drop = cfg.keep_turns, False, False
+        plan = mgr.plan(st, layers, task, keep=keep, purge=purge, drop=drop)
+        if auto:
+            check_fixed(mgr, plan, bud, fmt)
+        skipped = False  # a compaction that kept the turns would keep them again: do not retry
+        if auto and estimate(mgr, plan, bud, fmt).compaction_hint:
+            c = mgr.compact_state(st, trigger="auto", keep=keep)
+            skipped = c.skipped is not None
+            if c.compacted:
+                compactions.append(c)
+                steps.append(
+                    {
+                        "step": "auto_compaction",
+                        "summary": c.summary.id if c.summary else None,
+                        "replaced": len(c.replaced),
+                    }
+                )
+                plan = mgr.plan(st, layers, task, keep=keep, purge=purge, drop=drop)
+            elif c.skipped:
+                steps.append({"step": "auto_compaction", "skipped": c.skipped})
+        asm = assemble(mgr, plan, bud, fmt, task, layers.request)
+        missing, dropped = problems(asm, plan)
+        if auto and not missing and dropped and not skipped:
+            c = mgr.compact_state(st, trigger="auto", keep=keep)
+            if c.compacted:
+                compactions.append(c)
+                steps.append(
+                    {
+                        "step": "auto_compaction",
+                        "reason": f"{len(dropped)} turns did not fit",
+                        "summary": c.summary.id if c.summary else None,
+                    }
+                )
+                plan = mgr.plan(st, layers, task, keep=keep, purge=purge, drop=drop)
+                asm = assemble(mgr, plan, bud, fmt, task, layers.request)
+                missing, dropped = problems(asm, plan)
+            elif c.skipped:
+                steps.append({"step": "auto_compaction", "skipped": c.skipped})
+        for rung in LADDER:
+            if not missing or not auto:
+                break
+            step: dict[str, Any] = {"step": rung, "missing_before": missing[:20]}
+            if rung == "emergency_compaction":
+                keep = EMERGENCY_KEEP
+                c = mgr.compact_state(st, trigger="emergency", keep=keep)
+                if c.compacted:
+                    compactions.append(c)
+                    step["summary"] = c.summary.id if c.summary else None
+                elif c.skipped:
+                    step["skipped"] = c.skipped
+            elif rung == "purge_tool_results":
+                purge = True
+                if not any(t.is_tool for t in plan.turns):  # the window is the same: no receipt
+                    step["skipped"] = "no tool results to purge"
+            elif rung == "drop_files":
+                drop = True
+                if not layers.files:
+                    step["skipped"] = "no workspace files to drop"
+            else:
+                drafts = draft_transfers(mgr, st, plan.turns)
+                fits, why = _reset_would_fit(mgr, plan, asm, bud, fmt, [d for _, _, d in drafts])
+                if not fits:
+                    plan.steps = [*steps, {**step, "skipped": why}]
+                    bd = breakdown(asm, plan, threshold=cfg.threshold)
+                    raise ContextOverflow(
+                        f"the window for {st.agent} in session {st.session} overflows after "
+                        "emergency compaction, the tool-result purge and dropping files "
+                        f"(left out: {', '.join(missing[:5])}); {why}: {_fix(bud)}",
+                        breakdown=bd.to_dict(),
+                    )
+                reset = mgr.reset_state(
+                    st, new_session=None, reason="context overflow", drafts=drafts
+                )
+                st = mgr.load_state(st.project, st.agent, reset.new_session)
+                step["new_session"] = reset.new_session
+            steps.append(step)
             plan = mgr.plan(st, layers, task, keep=keep, purge=purge, drop=drop)
             asm = assemble(mgr, plan, bud, fmt, task, layers.request)
             missing, dropped = problems(asm, plan)
-        elif c.skipped:
-            steps.append({"step": "auto_compaction", "skipped": c.skipped})
-    for rung in LADDER:
-        if not missing or not auto:
-            break
-        step: dict[str, Any] = {"step": rung, "missing_before": missing[:20]}
-        if rung == "emergency_compaction":
-            keep = EMERGENCY_KEEP
-            c = mgr.compact_state(st, trigger="emergency", keep=keep)
-            if c.compacted:
-                compactions.append(c)
-                step["summary"] = c.summary.id if c.summary else None
-            elif c.skipped:
-                step["skipped"] = c.skipped
-        elif rung == "purge_tool_results":
-            purge = True
-            if not any(t.is_tool for t in plan.turns):  # the window is the same: no receipt
-                step["skipped"] = "no tool results to purge"
-        elif rung == "drop_files":
-            drop = True
-            if not layers.files:
-                step["skipped"] = "no workspace files to drop"
-        else:
-            drafts = draft_transfers(mgr, st, plan.turns)
-            fits, why = _reset_would_fit(mgr, plan, asm, bud, fmt, [d for _, _, d in drafts])
-            if not fits:
-                plan.steps = [*steps, {**step, "skipped": why}]
-                bd = breakdown(asm, plan, threshold=cfg.threshold)
-                raise ContextOverflow(
-                    f"the window for {st.agent} in session {st.session} overflows after "
-                    f"emergency compaction, the tool-result purge and dropping files (left out: "
-                    f"{', '.join(missing[:5])}); {why}: {_fix(bud)}",
-                    breakdown=bd.to_dict(),
-                )
-            reset = mgr.reset_state(st, new_session=None, reason="context overflow", drafts=drafts)
-            st = mgr.load_state(st.project, st.agent, reset.new_session)
-            step["new_session"] = reset.new_session
-        steps.append(step)
-        plan = mgr.plan(st, layers, task, keep=keep, purge=purge, drop=drop)
-        asm = assemble(mgr, plan, bud, fmt, task, layers.request)
-        missing, dropped = problems(asm, plan)
-    plan.steps = steps
-    bd = breakdown(asm, plan, threshold=cfg.threshold)
-    if missing and auto:
-        raise ContextOverflow(
-            f"the window for {st.agent} in session {st.session} overflows even after every "
-            f"recovery step; left out: {', '.join(missing[:5])}",
-            breakdown=bd.to_dict(),
+        plan.steps = steps
+        bd = breakdown(asm, plan, threshold=cfg.threshold)
+        if missing and auto:
+            raise ContextOverflow(
+                f"the window for {st.agent} in session {st.session} overflows even after every "
+                f"recovery step; left out: {', '.join(missing[:5])}",
+                breakdown=bd.to_dict(),
+            )
+        # Every step that left the window less than asked for says so where every interface looks
+        # (HTTP and MCP answer only the assembly), not only in the trace's notes.
+        old = reset.old_session if reset is not None else st.session
+        asm.warnings.extend([*receipts(steps, old), *fallbacks])  # the trace's list, too (run.py)
+        asm.trace.notes["session"] = {
+            "session": st.session,
+            "steps": steps,
+            "compactions": [c.summary.id for c in compactions if c.summary],
+            "layers": bd.layers,
+            "gauge": bd.gauge.to_dict(),
+            "files": [f.to_dict() for f in bd.files],
+            "missing": missing,
+        }
+        if mgr.assembler.persist_traces and (steps or missing):
+            # The trace was persisted by assemble; store it again only when a step was taken.
+            mgr.store.put_doc(
+                "traces",
+                asm.trace.id,
+                st.project,
+                asm.trace.to_json_dict(),  # its items as rows unless read (traces/rows.py)
+                asm.trace.created_at,
+                key=st.agent,
+            )
+        return SessionWindow(
+            project=st.project,
+            agent=st.agent,
+            session=st.session,
+            assembly=asm,
+            breakdown=bd,
+            budget=bud,
+            tools=plan.tools,
+            tools_tokens=plan.tools_tokens,
+            compactions=compactions,
+            reset=reset,
         )
-    # Every step that left the window less than asked for says so where every interface looks
-    # (HTTP and MCP answer only the assembly), not only in the trace's notes.
-    old = reset.old_session if reset is not None else st.session
-    said = [*receipts(steps, old), *fallbacks]
-    asm.warnings.extend(said)
-    if said and asm.trace.warnings is not asm.warnings:
-        asm.trace.warnings.extend(said)
-    asm.trace.notes["session"] = {
-        "session": st.session,
-        "steps": steps,
-        "compactions": [c.summary.id for c in compactions if c.summary],
-        "layers": bd.layers,
-        "gauge": bd.gauge.to_dict(),
-        "files": [f.to_dict() for f in bd.files],
-        "missing": missing,
-    }
-    if mgr.assembler.persist_traces and (steps or missing):
-        # The trace was persisted by assemble; store it again only when a step was taken.
-        mgr.store.put_doc(
-            "traces",
-            asm.trace.id,
-            st.project,
-            asm.trace.to_json_dict(),  # its items as rows unless read (traces/rows.py)
-            asm.trace.created_at,
-            key=st.agent,
-        )
-    return SessionWindow(
-        project=st.project,
-        agent=st.agent,
-        session=st.session,
-        assembly=asm,
-        breakdown=bd,
-        budget=bud,
-        tools=plan.tools,
-        tools_tokens=plan.tools_tokens,
-        compactions=compactions,
-        reset=reset,
-    )
 
 
 def calibrate(
