@@ -121,18 +121,17 @@ class VectorSource:
             # What `prepare` started (or all of it here); hits read already are not read again.
             found = ctx.prepared_result(self.name, lambda: self._nearest(ctx)())()
             hits = kept_hits(store, ctx.shared, ctx.version, ctx.project, found, ctx.records_read())
-        else:
-            text = ctx.query_text
-            vec = self._cached(text)
-            if vec is None:  # what `prepare` started, or (no pool) all of it here
-                finish = ctx.prepared_result(self.name, lambda: self._embedding(text)())
-                vec = self._keep(text, finish())
-            hits = cast(KeepsVectors, store).vector_search(
-                ctx.project, ctx.agent, vec, ctx.depth(self.name, self.top_k), self.embedder.name
-            )
-        if not hits:
-            return []
-        return self._candidates(hits, ctx)
+            return self._candidates(hits, ctx) if hits else []
+        text = ctx.query_text
+        vec = self._cached(text)
+        if vec is None:  # what `prepare` started, or (no pool) all of it here
+            finish = ctx.prepared_result(self.name, lambda: self._embedding(text)())
+            vec = self._keep(text, finish())
+        hits = cast(KeepsVectors, store).vector_search(
+            ctx.project, ctx.agent, vec, ctx.depth(self.name, self.top_k), self.embedder.name
+        )
+        # Read afresh as new records, never the last call's: nothing to copy (`_candidates`).
+        return self._make(hits, ctx) if hits else []
 
     def _make(self, hits: Sequence[Hit], ctx: SourceContext) -> list[Candidate]:
         # Cosines crowd into a narrow band; spread the returned list over 0..1 (min-max),
@@ -150,8 +149,6 @@ class VectorSource:
         (reads.ById keeps their records), so making 80 candidates again cost it 0.45 ms. A
         task's first call only notes its hits; its second keeps its candidates (frozen), so
         that new tasks do not pay for keeping them."""
-        if not searches_here(ctx.store):  # hits read afresh as new records are never the same
-            return self._make(hits, ctx)
         key = (ctx.project, ctx.agent, ctx.query_text)
         seen = tuple((h.record, h.score) for h in hits)
         grows = ctx.grows(self.name)

@@ -395,7 +395,8 @@ _OPEN: weakref.WeakSet[Vectors] = weakref.WeakSet()
 def _close_at_exit() -> None:
     for vectors in list(_OPEN):
         try:  # one that fails to close (its store gone) must not leave the others running
-            vectors.close()
+            if not vectors._closed:  # closed by its engine already: its worker has stopped
+                vectors.close()
         except Exception:  # nothing is left to report to at exit
             continue
         finally:
