@@ -23,7 +23,7 @@ from ..records import Record
 from .postgres_facts import PostgresFacts
 from .postgres_links import PostgresLinks
 from .postgres_schema import MIGRATIONS, set_local, set_planner
-from .postgres_text import COUNTS_PLANNER, VERSION_SQL, PostgresText
+from .postgres_text import COUNTS_PLANNER, VERSION_SQL, PostgresText, _version
 from .postgres_url import password_of, redact, take_pool_option
 from .postgres_vectors import PostgresVectors, binary_vectors
 from .postgres_writes import PostgresWrites
@@ -372,8 +372,7 @@ class PostgresStore(PostgresWrites, PostgresFacts, PostgresLinks, PostgresText, 
         return {old: new for old, new in self._read(*self._replaced_sql(project, ids))}
 
     def version(self, project: str) -> int:
-        rows = self._read(VERSION_SQL, {"p": project})
-        return int(rows[0][0]) if rows else 0
+        return _version(self._read(VERSION_SQL, {"p": project}))
 
     def doc_with_version(
         self, collection: str, project: str, doc_id: str, words: Sequence[str] = ()

@@ -242,7 +242,7 @@ class PostgresText:
 
     def counts_read(
         self, terms: Sequence[str]
-    ) -> tuple[str, Any, Callable[[list[Any]], dict[str, int]]] | None:
+    ) -> tuple[str, Any, Callable[[list[Any]], None]] | None:
         """The word counts that a search for `terms` would read next, as a statement to send in
         another read's round trip (`doc_with_version`, an assemble call's first, or the search's
         own: `_search`), with what keeps its rows and gives the counts: (sql, params, keep).
@@ -261,11 +261,10 @@ class PostgresText:
         if not stale or total <= COMMON_DF or key != _mce_key(top, total) or now - at > MCE_TTL:
             return None
 
-        def keep(rows: list[Any]) -> dict[str, int]:
+        def keep(rows: list[Any]) -> None:
             counted = _counted(stale, rows)
             with lock:
                 cache.update((t, (c, top)) for t, c in counted.items())
-            return counted
 
         return common, _counts_params(stale), keep
 
@@ -331,7 +330,7 @@ class PostgresText:
             )
             version, same, rows = self._read_versioned(versioned, sql, params, planner, guessed)
             if same:
-                keep([(-c, None) for c in guessed.values()])  # the counts' rows: estimates
+                keep([(c, None) for c in guessed.values()])  # as the counts' rows: estimates
                 return _version(version), self._searched(sql, params, rows)
         sql, params, planner = self._search_sql(project, agent, limit, self._counts(terms))
         if versioned is None:
