@@ -115,8 +115,9 @@ def _seconds(where: str, value: Any) -> float | None:
     return None if value is None else check_time(where, value)
 
 
-def _chatgpt_messages(conv: Mapping[str, Any], where: str) -> list[Mapping[str, Any]]:
-    """Walk a ChatGPT export's `mapping` from `current_node` back to the root (the shown branch)."""
+def _chatgpt_messages(conv: Mapping[str, Any], where: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """Walk a ChatGPT export's `mapping` from `current_node` back to the root (the shown branch):
+    each message with its place in the file."""
     mapping = _object(f"{where}.mapping", conv.get("mapping") or {}, "give {node id: node}")
     nodes = {
         k: _object(f"{where}.mapping.{k}", n, "give a node object (message, parent)")
@@ -133,10 +134,8 @@ def _chatgpt_messages(conv: Mapping[str, Any], where: str) -> list[Mapping[str, 
         node_id = node.get("parent")
     if not chain:  # no current_node: fall back to insertion order
         chain = [n["message"] for n in reversed(list(nodes.values())) if n.get("message")]
-    return [
-        _object(f"{where}.mapping: message {i}", m, "give a message object (author, content)")
-        for i, m in enumerate(reversed(chain))
-    ]
+    places = [(f"{where}.mapping: message {i}", m) for i, m in enumerate(reversed(chain))]
+    return [(at, _object(at, m, "give a message object (author, content)")) for at, m in places]
 
 
 def read_openai(path: Path, project: str) -> Iterator[Row]:
@@ -151,10 +150,10 @@ def read_openai(path: Path, project: str) -> Iterator[Row]:
         if "mapping" in conv:
             messages: list[tuple[str, Any]] = [
                 (
-                    f"conversations[{ci}].mapping: message {mi}",
+                    at,
                     {
                         "role": _object(
-                            f"conversations[{ci}].mapping: message {mi}.author",
+                            f"{at}.author",
                             m.get("author") or {},
                             "give the author as an object with its role",
                         ).get("role", "user"),
@@ -162,7 +161,7 @@ def read_openai(path: Path, project: str) -> Iterator[Row]:
                         "create_time": m.get("create_time"),
                     },
                 )
-                for mi, m in enumerate(_chatgpt_messages(conv, f"conversations[{ci}]"))
+                for at, m in _chatgpt_messages(conv, f"conversations[{ci}]")
             ]
         elif isinstance(conv.get("messages"), list):
             messages = [
