@@ -29,7 +29,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -101,6 +101,24 @@ def vacuum_analyze(url: str) -> None:
 
     with psycopg.connect(take_pool_option(url)[0], autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
+
+
+def warm_up(
+    engines: Iterable[Engine],
+    reqs: Sequence[tuple[str, str, str]],
+    settle: bool,
+    budgets: Any = None,
+) -> None:
+    """The first ten requests on every engine, unmeasured (page cache, token cache, plans), each
+    with its budget (`budgets`, one per engine; default BUDGET); then, with `settle`, the heap
+    frozen as `contextwright serve` does before it answers."""
+    engines = list(engines)
+    for agent, task, day in reqs[:10]:
+        for i, engine in enumerate(engines):
+            budget = BUDGET if budgets is None else budgets[i]
+            engine.assemble(PROJECT, agent, task, budget, session=f"{agent}-{day}")
+    if settle:
+        settle_heap()
 
 
 @contextlib.contextmanager
@@ -202,11 +220,7 @@ def run(
         warm_files([os.path.join(workdir, "pgdata", "base"), os.path.join(workdir, "bench.db")])
         warm_buffers(url)
         reqs = _requests(calls)
-        for agent, task, day in reqs[:10]:  # warm caches (page cache, token cache, plans)
-            for engine in engines.values():
-                engine.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
-        if settle:  # as `contextwright serve` does before it answers
-            settle_heap()
+        warm_up(engines.values(), reqs, settle)
         load_before = os.getloadavg()
         times: dict[str, list[float]] = {name: [] for name in engines}
         reads: dict[str, list[float]] = {name: [] for name in engines}

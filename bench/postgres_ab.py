@@ -25,10 +25,9 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from assemble import BUDGET, PROJECT, _requests, call_ms, cpu_reference_ms, machine
-from postgres import start_postgres, warm_buffers, warm_files
+from postgres import start_postgres, warm_buffers, warm_files, warm_up
 
 from contextwright import Engine
-from contextwright.heap import settle_heap
 from contextwright.stores.postgres import PostgresStore
 from contextwright.stores.sqlite import SQLiteStore
 
@@ -67,11 +66,7 @@ def run(old_checkout: str, workdir: str, n: int, calls: int, settle: bool = Fals
         budgets = {name: BUDGET for name in engines}
         budgets["pg_old"] = old.Budget(**dataclasses.asdict(BUDGET))
         reqs = _requests(calls)
-        for agent, task, day in reqs[:10]:
-            for name, engine in engines.items():
-                engine.assemble(PROJECT, agent, task, budgets[name], session=f"{agent}-{day}")
-        if settle:  # as `contextwright serve` does before it answers
-            settle_heap()
+        warm_up(engines.values(), reqs, settle, [budgets[name] for name in engines])
         load_before = os.getloadavg()
         times: dict[str, list[float]] = {name: [] for name in engines}
         texts: dict[str, list[str]] = {name: [] for name in engines}

@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import psycopg
 from assemble import BUDGET, PROJECT, _requests
-from postgres import built
+from postgres import built, warm_up
 
 from contextwright import Engine
 from contextwright.stores.postgres import PostgresStore
@@ -108,8 +108,7 @@ def main() -> None:
     with built(args.dir, args.records) as (url, store):
         engine = Engine(store)
         reqs = _requests(10 + args.calls)
-        for agent, task, day in reqs[:10]:
-            engine.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
+        warm_up([engine], reqs, False)
         rec = Recorder(store)
         with psycopg.connect(take_pool_option(url)[0]) as conn:
             for agent, task, day in reqs[10:]:

@@ -26,11 +26,10 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from assemble import BUDGET, PROJECT, _requests, call_ms
-from postgres import built
+from postgres import built, warm_up
 
 from contextwright import Engine
 from contextwright.assembly import ahead
-from contextwright.heap import settle_heap
 from contextwright.stores.postgres import PostgresStore
 from contextwright.stores.sqlite import SQLiteStore
 
@@ -59,8 +58,8 @@ class Timeline:
             name = parts[-3] if len(parts) >= 3 else parts[-1]
             return timed(name, reading, fn)
 
-        def wait(early: ahead.Early, text: str, limit: int) -> Any:
-            return timed("wait for the search", call, early, text, limit)
+        def wait(early: ahead.Early, *args: Any) -> Any:  # (project, agent, text, limit)
+            return timed("wait for the search", call, early, *args)
 
         store._reading = read  # type: ignore[method-assign]
         store.put_docs = lambda *a, **k: timed("trace write", put_docs, *a, **k)  # type: ignore[method-assign]
@@ -101,11 +100,7 @@ def main() -> None:
     with built(args.dir, args.records) as (_, store):
         engines = [Engine(SQLiteStore(os.path.join(args.dir, "bench.db"))), Engine(store)]
         reqs = _requests(args.calls)
-        for agent, task, day in reqs[:10]:
-            for engine in engines:
-                engine.assemble(PROJECT, agent, task, BUDGET, session=f"{agent}-{day}")
-        if args.settle_heap:
-            settle_heap()
+        warm_up(engines, reqs, args.settle_heap)
         line = Timeline(store)
         load = os.getloadavg()
         calls: list[tuple[float, list[Event]]] = []
